@@ -1,0 +1,173 @@
+"""The config schema, registered in Hydra's ConfigStore.
+
+Every yaml file under conf/ is merged onto these dataclasses, so an unknown key or a value of the
+wrong type fails when Hydra composes the config, before anything runs. Enums list what is allowed;
+OmegaConf's error then names the key and the allowed values.
+"""
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+
+
+class DataName(Enum):
+    digits = "digits"  # scikit-learn's bundled 8x8 digits: no download, the default
+    cifar10 = "cifar10"  # torchvision.datasets.CIFAR10 from data.root
+    synthetic = "synthetic"  # random class-dependent images, any shape: for tests and benchmarks
+
+
+class ModelName(Enum):
+    small_cnn = "small_cnn"
+    resnet18 = "resnet18"  # torchvision ResNet18 with a CIFAR stem
+
+
+class OptimName(Enum):
+    sgd = "sgd"
+    adamw = "adamw"
+
+
+class Mode(Enum):
+    strict = "strict"  # use_deterministic_algorithms(True): an op without a deterministic kernel raises
+    warn = "warn"  # the same, but such an op only warns (and the run is not bit-exact)
+    off = "off"  # PyTorch defaults; cudnn.benchmark allowed
+
+
+class Device(Enum):
+    auto = "auto"  # cuda when available, else cpu
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Precision(Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"  # bf16 autocast around forward and loss; weights and optimizer stay fp32
+
+
+@dataclass
+class DataConfig:
+    name: DataName = DataName.digits
+    root: str = "data/cifar10"  # cifar10: folder holding cifar-10-batches-py/
+    download: bool = False  # cifar10: let torchvision download into root
+    augment: bool = False  # random crop (pad 4) + horizontal flip, drawn from the augment stream
+    num_workers: int = 0  # DataLoader workers; any value gives the same batches
+    train_limit: Optional[int] = None  # use only the first N training examples (tests, quick looks)
+    test_limit: Optional[int] = None
+    # synthetic only
+    num_train: int = 512
+    num_test: int = 256
+    num_classes: int = 10
+    channels: int = 1
+    image_size: int = 8
+
+
+@dataclass
+class ModelConfig:
+    name: ModelName = ModelName.small_cnn
+    width: int = 32  # small_cnn: channels of the first conv (the second has twice as many)
+    dropout: float = 0.0  # small_cnn: dropout before the classifier, drawn from the model stream
+
+
+@dataclass
+class OptimConfig:
+    name: OptimName = OptimName.sgd
+    lr: float = 0.05
+    momentum: float = 0.9  # sgd
+    nesterov: bool = True  # sgd
+    weight_decay: float = 5e-4
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])  # adamw
+
+
+@dataclass
+class LossConfig:
+    # The training loss is cross-entropy, optionally reshaped by one or more terms.
+    label_smoothing: float = 0.0  # in [0, 1)
+    focal_gamma: float = 0.0  # > 0: focal loss (Lin et al. 2017), down-weights easy examples
+    confidence_penalty: float = 0.0  # > 0: minus beta * entropy of the prediction (Pereyra et al. 2017)
+    logit_noise: float = 0.0  # > 0: Gaussian noise on logits, drawn from the model/loss stream
+
+
+@dataclass
+class DeterminismConfig:
+    mode: Mode = Mode.strict
+    threads: int = 2  # torch.set_num_threads in every run: on CPU 1 vs 2 threads changes the bits
+    # Filling uninitialized memory (NaN for floats) makes a read of torch.empty reproducible; it is
+    # part of the cost of deterministic mode. See scripts/bench_determinism.py for what it costs.
+    fill_uninitialized_memory: bool = True
+    cudnn_benchmark: bool = False  # only allowed with mode=off
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 20
+    max_steps: Optional[int] = None  # stop after this many optimizer steps (overrides epochs)
+    batch_size: int = 64
+    eval_batch_size: int = 512
+    log_every: int = 10  # steps between curve points and progress updates
+
+
+@dataclass
+class WandbConfig:
+    project: str = "harness"
+    entity: Optional[str] = None
+    mode: str = "offline"  # offline | online | disabled
+    init_timeout: float = 60.0  # seconds wandb may take to start a run before we give up on it
+    tags: List[str] = field(default_factory=list)
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "wandb"  # wandb | none
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+@dataclass
+class StatsConfig:
+    metric: str = "test_accuracy"  # a key of result.json's metrics
+    alpha: float = 0.05
+    margin: Any = "auto"  # smallest effect that matters, in the metric's units; auto = seed noise floor
+    baseline: Optional[str] = None  # arm the others are compared with; default: the first arm
+    bootstrap_resamples: int = 9999
+    bootstrap_seed: int = 0
+
+
+@dataclass
+class ReproConfig:
+    certificate: bool = True  # rerun one (seed, arm) and compare every per-step fingerprint
+    save_weights: bool = False  # write final weights (weights.pt) beside result.json for harness.diff
+    keep_step_weights: int = 0  # keep full weights for the first N steps (the butterfly curve)
+
+
+@dataclass
+class ABConfig:
+    factor: str = "loss.label_smoothing"  # the ONE config path where arms differ
+    arms: Dict[str, Any] = field(default_factory=lambda: {"A": 0.0, "B": 0.1})
+    seeds: List[int] = field(default_factory=lambda: list(range(10)))
+
+
+@dataclass
+class Config:
+    experiment_name: str = "default"
+    seed: Optional[int] = None  # narrow the run to one seed of ab.seeds (the unit a sweep launches)
+    arm: Optional[str] = None  # narrow the run to one arm
+    device: Device = Device.auto
+    precision: Precision = Precision.fp32
+    resume: bool = True  # skip a (seed, arm) whose completed result matches config and code
+    progress: bool = True  # live progress bar on the terminal
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    determinism: DeterminismConfig = field(default_factory=DeterminismConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    ab: ABConfig = field(default_factory=ABConfig)
+    stats: StatsConfig = field(default_factory=StatsConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    repro: ReproConfig = field(default_factory=ReproConfig)
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    # Group files merge onto this schema, so they can only set keys it has.
+    cs.store(name="harness_schema", node=Config)

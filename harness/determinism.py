@@ -1,0 +1,165 @@
+"""Deterministic mode, thread pinning and the capture of everything that decides the bits.
+
+No Hydra or wandb here: a plain script (a GPU check, a notebook) can call ``configure`` directly.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+import warnings
+from dataclasses import dataclass
+
+import harness  # sets CUBLAS_WORKSPACE_CONFIG before torch is imported
+import torch
+
+MODES = ("strict", "warn", "off")
+
+
+class DeterminismError(RuntimeError):
+    """Deterministic mode cannot be guaranteed, or an op has no deterministic implementation."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str = "strict"
+    threads: int = 2
+    fill_uninitialized_memory: bool = True
+    cudnn_benchmark: bool = False
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto -> cuda when available, else cpu. Asking for cuda without one is an error, not a fallback."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise DeterminismError(
+            "device=cuda was requested but torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}, CUDA build {torch.version.cuda}). "
+            "Use device=cpu or device=auto."
+        )
+    return torch.device(name)
+
+
+def configure(settings: Settings, device: torch.device | None = None) -> None:
+    """Switch PyTorch into the requested mode and pin the CPU thread count."""
+    if settings.mode not in MODES:
+        raise DeterminismError(
+            f"determinism.mode={settings.mode!r} is not one of {', '.join(MODES)}."
+        )
+    if settings.threads < 1:
+        raise DeterminismError(
+            f"determinism.threads={settings.threads} must be >= 1: the thread count decides the "
+            "bits on CPU, so the harness always pins it."
+        )
+    if settings.cudnn_benchmark and settings.mode != "off":
+        raise DeterminismError(
+            f"determinism.cudnn_benchmark=true is not allowed with determinism.mode={settings.mode}: "
+            "benchmark mode picks convolution algorithms by timing, which changes the bits. "
+            "Use determinism.mode=off, or cudnn_benchmark=false."
+        )
+    if device is not None and device.type == "cuda" and settings.mode != "off":
+        check_cublas_workspace()
+
+    torch.set_num_threads(settings.threads)
+    if settings.mode == "off":
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False
+        torch.backends.cudnn.benchmark = settings.cudnn_benchmark
+    else:
+        torch.use_deterministic_algorithms(True, warn_only=settings.mode == "warn")
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    torch.utils.deterministic.fill_uninitialized_memory = settings.fill_uninitialized_memory
+
+
+def check_cublas_workspace() -> None:
+    """cuBLAS reads CUBLAS_WORKSPACE_CONFIG when CUDA creates its first handle; later is too late."""
+    value = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if value not in (":4096:8", ":16:8"):
+        raise DeterminismError(
+            f"CUBLAS_WORKSPACE_CONFIG is {value!r}; deterministic cuBLAS needs ':4096:8' or ':16:8'. "
+            "Unset it (the harness then sets it) or export CUBLAS_WORKSPACE_CONFIG=:4096:8."
+        )
+    if harness.CUDA_INITIALIZED_FIRST and harness.CUBLAS_WORKSPACE_CONFIG_PRESET is None:
+        raise DeterminismError(
+            "CUDA was initialised before the harness could set CUBLAS_WORKSPACE_CONFIG, so cuBLAS "
+            "may run with a nondeterministic workspace. Import harness before anything touches CUDA, "
+            "or export CUBLAS_WORKSPACE_CONFIG=:4096:8 in the shell before starting Python."
+        )
+
+
+def explain_nondeterministic_op(error: BaseException) -> str | None:
+    """Turn PyTorch's 'does not have a deterministic implementation' error into advice, else None."""
+    text = str(error)
+    if "deterministic implementation" not in text:
+        return None
+    match = re.match(r"\s*([\w.:]+) does not have a deterministic implementation", text)
+    op = match.group(1) if match else "an op"
+    return (
+        f"{op} has no deterministic implementation, and determinism.mode=strict refuses to run it. "
+        "Ways out: replace the op with a deterministic equivalent (python -m harness.audit lists "
+        "every such op and the module that calls it); or determinism.mode=warn to run it anyway "
+        "(results are then not bit-exact); or determinism.mode=off."
+    )
+
+
+def capture_environment(settings: Settings, device: torch.device) -> dict:
+    """Everything that decides the bits of a run, for result.json."""
+    cuda = device.type == "cuda"
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": _cpu_name(),
+        "torch": torch.__version__,
+        "numpy": _version("numpy"),
+        "harness": harness.__version__,
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if cuda else _cpu_name(),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "mode": settings.mode,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "fill_uninitialized_memory": torch.utils.deterministic.fill_uninitialized_memory,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "cublas_set_by_harness": harness.CUBLAS_WORKSPACE_CONFIG_PRESET is None,
+        "cuda_initialized_before_harness": harness.CUDA_INITIALIZED_FIRST,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+    }
+    if cuda:
+        env["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
+        env["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
+    return env
+
+
+def _version(module: str) -> str | None:
+    mod = sys.modules.get(module)
+    return getattr(mod, "__version__", None)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def warn_if_not_bit_exact(settings: Settings) -> None:
+    if settings.mode == "off":
+        warnings.warn(
+            "determinism.mode=off: runs are not bit-exact on GPU, and the paired difference then "
+            "carries nondeterminism noise on top of the effect.",
+            stacklevel=2,
+        )

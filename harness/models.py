@@ -1,0 +1,58 @@
+"""Models: a small CNN for digits-sized inputs and torchvision's ResNet18 with a CIFAR stem."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SmallCNN(nn.Module):
+    """conv3x3 -> ReLU -> conv3x3 -> ReLU -> maxpool2 -> (dropout) -> linear.
+
+    ~29k parameters on 1x8x8 digits. Max-pool, not adaptive pooling: its backward is deterministic
+    on CUDA, so the default model runs in strict mode everywhere.
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, image_size: int, width: int = 32, dropout: float = 0.0):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, width, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(2 * width * (image_size // 2) ** 2, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.dropout(self.features(x).flatten(1)))
+
+
+class GlobalAvgPool(nn.Module):
+    """Mean over H and W. Same numbers as AdaptiveAvgPool2d(1), but its backward is deterministic
+    on CUDA (adaptive_avg_pool2d_backward_cuda has no deterministic implementation)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=(2, 3), keepdim=True)
+
+
+def resnet18_cifar(in_channels: int, num_classes: int) -> nn.Module:
+    """torchvision's ResNet18 with the usual CIFAR stem: 3x3 stride-1 first conv, no max-pool."""
+    import torchvision
+
+    model = torchvision.models.resnet18(num_classes=num_classes)
+    model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    model.avgpool = GlobalAvgPool()
+    return model
+
+
+def build(cfg, in_channels: int, num_classes: int, image_size: int) -> nn.Module:
+    """cfg: the ``model`` node of the config. Draws its initial weights from the global RNG."""
+    name = getattr(cfg.name, "value", cfg.name)
+    if name == "small_cnn":
+        return SmallCNN(in_channels, num_classes, image_size, cfg.width, cfg.dropout)
+    if name == "resnet18":
+        return resnet18_cifar(in_channels, num_classes)
+    raise ValueError(f"model.name={name!r} is not one of small_cnn, resnet18.")

@@ -1,0 +1,126 @@
+"""The result file: its schema, atomic JSON I/O, and loading a directory tree of results.
+
+``runs/seed=<S>/arm=<NAME>/result.json`` is a contract that users' scripts rely on. Keys:
+
+    schema         "harness.result/1"
+    experiment     experiment name
+    seed, arm      the unit of pairing
+    factor         the config path where arms differ; factor_value: this arm's value there
+    status         "completed" | "failed"; error: {type, message, step} when failed
+    metrics        test_accuracy (percentage points), test_loss (plain cross-entropy), train_loss,
+                   n_test, n_train
+    fingerprints   init, data_order, final (16 hex digits each), steps: {loss: [8 hex digits of the
+                   float32 loss bits per step], params: [16 hex digits per step]}
+    pairing        which fingerprints arms of one seed must share: {init, data_order} -> bool
+    curve          {step: [...], train_loss: [...]}
+    env            versions, device, threads, determinism flags, CUBLAS_WORKSPACE_CONFIG
+    timing         train_seconds, steps, steps_per_s, ms_per_step, total_seconds
+    config         the resolved config of this arm; config_hash: its digest without seed and arm
+    code_version   harness version + digest of its source + torch version (for resume)
+    created        UTC time the file was written
+
+A reader never sees a half-written file: writes go to a temporary file in the same folder, are
+flushed to disk, then renamed over the target (atomic on POSIX).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCHEMA = "harness.result/1"
+RESULT_NAME = "result.json"
+
+
+class ResultsError(ValueError):
+    """The results cannot be read as asked."""
+
+
+def run_dir(root: str | os.PathLike, seed: int, arm: str) -> Path:
+    return Path(root) / "runs" / f"seed={seed}" / f"arm={arm}"
+
+
+def write_json(path: str | os.PathLike, obj) -> None:
+    """Atomically write ``obj`` as JSON (NaN/inf become null: JSON has no such numbers)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_finite(obj), indent=1, sort_keys=False, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_json(path: str | os.PathLike):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _finite(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+@dataclass
+class LoadedResults:
+    """Every result.json under a folder; the unreadable ones are named, not silently dropped."""
+
+    root: Path
+    results: list[dict] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+
+
+def find_result_files(root: str | os.PathLike) -> list[Path]:
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        # wandb's and Hydra's own folders never hold results; skipping them keeps big trees fast
+        dirnames[:] = sorted(d for d in dirnames if d not in ("wandb", ".hydra", ".submitit", "superseded"))
+        if RESULT_NAME in filenames:
+            out.append(Path(dirpath) / RESULT_NAME)
+    return out
+
+
+def load_tree(root: str | os.PathLike) -> LoadedResults:
+    root = Path(root)
+    if not root.exists():
+        raise ResultsError(f"{root}: no such file or folder.")
+    loaded = LoadedResults(root=root)
+    for path in find_result_files(root):
+        try:
+            obj = read_json(path)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            loaded.unreadable.append((str(path), f"not valid JSON ({e})"))
+            continue
+        if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
+            loaded.unreadable.append((str(path), f"not a {SCHEMA} file"))
+            continue
+        obj["_path"] = str(path)
+        loaded.results.append(obj)
+    loaded.results.sort(key=lambda r: (str(r.get("experiment")), _seed_key(r.get("seed")), str(r.get("arm"))))
+    return loaded
+
+
+def _seed_key(seed):
+    return (0, seed) if isinstance(seed, int) else (1, str(seed))
