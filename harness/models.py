@@ -50,9 +50,24 @@ def resnet18_cifar(in_channels: int, num_classes: int) -> nn.Module:
 
 def build(cfg, in_channels: int, num_classes: int, image_size: int) -> nn.Module:
     """cfg: the ``model`` node of the config. Draws its initial weights from the global RNG."""
+    if getattr(cfg, "target", None):
+        return _import(cfg.target)(in_channels=in_channels, num_classes=num_classes, image_size=image_size)
     name = getattr(cfg.name, "value", cfg.name)
     if name == "small_cnn":
         return SmallCNN(in_channels, num_classes, image_size, cfg.width, cfg.dropout)
     if name == "resnet18":
         return resnet18_cifar(in_channels, num_classes)
     raise ValueError(f"model.name={name!r} is not one of small_cnn, resnet18.")
+
+
+def _import(path: str):
+    import importlib
+
+    module, _, attr = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(
+            f"model.target={path!r} cannot be imported ({e}). Give 'package.module.Name' of a class "
+            "or function on the Python path that takes (in_channels, num_classes, image_size)."
+        ) from None

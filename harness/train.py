@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from types import SimpleNamespace
 from typing import Callable, Optional
 
 import torch
@@ -16,7 +17,7 @@ import torch
 from . import data as data_mod
 from . import losses, models
 from .determinism import Settings, capture_environment, configure, resolve_device
-from .fingerprint import StepRecorder, model_fingerprint, state_tensors
+from .fingerprint import StepRecorder, model_fingerprint
 from .rng import Streams
 
 
@@ -40,6 +41,12 @@ def _value(x):
     return getattr(x, "value", x)
 
 
+def _namespace(node) -> SimpleNamespace:
+    if hasattr(node, "items"):
+        return SimpleNamespace(**{k: _value(v) for k, v in node.items()})
+    return node
+
+
 def train_run(
     cfg,
     seed: int,
@@ -56,7 +63,10 @@ def train_run(
     device = resolve_device(_value(cfg.device))
     configure(settings, device)
     bf16 = _value(cfg.precision) == "bf16"
-    losses.check(cfg.loss)
+    loss_cfg = _namespace(cfg.loss)  # plain attributes: OmegaConf lookups cost ~0.5 ms a step
+    losses.check(loss_cfg)
+    augment = bool(cfg.data.augment)
+    log_every = int(cfg.train.log_every)
 
     # -- data: in memory; the order comes from the data_order stream alone ----------------------
     ds = datasets if datasets is not None else data_mod.load(cfg.data)
@@ -95,11 +105,11 @@ def train_run(
         for x, y, idx in loader:
             order.update(idx.numpy().tobytes())
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            if cfg.data.augment:
+            if augment:
                 x = data_mod.augment(x, streams.augment)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 logits = model(x)
-            loss = losses.training_loss(cfg.loss, logits, y)
+            loss = losses.training_loss(loss_cfg, logits, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -107,7 +117,7 @@ def train_run(
             step += 1
             if step <= keep:
                 step_weights.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in params]))
-            if step % cfg.train.log_every == 0 or step == total_steps:
+            if step % log_every == 0 or step == total_steps:
                 value = loss.item()  # the one host sync every log_every steps
                 _check_finite(recorder, step)
                 curve_steps.append(step)

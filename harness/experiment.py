@@ -1,0 +1,474 @@
+"""Seeds x arms: compose each arm, guard the single factor, run, write results, check pairing.
+
+An experiment is the base config plus ``ab``: the ONE config path (``ab.factor``) where arms differ,
+each arm's value there, and the seeds. This module builds every arm's config and proves that the arms
+differ only under the factor; runs each (seed, arm) unless a matching result is already on disk;
+writes ``runs/seed=S/arm=A/result.json`` atomically; and checks that arms of one seed share their
+initial weights and data order. Statistics live in stats.py/analysis.py, not here.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+import harness
+
+from . import data as data_mod
+from .determinism import DeterminismError, explain_nondeterministic_op
+from .results import RESULT_NAME, SCHEMA, read_json, run_dir, write_json
+from .train import NonFiniteLoss, train_run
+
+# Keys that never change a run's numbers: excluded from the config hash (resume) and the guard.
+_NOT_IN_HASH = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name")
+_FACTOR_FORBIDDEN = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name", "repro")
+
+
+class ExperimentError(ValueError):
+    """The experiment is misconfigured, or its runs cannot be trusted; the message says why."""
+
+
+class PairingError(ExperimentError):
+    pass
+
+
+# -- arms ---------------------------------------------------------------------------------------
+
+
+def _plain(cfg) -> dict:
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+
+
+def _flatten(obj, prefix="") -> dict:
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out or {prefix[:-1]: {}}
+    return {prefix[:-1]: obj}
+
+
+def _under(key: str, path: str) -> bool:
+    return key == path or key.startswith(path + ".")
+
+
+def check_ab(cfg: DictConfig) -> None:
+    ab = cfg.ab
+    factor = ab.factor
+    if not factor or not isinstance(factor, str):
+        raise ExperimentError("ab.factor is empty: name the ONE config path where arms differ, e.g. loss.label_smoothing.")
+    head = factor.split(".")[0]
+    if head in _FACTOR_FORBIDDEN:
+        raise ExperimentError(
+            f"ab.factor={factor!r} is not a training setting: a factor must be a path under "
+            "data, model, optim, loss, determinism, train, device or precision."
+        )
+    if OmegaConf.select(cfg, factor, default=_Missing) is _Missing:
+        top = ", ".join(k for k in cfg.keys() if k not in _FACTOR_FORBIDDEN)
+        raise ExperimentError(
+            f"ab.factor={factor!r} does not exist in the config. It must be an existing path such as "
+            f"loss.label_smoothing or optim (top-level keys: {top})."
+        )
+    if len(ab.arms) < 2:
+        raise ExperimentError(
+            f"ab.arms has {len(ab.arms)} arm(s) ({', '.join(ab.arms) or 'none'}): an A/B experiment needs "
+            "at least two, e.g. ab.arms={A: 0.0, B: 0.1}."
+        )
+    for name in ab.arms:
+        if not str(name) or any(c in str(name) for c in "/=\\ ,"):
+            raise ExperimentError(f"ab.arms: arm name {name!r} must be non-empty with no '/', '=', ',' or spaces.")
+    if len(ab.seeds) == 0:
+        raise ExperimentError("ab.seeds is empty: give at least one seed, e.g. ab.seeds=[0,1,2,3,4,5,6,7,8,9].")
+    seeds = list(ab.seeds)
+    if any(not isinstance(s, int) or s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ExperimentError(f"ab.seeds={seeds} must be distinct non-negative integers.")
+    if cfg.arm is not None and cfg.arm not in ab.arms:
+        raise ExperimentError(f"arm={cfg.arm!r} is not an arm of this experiment; arms: {', '.join(ab.arms)}.")
+    if cfg.seed is not None and cfg.seed < 0:
+        raise ExperimentError(f"seed={cfg.seed} must be a non-negative integer.")
+
+
+class _Missing:
+    pass
+
+
+def arm_configs(cfg: DictConfig) -> dict[str, DictConfig]:
+    """Each arm's config: the base with the arm's value placed at ab.factor, resolved and guarded.
+
+    A mapping placed on a subtree merges into it (keys it does not name keep the base values).
+    Raises ExperimentError if any resolved key outside ab.factor differs between arms.
+    """
+    check_ab(cfg)
+    factor = cfg.ab.factor
+    arms = {}
+    for name, value in cfg.ab.arms.items():
+        arm = copy.deepcopy(cfg)
+        target = OmegaConf.select(arm, factor)
+        is_tree = OmegaConf.is_config(target)
+        if is_tree and not OmegaConf.is_dict(value):
+            raise ExperimentError(
+                f"ab.arms.{name}: ab.factor={factor!r} is a subtree, so the arm's value must be a mapping "
+                f"of keys under it (got {value!r})."
+            )
+        if not is_tree and OmegaConf.is_config(value):
+            raise ExperimentError(
+                f"ab.arms.{name}: ab.factor={factor!r} is a single value, but the arm gives a mapping "
+                f"({OmegaConf.to_container(value)}). Use a subtree as the factor, or one value per arm."
+            )
+        try:
+            OmegaConf.update(arm, factor, value, merge=True)  # the schema checks keys and types
+            arm.arm = str(name)
+            OmegaConf.resolve(arm)
+        except OmegaConfBaseException as e:
+            raise ExperimentError(f"ab.arms.{name}: the value {_show(value)} cannot be placed at {factor}: {e}") from None
+        arms[str(name)] = arm
+
+    # The guard: arms may differ only under the factor (an interpolation can couple another key).
+    flat = {name: _flatten(_drop(_plain(a), ("ab", "arm", "seed"))) for name, a in arms.items()}
+    first = next(iter(flat))
+    for name, f in flat.items():
+        changed = sorted(k for k in set(f) | set(flat[first]) if f.get(k, _Missing) != flat[first].get(k, _Missing))
+        outside = [k for k in changed if not _under(k, factor)]
+        if outside:
+            raise ExperimentError(
+                f"arms {first} and {name} differ outside ab.factor={factor!r}, at: {', '.join(outside)}. "
+                "An A/B comparison must change exactly one thing; check interpolations such as "
+                f"${{{factor}}} elsewhere in the config, or make the factor the common parent."
+            )
+    return arms
+
+
+def _show(value) -> str:
+    return repr(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
+
+
+def _drop(d: dict, keys) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def pairing_expectation(factor: str) -> dict:
+    """Which fingerprints arms of one seed must share, given what the factor may change."""
+    head = factor.split(".")[0]
+    return {
+        "init": head != "model",  # a different model has different initial weights
+        "data_order": head not in ("data", "train"),  # batch size, epochs, data change the order
+    }
+
+
+def factor_value(cfg: DictConfig, factor: str):
+    v = OmegaConf.select(cfg, factor)
+    return OmegaConf.to_container(v, resolve=True, enum_to_str=True) if OmegaConf.is_config(v) else getattr(v, "value", v)
+
+
+# -- identity of a run (resume) -----------------------------------------------------------------
+
+
+def config_hash(arm_cfg: DictConfig, exclude_factor: Optional[str] = None) -> str:
+    d = _drop(_plain(arm_cfg), _NOT_IN_HASH)
+    d.get("repro", {}).pop("certificate", None)
+    if exclude_factor:
+        d = {k: v for k, v in _flatten(d).items() if not _under(k, exclude_factor)}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_CODE_VERSION: Optional[str] = None
+
+
+def code_version() -> str:
+    """harness version + digest of its source + torch version: a change in any reruns on resume."""
+    global _CODE_VERSION
+    if _CODE_VERSION is None:
+        import torch
+
+        h = hashlib.sha256()
+        src = Path(harness.__file__).parent
+        for path in sorted(src.glob("*.py")):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+        _CODE_VERSION = f"{harness.__version__}+{h.hexdigest()[:12]}/torch-{torch.__version__}"
+    return _CODE_VERSION
+
+
+def resume_decision(path: Path, cfg_hash: str) -> tuple[bool, str]:
+    """(skip?, why). A run is skipped only if its completed result matches config and code."""
+    if not path.exists():
+        return False, "no result yet"
+    try:
+        old = read_json(path)
+    except (OSError, ValueError):
+        return False, "the existing result file is unreadable"
+    if old.get("status") != "completed":
+        return False, f"the existing result is {old.get('status')!r}"
+    if old.get("config_hash") != cfg_hash:
+        return False, f"the config changed (hash {old.get('config_hash')} -> {cfg_hash})"
+    if old.get("code_version") != code_version():
+        return False, f"the code changed ({old.get('code_version')} -> {code_version()})"
+    return True, "completed with the same config and code"
+
+
+def supersede(path: Path) -> Optional[Path]:
+    """Move an old result aside (never delete what was computed)."""
+    if not path.exists():
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    dest = path.parent / "superseded" / f"result.{stamp}.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, dest)
+    weights = path.parent / "weights.pt"
+    if weights.exists():
+        os.replace(weights, dest.with_suffix(".weights.pt"))
+    return dest
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+def run_one(arm_cfg: DictConfig, seed: int, arm: str, datasets=None, progress=None) -> tuple[dict, Optional[dict]]:
+    """Train one (seed, arm) and build its result. Failures become a 'failed' result, not a raise.
+
+    Returns (result, weights or None).
+    """
+    factor = arm_cfg.ab.factor
+    result = {
+        "schema": SCHEMA,
+        "experiment": arm_cfg.experiment_name,
+        "seed": seed,
+        "arm": arm,
+        "factor": factor,
+        "factor_value": factor_value(arm_cfg, factor),
+        "status": "failed",
+        "error": None,
+        "metrics": {},
+        "fingerprints": {},
+        "pairing": pairing_expectation(factor),
+        "curve": {},
+        "env": {},
+        "timing": {},
+        "config": _plain(arm_cfg),
+        "config_hash": config_hash(arm_cfg),
+        "base_hash": config_hash(arm_cfg, exclude_factor=factor),
+        "code_version": code_version(),
+        "created": None,
+    }
+    result["config"]["seed"] = seed
+    weights = None
+    t0 = time.perf_counter()
+    try:
+        out = train_run(arm_cfg, seed, datasets=datasets, progress=progress)
+        weights = out.pop("weights", None)
+        result.update(out)
+        result["status"] = "completed"
+    except NonFiniteLoss as e:
+        result["error"] = {"type": "NonFiniteLoss", "message": str(e), "step": e.step}
+    except (data_mod.DataError, DeterminismError) as e:
+        result["error"] = {"type": type(e).__name__, "message": str(e), "step": None}
+    except RuntimeError as e:
+        advice = explain_nondeterministic_op(e)
+        result["error"] = {
+            "type": "NondeterministicOp" if advice else type(e).__name__,
+            "message": advice or str(e),
+            "detail": str(e).strip().splitlines()[0] if advice else traceback.format_exc(limit=8),
+            "step": None,
+        }
+    except Exception as e:  # noqa: BLE001 - recorded in the result file, and reported by the caller
+        result["error"] = {"type": type(e).__name__, "message": str(e), "detail": traceback.format_exc(limit=8), "step": None}
+    result["timing"]["total_seconds"] = time.perf_counter() - t0
+    result["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return result, weights
+
+
+def save_weights(path: Path, weights: dict) -> None:
+    import torch
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(weights, tmp)
+    os.replace(tmp, path)
+
+
+# -- pairing ------------------------------------------------------------------------------------
+
+
+def check_pairing(results: list[dict]) -> None:
+    """Arms of one seed must share init and data order fingerprints (unless the factor changes them)."""
+    done = [r for r in results if r.get("status") == "completed"]
+    if len(done) < 2:
+        return
+    expect = done[0]["pairing"]
+    ref = done[0]
+    for r in done[1:]:
+        for key in ("init", "data_order"):
+            if expect.get(key) and r["fingerprints"][key] != ref["fingerprints"][key]:
+                raise PairingError(
+                    f"seed {r['seed']}: arms {ref['arm']} and {r['arm']} have different {key} fingerprints "
+                    f"({ref['fingerprints'][key]} vs {r['fingerprints'][key]}), though ab.factor="
+                    f"{r['factor']!r} should not change them. The comparison would not be paired. "
+                    "Their result files are kept; look for randomness drawn outside the harness's streams "
+                    "(e.g. a model built with its own seed, or data shuffled without the data_order generator)."
+                )
+
+
+# -- certificate --------------------------------------------------------------------------------
+
+
+def certificate(first: dict, second: dict) -> dict:
+    """Compare every per-step fingerprint of a run and its rerun."""
+    a, b = first["fingerprints"]["steps"], second["fingerprints"]["steps"]
+    n = len(a["loss"])
+    diverged = {}
+    for key in ("loss", "params"):
+        for i, (x, y) in enumerate(zip(a[key], b[key])):
+            if x != y:
+                diverged[key] = i + 1
+                break
+    same_final = first["fingerprints"]["final"] == second["fingerprints"]["final"]
+    reproducible = not diverged and same_final and len(a["loss"]) == len(b["loss"])
+    if reproducible:
+        line = f"bitwise reproducible: yes ({n} steps, seed {first['seed']}, arm {first['arm']} rerun)"
+    else:
+        where = min(diverged.values()) if diverged else n
+        what = ", ".join(f"{k} from step {v}" for k, v in diverged.items()) or "final weights"
+        line = f"bitwise reproducible: NO: seed {first['seed']} arm {first['arm']} rerun differs at step {where} ({what})"
+    return {
+        "reproducible": reproducible,
+        "steps": n,
+        "seed": first["seed"],
+        "arm": first["arm"],
+        "first_divergent_step": diverged or None,
+        "final_equal": same_final,
+        "line": line,
+    }
+
+
+# -- the experiment -----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    out_dir: Path
+    results: list[dict]
+    skipped: list[tuple[int, str]]
+    failed: list[dict]
+    certificate: Optional[dict] = None
+
+
+def run_experiment(
+    cfg: DictConfig,
+    out_dir: str | os.PathLike,
+    log: Callable[[str], None] = print,
+    tracker=None,
+    certify: bool = True,
+    certificate_dir: str | os.PathLike | None = None,
+) -> Outcome:
+    """Run every (seed, arm) not already done; write results; check pairing; certify.
+
+    Raises ExperimentError on misconfiguration or a pairing violation (after writing what it has),
+    and on an op without a deterministic implementation in strict mode (after recording the run).
+    """
+    out_dir = Path(out_dir)
+    arms = arm_configs(cfg)
+    seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
+    arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
+    write_json(out_dir / "experiment.json", {
+        "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
+        "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
+        "seeds": seeds, "config": _plain(cfg),
+    })
+    data_cache: dict[str, data_mod.Datasets] = {}
+
+    def datasets_for(arm_cfg):
+        key = json.dumps(_plain(arm_cfg.data), sort_keys=True)
+        if key not in data_cache:
+            data_cache[key] = data_mod.load(arm_cfg.data)
+        return data_cache[key]
+
+    from .progress import RunProgress
+
+    results, skipped, failed = [], [], []
+    with RunProgress(enabled=cfg.progress) as bar:
+        for seed in seeds:
+            per_seed = []
+            for arm in arm_names:
+                arm_cfg = arms[arm]
+                path = run_dir(out_dir, seed, arm) / RESULT_NAME
+                cfg_hash = config_hash(arm_cfg)
+                if cfg.resume:
+                    skip, why = resume_decision(path, cfg_hash)
+                    if skip:
+                        result = read_json(path)
+                        skipped.append((seed, arm))
+                        log(f"seed={seed} arm={arm}: skipped, {why}")
+                        per_seed.append(result)
+                        results.append(result)
+                        continue
+                    if path.exists():
+                        log(f"seed={seed} arm={arm}: rerun, {why}")
+                moved = supersede(path)
+                if moved:
+                    log(f"seed={seed} arm={arm}: previous result kept at {moved}")
+                try:
+                    ds = datasets_for(arm_cfg)
+                except data_mod.DataError as e:
+                    raise ExperimentError(str(e)) from None
+                result, weights = run_one(arm_cfg, seed, arm, datasets=ds, progress=bar.start(seed, arm))
+                bar.done()
+                if weights is not None:
+                    save_weights(path.parent / "weights.pt", weights)
+                write_json(path, result)
+                log(_run_line(result))
+                if tracker is not None:
+                    tracker.log_run(result)
+                results.append(result)
+                per_seed.append(result)
+                if result["status"] != "completed":
+                    failed.append(result)
+                    if result["error"]["type"] in ("NondeterministicOp", "DeterminismError"):
+                        # Every run would fail the same way: stop now, the failed result is on disk.
+                        raise ExperimentError(result["error"]["message"])
+            check_pairing(per_seed)
+
+    cert = None
+    if certify:
+        cert = _certify(arms, results, Path(certificate_dir or out_dir), datasets_for, log)
+    return Outcome(out_dir, results, skipped, failed, cert)
+
+
+def _certify(arms, results, out_dir, datasets_for, log) -> Optional[dict]:
+    """Rerun the first completed (seed, arm) and compare every step: the bitwise certificate."""
+    first = next((r for r in results if r.get("status") == "completed"), None)
+    if first is None:
+        return None
+    arm_cfg = arms[first["arm"]]
+    again, _ = run_one(arm_cfg, first["seed"], first["arm"], datasets=datasets_for(arm_cfg))
+    if again["status"] != "completed":
+        cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
+                "first_divergent_step": None, "final_equal": False,
+                "line": f"bitwise reproducible: NO: the rerun failed ({again['error']['message']})"}
+    else:
+        cert = certificate(first, again)
+    cert["config_hash"] = first["config_hash"]
+    write_json(out_dir / "certificate.json", cert)
+    log(cert["line"])
+    return cert
+
+
+def _run_line(r: dict) -> str:
+    head = f"seed={r['seed']} arm={r['arm']}"
+    if r["status"] != "completed":
+        return f"{head}: FAILED ({r['error']['type']}: {r['error']['message']})"
+    m, t = r["metrics"], r["timing"]
+    return (
+        f"{head}: test accuracy {m['test_accuracy']:.2f}  test loss {m['test_loss']:.4f}  "
+        f"{t['steps']} steps in {t['train_seconds']:.1f}s  final {r['fingerprints']['final']}"
+    )
+

@@ -1,0 +1,46 @@
+"""Shared test helpers: compose configs through Hydra's compose API, run the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from harness.config import register_configs
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = str(REPO / "conf")
+
+# Small and fast: 3 seeds, 30 steps on 512 digits, no wandb.
+FAST = [
+    "+experiment=loss_ab",
+    "ab.seeds=[0,1,2]",
+    "train.max_steps=30",
+    "data.train_limit=512",
+    "logger=none",
+    "progress=false",
+]
+
+
+def compose_cfg(overrides: list[str]):
+    register_configs()
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+def run_cli(args: list[str], cwd: Path | None = None, env: dict | None = None, timeout: int = 300, module: str = "harness"):
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0", **(env or {})}
+    full_env.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+@pytest.fixture
+def compose_fn():
+    return compose_cfg
