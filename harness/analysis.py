@@ -1,0 +1,516 @@
+"""From result files to the analysis: which runs count, are they paired, and what do they say.
+
+``analyze(results)`` takes result dicts (the contract in results.py) and returns the content of
+analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
+writes analysis.json, report.md and analysis.png beside them. The statistics live in stats.py;
+here we only decide which values are compared with which, and refuse what cannot be compared:
+
+- a failed run, or one whose metric is missing or not a finite number, is excluded and named;
+- a run without a partner of the same seed in the baseline arm is unpaired: dropped and named;
+- arms of one seed must share the fingerprints the results' ``pairing`` says they share;
+- results of more than one experiment, or of two configurations in one arm, are not mixed.
+
+The output is deterministic (seeded resampling, no timestamps, no absolute paths), so analysing
+the same files twice gives a byte-identical analysis.json.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from harness import results as results_io
+from harness import stats
+
+SCHEMA = "harness.analysis/1"
+ANALYSIS_NAME = "analysis.json"
+REPORT_NAME = "report.md"
+FIGURE_NAME = "analysis.png"
+CERTIFICATE_NAME = "certificate.json"
+PAIRED_FINGERPRINTS = ("init", "data_order")
+
+
+class AnalysisError(ValueError):
+    """The results cannot be analysed as asked; the message says what and what is allowed."""
+
+
+def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto", baseline: str | None = None,
+            alpha: float = 0.05, bootstrap_resamples: int = 9999, bootstrap_seed: int = 0,
+            unreadable=(), extra: dict | None = None) -> dict:
+    """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared."""
+    _check_options(metric, alpha, bootstrap_resamples)
+    results = list(results)
+    if not results:
+        raise AnalysisError("There are no results to analyse: the list of result dicts is empty.")
+    experiment, factor = _one_experiment(results)
+    arms = _arm_order(results)
+    if len(arms) < 2:
+        raise AnalysisError(
+            f"Only one arm ({arms[0]!r}) has results; an A/B comparison needs at least two arms of "
+            f"the same experiment. Point the analysis at the folder that holds all arms."
+        )
+    baseline = arms[0] if baseline is None else baseline
+    if baseline not in arms:
+        raise AnalysisError(f"The baseline arm {baseline!r} has no results; the arms are: {_names(arms)}.")
+    others = [a for a in arms if a != baseline]
+    _check_duplicates(results)
+    _check_one_configuration_per_arm(results, arms)
+    _check_metric_exists(results, metric)
+
+    usable, excluded = _usable_runs(results, metric)
+    verified = _check_pairing(usable)
+    usable, unpaired = _drop_unpaired(usable, baseline, others)
+    excluded = _sorted_entries(excluded + unpaired, arms)
+
+    by_arm = {arm: {seed: run for (seed, a), run in usable.items() if a == arm} for arm in arms}
+    compared = {}
+    too_few = []
+    for arm in others:
+        seeds = sorted(set(by_arm[baseline]) & set(by_arm[arm]), key=_seed_key)
+        compared[arm] = seeds
+        if len(seeds) < stats.MIN_PAIRS:
+            too_few.append(f"{arm} vs {baseline} has {len(seeds)} (seeds {_names(seeds) or 'none'})")
+    if too_few:
+        raise AnalysisError(
+            f"Too few complete pairs: {'; '.join(too_few)}. At least {stats.MIN_PAIRS} seeds with a "
+            f"usable result in both arms are needed to estimate seed noise."
+            + (f" Excluded runs: {_describe_excluded(excluded)}." if excluded else "")
+            + " Run more seeds, or fix the failed runs and re-run them."
+        )
+
+    unit = " pts" if "accuracy" in metric else ""
+    higher_is_better = not any(word in metric for word in ("loss", "error"))
+    values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
+    try:
+        chosen = stats.resolve_margin(margin, [v for v in values.values() if len(v)], unit=unit)
+    except ValueError as e:
+        raise AnalysisError(f"Bad margin: {e}") from None
+    n_test = _common_n_test(usable) if "accuracy" in metric else None
+    comparisons = stats.compare_to_baseline(
+        {arm: (np.array([by_arm[baseline][s]["value"] for s in seeds]),
+               np.array([by_arm[arm][s]["value"] for s in seeds]))
+         for arm, seeds in compared.items()},
+        margin=chosen, baseline=baseline, alpha=alpha, n_resamples=bootstrap_resamples,
+        seed=bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
+    )
+
+    out = {
+        "schema": SCHEMA,
+        "experiment": experiment,
+        "factor": factor,
+        "metric": metric,
+        "unit": unit.strip(),
+        "higher_is_better": higher_is_better,
+        "alpha": alpha,
+        "baseline": baseline,
+        "margin": {"value": chosen.value, "source": chosen.source, "description": chosen.description},
+        "arms": {arm: _arm_summary(arm, by_arm[arm], results) for arm in arms},
+        "noise_floor": _noise_floor_block(values, chosen, n_test, metric),
+        "pairing_verified": verified,
+        "multiple_comparisons": {
+            "method": "holm",
+            "comparisons": len(comparisons),
+            "note": "verdicts use Holm-adjusted p-values across the comparisons with the baseline "
+                    "(unchanged when there is one); confidence intervals are per comparison",
+        },
+        "comparisons": {
+            arm: _comparison_block(c, compared[arm], by_arm, baseline, arm)
+            for arm, c in comparisons.items()
+        },
+        "excluded": excluded,
+        "unreadable": [{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
+    }
+    for key, value in (extra or {}).items():
+        if key in out:
+            raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")
+        out[key] = value
+    return _plain(out)
+
+
+def analyze_dir(root, *, write: bool = True, **kw) -> dict:
+    """Analyse every result.json under ``root``; write analysis.json, report.md, analysis.png there.
+
+    Raises results.ResultsError when root does not exist and AnalysisError when nothing under it
+    can be analysed. A ``certificate.json`` in root (the reproducibility certificate) is included
+    as ``certificate``.
+    """
+    root = Path(root)
+    loaded = results_io.load_tree(root)
+    folder = root if root.is_dir() else root.parent
+    unreadable = [(_relative(path, folder), reason) for path, reason in loaded.unreadable]
+    if not loaded.results:
+        if unreadable:
+            listed = "; ".join(f"{path}: {reason}" for path, reason in unreadable)
+            raise AnalysisError(f"No readable result.json under {root}: {listed}.")
+        raise AnalysisError(f"No result.json files under {root}.")
+    extra = dict(kw.pop("extra", None) or {})
+    certificate = folder / CERTIFICATE_NAME
+    if certificate.is_file() and "certificate" not in extra:
+        try:
+            extra["certificate"] = results_io.read_json(certificate)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
+    unreadable += list(kw.pop("unreadable", ()))
+    analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)
+    if write:
+        from harness import report  # matplotlib is only needed when writing
+
+        results_io.write_json(folder / ANALYSIS_NAME, analysis)
+        report.write_markdown(analysis, folder / REPORT_NAME)
+        report.write_figure(analysis, folder / FIGURE_NAME)
+    return analysis
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+
+def _check_options(metric, alpha, bootstrap_resamples) -> None:
+    if not isinstance(metric, str) or not metric:
+        raise AnalysisError(f"metric must be the name of a key of result.json's metrics, got {metric!r}.")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+        raise AnalysisError(f"alpha must be a number between 0 and 0.5 (e.g. 0.05), got {alpha!r}.")
+    if isinstance(bootstrap_resamples, bool) or not isinstance(bootstrap_resamples, int) or bootstrap_resamples < 100:
+        raise AnalysisError(f"bootstrap_resamples must be an integer >= 100, got {bootstrap_resamples!r}.")
+
+
+def _one_experiment(results) -> tuple:
+    counts: dict[tuple, int] = {}
+    for r in results:
+        key = (r.get("experiment"), r.get("factor"))
+        counts[key] = counts.get(key, 0) + 1
+    if len(counts) > 1:
+        listed = "; ".join(
+            f"experiment {e!r} with factor {f!r} ({n} results)" for (e, f), n in sorted(counts.items(), key=str)
+        )
+        raise AnalysisError(
+            f"Results of {len(counts)} different experiments are mixed here: {listed}. One analysis "
+            f"compares the arms of one experiment; point it at a narrower folder that holds one of them."
+        )
+    return next(iter(counts))
+
+
+def _arm_order(results) -> list[str]:
+    """Arms in the order the config lists them; arms only seen in results follow, sorted."""
+    order: list[str] = []
+    for r in results:
+        configured = ((r.get("config") or {}).get("ab") or {}).get("arms") or {}
+        for arm in configured:
+            if arm not in order:
+                order.append(str(arm))
+    present = {str(r.get("arm")) for r in results}
+    return [a for a in order if a in present] + sorted(present - set(order))
+
+
+def _check_duplicates(results) -> None:
+    seen: dict[tuple, int] = {}
+    for r in results:
+        key = (r.get("seed"), str(r.get("arm")))
+        seen[key] = seen.get(key, 0) + 1
+    doubled = [f"seed {s} arm {a} ({n} files)" for (s, a), n in seen.items() if n > 1]
+    if doubled:
+        raise AnalysisError(
+            f"The same (seed, arm) appears in more than one result file: {', '.join(doubled)}. Each "
+            f"pair must come from one run; point the analysis at a folder that holds one copy."
+        )
+
+
+def _check_one_configuration_per_arm(results, arms) -> None:
+    # config_hash leaves out seed and arm but includes the factor's value: it differs between
+    # arms by design, and within an arm it must be one value.
+    mixed = []
+    for arm in arms:
+        hashes: dict[str, list] = {}
+        for r in results:
+            if str(r.get("arm")) == arm and r.get("config_hash") is not None:
+                hashes.setdefault(str(r["config_hash"]), []).append(r.get("seed"))
+        if len(hashes) > 1:
+            parts = ", ".join(f"{h} for seeds {_names(_seed_sorted(s))}" for h, s in sorted(hashes.items()))
+            mixed.append(f"arm {arm}: {parts}")
+    if mixed:
+        raise AnalysisError(
+            f"Results of different configurations are mixed within an arm ({'; '.join(mixed)}). "
+            f"Runs of one arm must share their config_hash; point the analysis at a folder that "
+            f"holds one configuration."
+        )
+
+
+def _check_metric_exists(results, metric) -> None:
+    completed = [r for r in results if r.get("status") == "completed"]
+    if not completed:
+        failures = "; ".join(f"seed {r.get('seed')} arm {r.get('arm')}: {_failure(r)}" for r in results)
+        raise AnalysisError(f"None of the {len(results)} runs completed: {failures}.")
+    available = sorted({k for r in results for k in (r.get("metrics") or {})})
+    if metric not in available:
+        raise AnalysisError(
+            f"The metric {metric!r} is in none of the {len(results)} results; the available metric "
+            f"keys are: {', '.join(available) or 'none'}."
+        )
+
+
+def _failure(r) -> str:
+    if r.get("status") != "failed":
+        return f"status is {r.get('status')!r}, not 'completed'"
+    error = r.get("error") or {}
+    text = f"failed: {error.get('type', 'error')}: {error.get('message', 'no message')}"
+    if error.get("step") is not None:
+        text += f" (at step {error['step']})"
+    return text
+
+
+def _usable_runs(results, metric):
+    """(seed, arm) -> {"value", "result"} for completed runs with a finite metric; the rest named."""
+    usable = {}
+    excluded = []
+    for r in results:
+        seed, arm = r.get("seed"), str(r.get("arm"))
+        if r.get("status") != "completed":
+            excluded.append({"seed": seed, "arm": arm, "reason": _failure(r)})
+            continue
+        value = (r.get("metrics") or {}).get(metric)
+        if value is None:
+            reason = f"metric {metric} is missing"
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            reason = f"metric {metric} is not a number ({value!r})"
+        elif not math.isfinite(value):
+            reason = f"metric {metric} is {value}"
+        else:
+            usable[(seed, arm)] = {"value": float(value), "result": r}
+            continue
+        excluded.append({"seed": seed, "arm": arm, "reason": reason})
+    return usable, excluded
+
+
+def _check_pairing(usable) -> list[str]:
+    """Raise when arms of one seed differ in a fingerprint they must share; return what was verified."""
+    by_seed: dict = {}
+    for (seed, arm), run in usable.items():
+        by_seed.setdefault(seed, {})[arm] = run["result"]
+    violations = []
+    verified = set()
+    for seed in _seed_sorted(by_seed):
+        runs = by_seed[seed]
+        if len(runs) < 2:
+            continue
+        for key in PAIRED_FINGERPRINTS:
+            if not any((r.get("pairing") or {}).get(key) for r in runs.values()):
+                continue
+            prints = {arm: (r.get("fingerprints") or {}).get(key) for arm, r in runs.items()}
+            if len(set(prints.values())) > 1 or None in prints.values():
+                shown = ", ".join(f"{arm}={fp if fp is not None else 'missing'}" for arm, fp in prints.items())
+                violations.append(f"seed {seed}, arms {', '.join(prints)}: fingerprints.{key} differs ({shown})")
+            else:
+                verified.add(key)
+    if violations:
+        raise AnalysisError(
+            f"Pairing violated: {'; '.join(violations)}. The results' pairing says arms of one seed "
+            f"must share these fingerprints (same initialization, same batches in the same order); "
+            f"without that the difference mixes the factor with seed noise. Re-run the affected seeds "
+            f"with the harness, which draws init and data order from their own seeded streams."
+        )
+    return [key for key in PAIRED_FINGERPRINTS if key in verified]
+
+
+def _drop_unpaired(usable, baseline, others):
+    """Drop runs that have no partner of the same seed: a baseline run needs one in some arm."""
+    seeds = {arm: {s for (s, a) in usable if a == arm} for arm in [baseline, *others]}
+    kept = dict(usable)
+    dropped = []
+    for arm in others:
+        for seed in seeds[arm] - seeds[baseline]:
+            del kept[(seed, arm)]
+            dropped.append({"seed": seed, "arm": arm,
+                            "reason": f"unpaired: the baseline arm {baseline} has no usable result for this seed"})
+    for seed in seeds[baseline]:
+        if not any(seed in seeds[arm] for arm in others):
+            del kept[(seed, baseline)]
+            dropped.append({"seed": seed, "arm": baseline,
+                            "reason": "unpaired: no other arm has a usable result for this seed"})
+    return kept, dropped
+
+
+def _common_n_test(usable) -> int | None:
+    sizes = {(run["result"].get("metrics") or {}).get("n_test") for run in usable.values()}
+    if len(sizes) == 1:
+        (size,) = sizes
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            return size
+    return None
+
+
+# -- output blocks ------------------------------------------------------------------------------
+
+
+def _arm_summary(arm, runs, results) -> dict:
+    seeds = _seed_sorted(runs)
+    v = np.array([runs[s]["value"] for s in seeds])
+    factor_value = None
+    for r in results:  # the arm's own record first, else what the config says the arm sets
+        if str(r.get("arm")) == arm and r.get("factor_value") is not None:
+            factor_value = r["factor_value"]
+            break
+    if factor_value is None:
+        for r in results:
+            configured = ((r.get("config") or {}).get("ab") or {}).get("arms") or {}
+            if arm in configured:
+                factor_value = configured[arm]
+                break
+    return {
+        "factor_value": factor_value,
+        "n": len(v),
+        "mean": float(v.mean()) if len(v) else None,
+        "std": float(v.std(ddof=1)) if len(v) >= 2 else None,
+        "min": float(v.min()) if len(v) else None,
+        "max": float(v.max()) if len(v) else None,
+        "seeds": seeds,
+    }
+
+
+def _noise_floor_block(values, margin, n_test, metric) -> dict:
+    pooled_from = [v for v in values.values() if len(v) >= 2]
+    floor = None
+    if n_test is not None:
+        floor = stats.test_set_floor(float(np.mean(np.concatenate(list(values.values())))), n_test)
+    return {
+        "seed_std": {arm: float(v.std(ddof=1)) if len(v) >= 2 else None for arm, v in values.items()},
+        "pooled_seed_std": stats.pooled_seed_std(pooled_from),
+        "test_set_floor": floor,
+        "n_test": n_test,
+        "about": (
+            "seed_std: each arm's std across seeds (ddof=1); pooled_seed_std: "
+            "sqrt(sum((n_i-1) s_i^2) / sum(n_i-1)) over the arms"
+            + (f" (the margin: {margin.source})" if margin.source == "auto" else "")
+            + ("; test_set_floor: binomial sqrt(p(1-p)/n_test) in points, how much "
+               f"{metric} moves from the finite test set alone" if floor is not None else "")
+        ),
+    }
+
+
+def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -> dict:
+    t_low, t_high = c.t.confidence_interval()
+    finals = [
+        ((by_arm[baseline][s]["result"].get("fingerprints") or {}).get("final"),
+         (by_arm[arm][s]["result"].get("fingerprints") or {}).get("final"))
+        for s in seeds
+    ]
+    if all(fa is not None and fb is not None for fa, fb in finals):
+        weights_identical = all(fa == fb for fa, fb in finals)
+    else:
+        weights_identical = None
+    missing = [s for s in _seed_sorted(by_arm[baseline]) if s not in set(seeds)]
+    return {
+        "arm": arm,
+        "baseline": baseline,
+        "n_pairs": c.n,
+        "seeds": list(seeds),
+        "missing_seeds": missing,
+        "mean_baseline": c.mean_a,
+        "mean_arm": c.mean_b,
+        "mean_diff": c.mean_diff,
+        "identical": c.identical,
+        "exact": c.exact,
+        "final_weights_identical": weights_identical,
+        "noise": {
+            "std_baseline": c.noise.std_a,
+            "std_arm": c.noise.std_b,
+            "std_diff": c.noise.std_diff,
+            "correlation": c.noise.correlation,
+            "unpaired_std_diff": c.noise.unpaired_std_diff,
+            "variance_ratio": c.noise.variance_ratio,
+        },
+        "t": {
+            "statistic": c.t.statistic, "pvalue": c.t.pvalue, "df": c.t.df,
+            "confidence_level": c.t.confidence_level, "ci": [t_low, t_high], "note": c.t.note,
+        },
+        "bootstrap": {
+            "ci": [c.bootstrap.low, c.bootstrap.high], "confidence_level": c.bootstrap.confidence_level,
+            "method": c.bootstrap.method, "n_resamples": c.bootstrap.n_resamples,
+            "seed": c.bootstrap.seed, "note": c.bootstrap.note,
+        },
+        "wilcoxon": {
+            "statistic": c.wilcoxon.statistic, "pvalue": c.wilcoxon.pvalue, "method": c.wilcoxon.method,
+            "zero_method": c.wilcoxon.zero_method, "n_zeros": c.wilcoxon.n_zeros, "ties": c.wilcoxon.ties,
+        },
+        "permutation": {
+            "statistic": c.permutation.statistic, "pvalue": c.permutation.pvalue,
+            "exact": c.permutation.exact, "n_resamples": c.permutation.n_resamples, "seed": c.permutation.seed,
+        },
+        "welch": {
+            "statistic": c.welch.statistic, "pvalue": c.welch.pvalue, "df": c.welch.df,
+            "ci": list(c.welch.confidence_interval()), "note": c.welch.note,
+        },
+        "d_z": c.d_z,
+        "minimum_effect": {
+            "pvalue": c.minimum_effect.pvalue, "p_above": c.minimum_effect.p_above,
+            "p_below": c.minimum_effect.p_below,
+        },
+        "tost": {"pvalue": c.tost.pvalue, "p_lower": c.tost.p_lower, "p_upper": c.tost.p_upper},
+        "holm": {
+            "t": c.p_zero_holm, "minimum_effect": c.p_minimum_effect_holm, "tost": c.p_tost_holm,
+        },
+        "verdict": {"code": c.verdict.code, "sentence": c.verdict.sentence},
+        "seeds_needed": {
+            "at_margin": c.seeds_needed.at_margin,
+            "at_observed": c.seeds_needed.at_observed,
+            "to_settle_margin": c.seeds_needed.to_settle_margin,
+            "power": c.seeds_needed.power,
+            "assumptions": c.seeds_needed.assumptions,
+        },
+        "pairs": [[s, by_arm[baseline][s]["value"], by_arm[arm][s]["value"]] for s in seeds],
+    }
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+
+def _seed_key(seed):
+    """Integer seeds in numeric order, anything else after them as text."""
+    return (0, seed) if isinstance(seed, int) else (1, str(seed))
+
+
+def _seed_sorted(seeds) -> list:
+    return sorted(seeds, key=_seed_key)
+
+
+def _sorted_entries(entries, arms) -> list[dict]:
+    rank = {arm: i for i, arm in enumerate(arms)}
+    return sorted(entries, key=lambda e: (_seed_key(e["seed"]), rank.get(e["arm"], len(rank)), e["arm"]))
+
+
+def _describe_excluded(excluded) -> str:
+    return "; ".join(f"seed {e['seed']} arm {e['arm']} ({e['reason']})" for e in excluded)
+
+
+def _names(items, limit: int = 12) -> str:
+    items = [str(i) for i in items]
+    if len(items) > limit:
+        return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+    return ", ".join(items)
+
+
+def _relative(path, folder: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return Path(path).name
+
+
+def _plain(obj):
+    """JSON-ready: numpy scalars to Python numbers, tuples to lists, NaN and infinities to None."""
+    if isinstance(obj, Mapping):  # also OmegaConf's DictConfig in ``extra``
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (Sequence, np.ndarray)) and not isinstance(obj, (str, bytes)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
+
+
+__all__ = ["AnalysisError", "SCHEMA", "analyze", "analyze_dir"]

@@ -1,0 +1,80 @@
+"""Re-analyse any tree of result.json files: ``python -m harness.analyze DIR``.
+
+DIR may hold one run, a whole experiment, a multirun sweep, or files copied back from a cluster.
+Prints the table and writes analysis.json, report.md and analysis.png into DIR (unless
+--no-write). Bad input gets a one-paragraph message on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness import report
+from harness.analysis import AnalysisError, analyze_dir
+from harness.results import ResultsError
+
+EXIT_BAD_INPUT = 2
+
+
+def _margin(text: str):
+    if text == "auto":
+        return "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'must be "auto" or a number in the metric\'s units, got {text!r}') from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < value < 0.5:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 0.5 (e.g. 0.05), got {text!r}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.analyze",
+        description="Analyse the result.json files under DIR: paired tests, margin, verdict.",
+    )
+    p.add_argument("dir", metavar="DIR", help="folder holding result.json files (searched recursively)")
+    p.add_argument("--metric", default="test_accuracy", help="key of result.json's metrics (default: test_accuracy)")
+    p.add_argument("--margin", type=_margin, default="auto",
+                   help='smallest difference that matters, in the metric\'s units, or "auto" (the pooled seed std)')
+    p.add_argument("--baseline", default=None, help="arm the others are compared with (default: the first arm)")
+    p.add_argument("--alpha", type=_alpha, default=0.05, help="significance level (default: 0.05)")
+    p.add_argument("--bootstrap-resamples", type=int, default=9999, help="bootstrap and permutation resamples")
+    p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
+    p.add_argument("--no-write", action="store_true", help="print only; write nothing into DIR")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        analysis = analyze_dir(
+            args.dir, write=not args.no_write, metric=args.metric, margin=args.margin,
+            baseline=args.baseline, alpha=args.alpha, bootstrap_resamples=args.bootstrap_resamples,
+            bootstrap_seed=args.bootstrap_seed,
+        )
+    except (AnalysisError, ResultsError) as e:
+        print(f"harness.analyze: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as e:  # e.g. DIR is read-only: the analysis ran, writing it did not
+        print(f"harness.analyze: could not write into {args.dir}: {e}. Use --no-write to only print.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    report.render_table(analysis)
+    if not args.no_write:
+        print(f"wrote analysis.json, report.md and analysis.png into {args.dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

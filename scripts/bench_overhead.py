@@ -1,0 +1,94 @@
+"""What does the harness's training loop cost over a bare PyTorch loop?
+
+Both train the default model (small CNN on digits) for the same steps on the same data, in this one
+process, under the same determinism settings and thread count, alternating repeats so drift on the
+machine hits both alike. The harness loop adds the seeded DataLoader, the per-step loss-bit and
+parameter fingerprints, the batch-order hash and the curve. Prints median ms/step and the ratio.
+
+    python scripts/bench_overhead.py [--steps 440] [--repeats 5] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import harness  # noqa: F401  - CUBLAS_WORKSPACE_CONFIG before torch
+import torch
+import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+
+from harness import data as data_mod
+from harness import models
+from harness.config import register_configs
+from harness.determinism import configure
+from harness.train import determinism_settings, train_run
+
+
+def bare_loop(cfg, ds, steps: int, seed: int) -> float:
+    """The loop a researcher would write by hand: ms/step, nothing recorded."""
+    torch.manual_seed(seed)
+    model = models.build(cfg.model, ds.in_channels, ds.num_classes, ds.image_size)
+    o = cfg.optim
+    opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, nesterov=o.nesterov, weight_decay=o.weight_decay)
+    g = torch.Generator().manual_seed(seed)
+    n, bs = len(ds.train_y), cfg.train.batch_size
+    step = 0
+    t0 = time.perf_counter()
+    while step < steps:
+        perm = torch.randperm(n, generator=g)
+        for i in range(0, n, bs):
+            idx = perm[i : i + bs]
+            x, y = ds.train_x[idx], ds.train_y[idx]
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            if step >= steps:
+                break
+    loss.item()
+    return 1000 * (time.perf_counter() - t0) / steps
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=440, help="optimizer steps per run (440 = 20 digits epochs)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+
+    register_configs()
+    import os
+
+    conf = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf")
+    with initialize_config_dir(config_dir=os.path.abspath(conf), version_base="1.3"):
+        cfg = compose("config", overrides=[
+            "+experiment=loss_ab", "arm=A", f"train.max_steps={args.steps}", f"determinism.threads={args.threads}",
+            "device=cpu", "logger=none",
+        ])
+    configure(determinism_settings(cfg))
+    ds = data_mod.load(cfg.data)
+
+    # warm-up both (allocator, kernels)
+    bare_loop(cfg, ds, 20, 0)
+    cfg_warm = cfg.copy()
+    cfg_warm.train.max_steps = 20
+    train_run(cfg_warm, 0, datasets=ds)
+
+    harness_ms, bare_ms = [], []
+    for r in range(args.repeats):
+        bare_ms.append(bare_loop(cfg, ds, args.steps, r))
+        out = train_run(cfg, r, datasets=ds)
+        harness_ms.append(out["timing"]["ms_per_step"])
+    h, b = statistics.median(harness_ms), statistics.median(bare_ms)
+    print(f"bench_overhead: small_cnn on digits, batch {cfg.train.batch_size}, {args.steps} steps x {args.repeats} "
+          f"repeats, {torch.get_num_threads()} threads, mode {cfg.determinism.mode.value}, torch {torch.__version__}")
+    print(f"  bare PyTorch loop : {b:7.3f} ms/step  (runs: {', '.join(f'{v:.3f}' for v in bare_ms)})")
+    print(f"  harness loop      : {h:7.3f} ms/step  (runs: {', '.join(f'{v:.3f}' for v in harness_ms)})")
+    print(f"  ratio harness/bare: {h / b:.3f}  (target <= 1.05)")
+
+
+if __name__ == "__main__":
+    main()

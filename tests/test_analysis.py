@@ -1,0 +1,355 @@
+"""harness.analysis, harness.report and the `python -m harness.analyze` command, on synthetic
+result files built by tests/_results_factory.py."""
+
+import io
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from statsmodels.stats.multitest import multipletests
+
+sys.path.insert(0, str(Path(__file__).parent))  # the factory lives beside the tests
+
+import _results_factory as F  # noqa: E402
+
+from harness import report, stats  # noqa: E402
+from harness.analysis import SCHEMA, AnalysisError, analyze, analyze_dir  # noqa: E402
+from harness.analyze import main  # noqa: E402
+from harness.results import ResultsError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = {"bootstrap_resamples": 999}  # the resampling tests live in test_stats.py
+
+
+def _tree(tmp_path, values=None, **kw):
+    return F.write_results(tmp_path / "exp", F.make_results(values or F.accuracies(10, shift=0.5), **kw))
+
+
+def _finite_everywhere(obj):
+    json.dumps(obj, allow_nan=False)  # raises on NaN or infinity
+    return True
+
+
+# -- the analysis dict --------------------------------------------------------------------------
+
+
+def test_analysis_of_ten_seeds_has_the_documented_structure():
+    values = F.accuracies(10, shift=0.5)
+    a = analyze(F.make_results(values), **FAST)
+    assert a["schema"] == SCHEMA
+    assert list(a) == [
+        "schema", "experiment", "factor", "metric", "unit", "higher_is_better", "alpha", "baseline",
+        "margin", "arms", "noise_floor", "pairing_verified", "multiple_comparisons", "comparisons",
+        "excluded", "unreadable",
+    ]
+    assert (a["experiment"], a["factor"], a["baseline"]) == (F.EXPERIMENT, F.FACTOR, "A")
+    assert list(a["arms"]) == ["A", "B"]
+    assert a["arms"]["B"]["mean"] == pytest.approx(np.mean(values["B"]))
+    assert a["arms"]["B"]["std"] == pytest.approx(np.std(values["B"], ddof=1))
+    assert a["arms"]["B"]["factor_value"] == 0.1
+    assert a["pairing_verified"] == ["init", "data_order"]
+    c = a["comparisons"]["B"]
+    assert c["n_pairs"] == 10 and c["pairs"][3] == [3, values["A"][3], values["B"][3]]
+    # the numbers are the statistics module's, on the paired values
+    t = stats.paired_t(values["A"], values["B"])
+    assert c["t"]["pvalue"] == pytest.approx(t.pvalue) and c["t"]["ci"] == pytest.approx(list(t.confidence_interval()))
+    assert a["margin"]["source"] == "auto"
+    assert a["margin"]["value"] == pytest.approx(a["noise_floor"]["pooled_seed_std"])
+    assert c["verdict"]["code"] in stats.VERDICTS and c["verdict"]["sentence"]
+    assert c["holm"]["t"] == c["t"]["pvalue"]  # one comparison: Holm changes nothing
+    assert a["excluded"] == [] and a["unreadable"] == []
+    assert _finite_everywhere(a)
+    # deterministic: the same input gives the same JSON text
+    assert json.dumps(a) == json.dumps(analyze(F.make_results(values), **FAST))
+
+
+def test_a_clear_improvement_is_better_beyond_the_margin():
+    a = analyze(F.make_results(F.accuracies(10, shift=2.0, noise=0.2)), **FAST)
+    assert a["comparisons"]["B"]["verdict"]["code"] == "better"
+    assert a["comparisons"]["B"]["minimum_effect"]["pvalue"] < 0.05
+
+
+def test_identical_arms_get_the_identical_verdict_with_no_nan_and_no_warnings():
+    column = F.accuracies(10)["A"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = analyze(F.make_results({"A": column, "B": list(column)}, final="f" * 16), **FAST)
+    c = a["comparisons"]["B"]
+    assert c["verdict"]["code"] == "identical"
+    assert "identical results: the factor did not change the numerics" in c["verdict"]["sentence"]
+    assert c["final_weights_identical"] is True
+    assert c["t"]["pvalue"] == 1.0 and c["d_z"] is None
+    assert _finite_everywhere(a)
+
+
+def test_a_lower_loss_is_better():
+    rng = np.random.default_rng(0)
+    items = []
+    for seed in range(8):
+        level = 0.3 + rng.normal(0, 0.02)
+        for arm, shift in (("A", 0.0), ("B", -0.05)):
+            items.append(F.make_result(seed, arm, None, metrics={"test_loss": level + shift + rng.normal(0, 0.005)}))
+    a = analyze(items, metric="test_loss", margin=0.01, **FAST)
+    assert a["higher_is_better"] is False and a["unit"] == ""
+    assert a["comparisons"]["B"]["verdict"]["code"] == "better"
+
+
+# -- runs that do not count ---------------------------------------------------------------------
+
+
+def test_a_failed_run_is_excluded_and_named_with_its_error():
+    items = F.make_results(F.accuracies(10, shift=0.5))
+    items = [r for r in items if (r["seed"], r["arm"]) != (3, "B")]
+    items.append(F.make_result(3, "B", None, status="failed",
+                               error={"type": "NonFiniteLoss", "message": "loss became nan", "step": 12}))
+    a = analyze(items, **FAST)
+    assert {"seed": 3, "arm": "B", "reason": "failed: NonFiniteLoss: loss became nan (at step 12)"} in a["excluded"]
+    # its baseline partner has nobody to be compared with
+    assert any(e["seed"] == 3 and e["arm"] == "A" and e["reason"].startswith("unpaired") for e in a["excluded"])
+    assert a["comparisons"]["B"]["n_pairs"] == 9 and 3 not in a["comparisons"]["B"]["seeds"]
+    assert a["arms"]["A"]["n"] == 9
+
+
+def test_a_nan_or_missing_metric_is_excluded_and_named():
+    items = F.make_results(F.accuracies(10, shift=0.5))
+    items[2]["metrics"]["test_accuracy"] = float("nan")
+    del items[13]["metrics"]["test_accuracy"]
+    a = analyze(items, **FAST)
+    reasons = {(e["seed"], e["arm"]): e["reason"] for e in a["excluded"]}
+    assert reasons[(2, "A")] == "metric test_accuracy is nan"
+    assert reasons[(3, "B")] == "metric test_accuracy is missing"
+    assert a["comparisons"]["B"]["n_pairs"] == 8
+
+
+def test_an_unpaired_run_is_dropped_and_named():
+    values = F.accuracies(10, shift=0.5)
+    items = F.make_results(values) + [F.make_result(10, "B", 95.0)]
+    a = analyze(items, **FAST)
+    assert {"seed": 10, "arm": "B",
+            "reason": "unpaired: the baseline arm A has no usable result for this seed"} in a["excluded"]
+    assert a["arms"]["B"]["n"] == 10 and a["comparisons"]["B"]["n_pairs"] == 10
+
+
+def test_fewer_than_three_pairs_is_refused():
+    with pytest.raises(AnalysisError, match="At least 3 seeds"):
+        analyze(F.make_results(F.accuracies(2)), **FAST)
+    # failed runs leave too few pairs: the message names them
+    items = F.make_results(F.accuracies(4))
+    items = [r for r in items if not (r["arm"] == "B" and r["seed"] < 2)]
+    items += [F.make_result(s, "B", None, status="failed") for s in (0, 1)]
+    with pytest.raises(AnalysisError, match=r"B vs A has 2 .*seed 0 arm B \(failed: RuntimeError: loss became NaN"):
+        analyze(items, **FAST)
+
+
+def test_a_metric_that_no_result_has_names_the_available_ones():
+    with pytest.raises(AnalysisError) as e:
+        analyze(F.make_results(F.accuracies(5)), metric="val_accuracy", **FAST)
+    assert "'val_accuracy'" in str(e.value)
+    assert "n_test, n_train, test_accuracy, test_loss, train_loss" in str(e.value)
+
+
+# -- refusals: pairing, mixing, arms ------------------------------------------------------------
+
+
+def test_a_pairing_violation_is_an_error_naming_seed_arms_and_fingerprint():
+    items = F.make_results(F.accuracies(6, shift=0.5))
+    for r in items:
+        if (r["seed"], r["arm"]) == (4, "B"):
+            r["fingerprints"]["init"] = "0123456789abcdef"
+    with pytest.raises(AnalysisError) as e:
+        analyze(items, **FAST)
+    message = str(e.value)
+    assert "seed 4, arms A, B: fingerprints.init differs" in message and "B=0123456789abcdef" in message
+
+
+def test_a_fingerprint_the_pairing_does_not_require_may_differ():
+    items = F.make_results(F.accuracies(6, shift=0.5), pairing={"init": False, "data_order": True})
+    for r in items:
+        if r["arm"] == "B":
+            r["fingerprints"]["init"] = "0123456789abcdef"  # e.g. the factor changes the model
+    a = analyze(items, **FAST)
+    assert a["pairing_verified"] == ["data_order"]
+
+
+def test_results_of_two_experiments_are_not_mixed():
+    items = F.make_results(F.accuracies(4)) + F.make_results(F.accuracies(4), experiment="lr_ab", factor="optim.lr")
+    with pytest.raises(AnalysisError) as e:
+        analyze(items, **FAST)
+    assert "'loss_ab' with factor 'loss.label_smoothing' (8 results)" in str(e.value)
+    assert "'lr_ab' with factor 'optim.lr' (8 results)" in str(e.value)
+
+
+def test_two_configurations_within_one_arm_are_not_mixed():
+    items = F.make_results(F.accuracies(6))
+    items[-1]["config_hash"] = "feedfacefeedface"
+    with pytest.raises(AnalysisError, match="arm B: .*feedfacefeedface for seeds 5"):
+        analyze(items, **FAST)
+
+
+def test_arms_follow_the_config_order_and_the_baseline_can_be_chosen():
+    values = F.accuracies(6, shift=0.5, arms=("ctrl", "alt"))
+    a = analyze(F.make_results(values), **FAST)
+    assert list(a["arms"]) == ["ctrl", "alt"] and a["baseline"] == "ctrl"
+    flipped = analyze(F.make_results(values), baseline="alt", **FAST)
+    assert flipped["comparisons"]["ctrl"]["mean_diff"] == pytest.approx(-a["comparisons"]["alt"]["mean_diff"])
+    with pytest.raises(AnalysisError, match="the arms are: ctrl, alt"):
+        analyze(F.make_results(values), baseline="B", **FAST)
+
+
+def test_three_arms_are_each_compared_with_the_baseline_under_holm():
+    rng = np.random.default_rng(2)
+    level = 95 + rng.normal(0, 0.8, 8)
+    values = {arm: list(F.quantise(level + shift + rng.normal(0, 0.3, 8)))
+              for arm, shift in (("A", 0), ("B", 0.6), ("C", 0.1))}
+    a = analyze(F.make_results(values), **FAST)
+    assert list(a["comparisons"]) == ["B", "C"]
+    raw = [a["comparisons"][arm]["t"]["pvalue"] for arm in ("B", "C")]
+    holm = [a["comparisons"][arm]["holm"]["t"] for arm in ("B", "C")]
+    assert holm == pytest.approx(multipletests(raw, method="holm")[1])
+    assert a["multiple_comparisons"]["comparisons"] == 2
+
+
+def test_extra_is_merged_but_may_not_overwrite():
+    items = F.make_results(F.accuracies(4))
+    a = analyze(items, extra={"certificate": {"line": "bitwise reproducible: yes (3 steps)", "reproducible": True}}, **FAST)
+    assert a["certificate"]["reproducible"] is True
+    with pytest.raises(AnalysisError, match="'metric'"):
+        analyze(items, extra={"metric": "x"}, **FAST)
+
+
+def test_bad_options_are_refused_with_what_is_allowed():
+    items = F.make_results(F.accuracies(4))
+    with pytest.raises(AnalysisError, match="margin must be a finite number >= 0"):
+        analyze(items, margin=-1.0, **FAST)
+    with pytest.raises(AnalysisError, match="alpha must be a number between 0 and 0.5"):
+        analyze(items, alpha=5, **FAST)
+
+
+# -- folders ------------------------------------------------------------------------------------
+
+
+def test_analyze_dir_writes_the_three_files_with_certificate_and_unreadable(tmp_path):
+    root = _tree(tmp_path)
+    (root / "runs" / "seed=99" / "arm=B").mkdir(parents=True)
+    (root / "runs" / "seed=99" / "arm=B" / "result.json").write_text("{not json")
+    (root / "certificate.json").write_text(json.dumps({"line": "bitwise reproducible: yes (440 steps)", "reproducible": True}))
+    a = analyze_dir(root, **FAST)
+    assert {p.name for p in root.iterdir()} >= {"analysis.json", "report.md", "analysis.png"}
+    assert a["certificate"]["line"] == "bitwise reproducible: yes (440 steps)"
+    assert a["unreadable"][0]["path"] == "runs/seed=99/arm=B/result.json"
+    assert a["unreadable"][0]["reason"].startswith("not valid JSON")
+    first = (root / "analysis.json").read_bytes()
+    assert json.loads(first) == a
+    assert str(tmp_path) not in first.decode()  # no absolute paths
+    analyze_dir(root, **FAST)
+    assert (root / "analysis.json").read_bytes() == first
+    assert "bitwise reproducible: yes (440 steps)" in (root / "report.md").read_text()
+    assert (root / "analysis.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_analyze_dir_refuses_empty_corrupt_and_missing_folders(tmp_path):
+    with pytest.raises(ResultsError):
+        analyze_dir(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(AnalysisError, match="No result.json files under"):
+        analyze_dir(tmp_path / "empty")
+    bad = tmp_path / "bad" / "runs" / "seed=0" / "arm=A"
+    bad.mkdir(parents=True)
+    (bad / "result.json").write_text("{")
+    with pytest.raises(AnalysisError, match=r"No readable result.json .*runs/seed=0/arm=A/result.json: not valid JSON"):
+        analyze_dir(tmp_path / "bad")
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def test_the_table_and_markdown_show_the_numbers_verdict_exclusions_and_certificate():
+    items = F.make_results(F.accuracies(10, shift=0.5))
+    items = [r for r in items if (r["seed"], r["arm"]) != (7, "B")] + [F.make_result(7, "B", None, status="failed")]
+    a = analyze(items, extra={"certificate": {"line": "bitwise reproducible: yes (440 steps)", "reproducible": True}}, **FAST)
+    buffer = io.StringIO()
+    report.render_table(a, Console(file=buffer, width=1000))  # wide: no line wrapping inside sentences
+    text = buffer.getvalue()
+    c = a["comparisons"]["B"]
+    for expected in (
+        "mean ± std", f"{a['arms']['A']['mean']:.2f} ± {a['arms']['A']['std']:.2f}", "seed std, pooled",
+        "test-set floor", f"[{c['t']['ci'][0]:+.2f}, {c['t']['ci'][1]:+.2f}] pts", "bootstrap 95% CI",
+        "p, Wilcoxon signed-rank", "p, sign-flip permutation", "effect size d_z", c["verdict"]["sentence"],
+        "failed: RuntimeError: loss became NaN (at step 12)", "bitwise reproducible: yes (440 steps)",
+    ):
+        assert expected in text, expected
+    md = report.markdown(a)
+    assert c["verdict"]["sentence"] in md and "| 7 | B | failed: RuntimeError" in md
+
+
+def test_seeds_needed_are_shown_when_undecided():
+    a = analyze(F.make_results(F.accuracies(5, shift=0.0, noise=0.5, rng_seed=3)), margin=0.2, **FAST)
+    c = a["comparisons"]["B"]
+    assert c["verdict"]["code"] == "undecided"
+    buffer = io.StringIO()
+    report.render_table(a, Console(file=buffer, width=200))
+    assert f"{c['seeds_needed']['at_margin']} / {c['seeds_needed']['at_observed']}" in buffer.getvalue()
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "harness.analyze", *map(str, args)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_prints_the_table_and_writes_byte_identical_analysis(tmp_path, capsys):
+    root = _tree(tmp_path)
+    first = _cli(root, "--bootstrap-resamples", "999")
+    assert first.returncode == 0, first.stderr
+    assert "verdict" in first.stdout and "mean ± std" in first.stdout
+    written = (root / "analysis.json").read_bytes()
+    assert json.loads(written)["comparisons"]["B"]["n_pairs"] == 10
+    # a second run (in this process, to spare a second interpreter start) writes the same bytes
+    assert main([str(root), "--bootstrap-resamples", "999"]) == 0
+    assert "verdict" in capsys.readouterr().out
+    assert (root / "analysis.json").read_bytes() == written
+
+
+def test_cli_bad_input_exits_2_without_traceback(tmp_path):
+    result = _cli(tmp_path / "nowhere")
+    assert result.returncode == 2
+    assert "no such file or folder" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("case, message", [
+    ("empty", "No result.json files under"),
+    ("corrupt", "No readable result.json"),
+    ("metric", "'val_accuracy' is in none of the"),
+    ("two_pairs", "At least 3 seeds"),
+    ("missing", "no such file or folder"),
+])
+def test_main_bad_inputs_give_a_message_and_exit_2(tmp_path, capsys, case, message):
+    root = tmp_path / case
+    args = [str(root)]
+    if case == "empty":
+        root.mkdir()
+    elif case == "corrupt":
+        (root / "runs").mkdir(parents=True)
+        (root / "runs" / "result.json").write_text("[1, 2")
+    elif case == "metric":
+        F.write_results(root, F.make_results(F.accuracies(4)))
+        args += ["--metric", "val_accuracy"]
+    elif case == "two_pairs":
+        F.write_results(root, F.make_results(F.accuracies(2)))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("harness.analyze: ") and message in err and "Traceback" not in err
+
+
+def test_main_no_write_only_prints(tmp_path, capsys):
+    root = _tree(tmp_path)
+    assert main([str(root), "--no-write", "--margin", "0.3", "--bootstrap-resamples", "999"]) == 0
+    assert "given: 0.3 pts" in capsys.readouterr().out
+    assert not (root / "analysis.json").exists()
