@@ -52,11 +52,14 @@ def train_run(
     seed: int,
     datasets: Optional[data_mod.Datasets] = None,
     progress: Optional[Callable[[int, int, float], None]] = None,
+    init_hook: Optional[Callable[[torch.nn.Module], None]] = None,
 ) -> dict:
     """Train and evaluate one run. ``cfg`` is the resolved config of one arm.
 
     Returns a dict with metrics, fingerprints, curve, timing and env (see results.py), plus
     ``weights`` (tensors, not JSON) when repro.save_weights or repro.keep_step_weights ask for them.
+    ``init_hook(model)`` may change the initial weights in place (the noise audit nudges one by an
+    ULP); the init fingerprint is taken after it.
     """
     # -- modes and threads, before anything touches a tensor ------------------------------------
     settings = determinism_settings(cfg)
@@ -79,6 +82,9 @@ def train_run(
     # -- model: initial weights from the init stream; afterwards the global RNG is the model stream
     streams.seed_init()
     model = models.build(cfg.model, ds.in_channels, ds.num_classes, ds.image_size).to(device)
+    if init_hook is not None:
+        with torch.no_grad():
+            init_hook(model)
     init_fp = model_fingerprint(model)
     streams.seed_model()
 
