@@ -400,7 +400,8 @@ def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -
         weights_identical = all(fa == fb for fa, fb in finals)
     else:
         weights_identical = None
-    missing = [s for s in _seed_sorted(by_arm[baseline]) if s not in set(seeds)]
+    paired = set(seeds)
+    missing = [s for s in _seed_sorted(by_arm[baseline]) if s not in paired]
     return {
         "arm": arm,
         "baseline": baseline,
@@ -437,6 +438,7 @@ def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -
         "permutation": {
             "statistic": c.permutation.statistic, "pvalue": c.permutation.pvalue,
             "exact": c.permutation.exact, "n_resamples": c.permutation.n_resamples, "seed": c.permutation.seed,
+            "method": c.permutation.method,
         },
         "welch": {
             "statistic": c.welch.statistic, "pvalue": c.welch.pvalue, "df": c.welch.df,

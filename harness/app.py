@@ -47,15 +47,22 @@ def run(cfg: DictConfig) -> None:
     narrowed = cfg.seed is not None or cfg.arm is not None
 
     from . import tracking
+    from .determinism import spread_over_gpus
 
+    if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
+        spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
     tracker = tracking.open_tracker(cfg, out_dir, group=group_name(cfg, sweep_root))
     try:
         try:
             certify = cfg.repro.certificate and _owns_certificate(cfg)
             outcome = run_experiment(
-                cfg, out_dir, log=_say, tracker=tracker, certify=certify, certificate_dir=sweep_root
+                cfg, out_dir, log=_say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
+                stop_on_fatal=not multirun,
             )
         except ExperimentError as e:
+            if multirun:
+                log.error(f"harness: error: {e}")
+                raise  # Hydra records this job as failed; the other jobs go on
             fail(str(e))
 
         if narrowed or multirun:

@@ -33,14 +33,22 @@ class Settings:
 def resolve_device(name: str) -> torch.device:
     """auto -> cuda when available, else cpu. Asking for cuda without one is an error, not a fallback."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise DeterminismError(
             "device=cuda was requested but torch.cuda.is_available() is False "
             f"(torch {torch.__version__}, CUDA build {torch.version.cuda}). "
             "Use device=cpu or device=auto."
         )
+    if name == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
     return torch.device(name)
+
+
+def spread_over_gpus(job_num: int) -> None:
+    """In a local pool on a machine with several GPUs, job k uses GPU k mod count."""
+    if torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        torch.cuda.set_device(job_num % torch.cuda.device_count())
 
 
 def configure(settings: Settings, device: torch.device | None = None) -> None:

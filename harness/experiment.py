@@ -369,11 +369,13 @@ def run_experiment(
     tracker=None,
     certify: bool = True,
     certificate_dir: str | os.PathLike | None = None,
+    stop_on_fatal: bool = True,
 ) -> Outcome:
     """Run every (seed, arm) not already done; write results; check pairing; certify.
 
     Raises ExperimentError on misconfiguration or a pairing violation (after writing what it has),
-    and on an op without a deterministic implementation in strict mode (after recording the run).
+    and, with stop_on_fatal, on an op without a deterministic implementation in strict mode (after
+    recording the run).
     """
     out_dir = Path(out_dir)
     arms = arm_configs(cfg)
@@ -432,8 +434,9 @@ def run_experiment(
                 per_seed.append(result)
                 if result["status"] != "completed":
                     failed.append(result)
-                    if result["error"]["type"] in ("NondeterministicOp", "DeterminismError"):
+                    if stop_on_fatal and result["error"]["type"] in ("NondeterministicOp", "DeterminismError"):
                         # Every run would fail the same way: stop now, the failed result is on disk.
+                        # (A sweep job goes on instead: Hydra skips the sweep's analysis if it raises.)
                         raise ExperimentError(result["error"]["message"])
             check_pairing(per_seed)
 

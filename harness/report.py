@@ -173,6 +173,8 @@ def _bootstrap_detail(b: dict) -> str:
 
 
 def _permutation_detail(p: dict) -> str:
+    if p.get("method"):
+        return p["method"]
     if p["exact"]:
         return f"exact over all {p['n_resamples']} sign patterns"
     return f"{p['n_resamples']} random sign patterns, seed {p['seed']}"

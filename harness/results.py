@@ -25,6 +25,7 @@ flushed to disk, then renamed over the target (atomic on POSIX).
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -65,9 +66,16 @@ def write_json(path: str | os.PathLike, obj) -> None:
         raise
 
 
+try:  # 2-3x faster parsing: it decides how long analysing a 10,000-file sweep takes
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; plain json is the fallback
+    _orjson = None
+
+
 def read_json(path: str | os.PathLike):
-    with open(path) as f:
-        return json.load(f)
+    with open(path, "rb") as f:
+        data = f.read()
+    return _orjson.loads(data) if _orjson is not None else json.loads(data)
 
 
 def _finite(obj):
@@ -107,6 +115,20 @@ def load_tree(root: str | os.PathLike) -> LoadedResults:
     if not root.exists():
         raise ResultsError(f"{root}: no such file or folder.")
     loaded = LoadedResults(root=root)
+    # Parsing creates millions of small objects that all stay alive; the cyclic GC would rescan
+    # them again and again (most of the load time on a 10,000-file sweep). JSON has no cycles.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _load_files(root, loaded)
+    finally:
+        if was_enabled:
+            gc.enable()
+    loaded.results.sort(key=lambda r: (str(r.get("experiment")), _seed_key(r.get("seed")), str(r.get("arm"))))
+    return loaded
+
+
+def _load_files(root: Path, loaded: LoadedResults) -> None:
     for path in find_result_files(root):
         try:
             obj = read_json(path)
@@ -118,8 +140,6 @@ def load_tree(root: str | os.PathLike) -> LoadedResults:
             continue
         obj["_path"] = str(path)
         loaded.results.append(obj)
-    loaded.results.sort(key=lambda r: (str(r.get("experiment")), _seed_key(r.get("seed")), str(r.get("arm"))))
-    return loaded
 
 
 def _seed_key(seed):

@@ -214,6 +214,12 @@ class WilcoxonResult:
     ties: bool
 
 
+# Above this many pairs the resampling tests use the normal limit of their null distribution:
+# at that size it is exact to the digits we print, and enumerating or sampling sign flips of
+# thousands of pairs would take seconds per comparison (scripts/bench_analyze.py).
+LARGE_N = 1000
+
+
 def wilcoxon_signed_rank(a, b, *, n_resamples: int = 9999, seed: int = 0) -> WilcoxonResult:
     """Wilcoxon signed-rank test of the differences.
 
@@ -229,6 +235,12 @@ def wilcoxon_signed_rank(a, b, *, n_resamples: int = 9999, seed: int = 0) -> Wil
     ties = len(np.unique(np.abs(nonzero))) < len(nonzero)
     if n_zeros == n:
         return WilcoxonResult(None, 1.0, "not run: every difference is 0", "-", n_zeros, False)
+    if n > LARGE_N:
+        res = sps.wilcoxon(d, zero_method="pratt", method="asymptotic", correction=False)
+        return WilcoxonResult(
+            float(res.statistic), float(res.pvalue), f"normal approximation (n > {LARGE_N}), tie-corrected",
+            "pratt", n_zeros, ties,
+        )
     if n_zeros == 0 and not ties:
         method = "exact" if n <= 50 else "asymptotic"
         res = sps.wilcoxon(d, zero_method="wilcox", method=method)
@@ -266,8 +278,9 @@ class PermutationResult:
     statistic: float  # the observed mean difference
     pvalue: float
     exact: bool  # all 2^n sign flips were enumerated
-    n_resamples: int  # sign patterns evaluated
+    n_resamples: int  # sign patterns evaluated (0: normal limit of the sign-flip distribution)
     seed: int | None  # the seed of the random sign flips; None when exact
+    method: str = ""
 
 
 def sign_flip_permutation(a, b, *, n_resamples: int = 9999, seed: int = 0) -> PermutationResult:
@@ -278,6 +291,15 @@ def sign_flip_permutation(a, b, *, n_resamples: int = 9999, seed: int = 0) -> Pe
     """
     a, b = _pairs(a, b)
     n = len(a)
+    if n > LARGE_N:
+        # Under H0 sum(s_i d_i) with random signs s_i has mean 0 and variance sum(d_i^2).
+        d = b - a
+        scale = float(np.sqrt(np.sum(d**2)))
+        z = float(np.sum(d)) / scale if scale > 0 else 0.0
+        return PermutationResult(
+            statistic=float(np.mean(d)), pvalue=float(min(1.0, 2 * sps.norm.sf(abs(z)))), exact=False,
+            n_resamples=0, seed=None, method=f"normal limit of the sign-flip distribution (n > {LARGE_N})",
+        )
     exact = 2**n <= n_resamples
     res = sps.permutation_test(
         (a, b), _mean_difference, permutation_type="samples", vectorized=True,
@@ -286,6 +308,7 @@ def sign_flip_permutation(a, b, *, n_resamples: int = 9999, seed: int = 0) -> Pe
     return PermutationResult(
         statistic=float(res.statistic), pvalue=float(res.pvalue), exact=exact,
         n_resamples=2**n if exact else n_resamples, seed=None if exact else seed,
+        method=f"exact over all {2**n} sign patterns" if exact else f"{n_resamples} random sign patterns (seed {seed})",
     )
 
 
@@ -314,6 +337,16 @@ def bootstrap_ci(a, b, *, confidence_level: float = 0.95, n_resamples: int = 999
             note="every difference is the same: each resample has the same mean",
         )
     note = ""
+    if len(d) > LARGE_N:
+        # BCa's jackknife is n x n; at this size its correction is negligible and the interval
+        # agrees with the t interval, so a percentile interval of fewer resamples is enough.
+        resamples = min(n_resamples, 999)
+        res = sps.bootstrap((b - a,), np.mean, vectorized=True, method="percentile",
+                            confidence_level=confidence_level, n_resamples=resamples,
+                            rng=np.random.default_rng(seed))
+        low, high = res.confidence_interval
+        return BootstrapResult(float(low), float(high), confidence_level, "percentile", resamples, seed,
+                               note=f"n > {LARGE_N}: percentile interval of {resamples} resamples of the differences")
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", sps.DegenerateDataWarning)

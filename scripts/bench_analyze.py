@@ -1,0 +1,111 @@
+"""How long does ``harness.analyze`` take on a big tree of result files?
+
+Writes a synthetic tree of N result files (default 10,000: 5,000 seeds x 2 arms) of realistic size
+(440 per-step fingerprints, a 44-point curve, a full config and environment, like the default
+experiment's), then times, in this process: finding and parsing the files, the analysis, and the
+whole ``python -m harness.analyze DIR --no-write`` command in a subprocess (imports included).
+Target: the command in <= 2 s.
+
+    python scripts/bench_analyze.py [--files 10000] [--dir /tmp/harness-bench-analyze]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness.analysis import analyze  # noqa: E402
+from harness.results import SCHEMA, load_tree  # noqa: E402
+
+
+def synthetic_result(seed: int, arm: str, rng: random.Random, config: dict, env: dict) -> dict:
+    acc = 97.5 + rng.gauss(0, 0.4) + (0.2 if arm == "B" else 0.0)
+    init = f"{rng.getrandbits(64) ^ seed:016x}"
+    order = f"{(seed * 2654435761) & (2**64 - 1):016x}"
+    return {
+        "schema": SCHEMA, "experiment": "loss_ab", "seed": seed, "arm": arm,
+        "factor": "loss.label_smoothing", "factor_value": 0.0 if arm == "A" else 0.1,
+        "status": "completed", "error": None,
+        "metrics": {"test_accuracy": round(acc * 4.5) / 4.5, "test_loss": 0.1 + rng.random() / 10,
+                    "train_loss": rng.random(), "n_test": 450, "n_train": 1347},
+        "fingerprints": {
+            "init": f"{seed:016x}", "data_order": order, "final": init,
+            "steps": {"loss": [f"{rng.getrandbits(32):08x}" for _ in range(440)],
+                      "params": [f"{rng.getrandbits(64):016x}" for _ in range(440)]},
+        },
+        "pairing": {"init": True, "data_order": True},
+        "curve": {"step": list(range(10, 450, 10)), "train_loss": [rng.random() for _ in range(44)]},
+        "env": env,
+        "timing": {"train_seconds": 1.3, "steps": 440, "steps_per_s": 338.0, "ms_per_step": 2.95, "total_seconds": 1.4},
+        "config": {**config, "seed": seed, "arm": arm},
+        "config_hash": "a" * 16 if arm == "A" else "b" * 16, "base_hash": "c" * 16,
+        "code_version": "0.1.0+bench", "created": "2026-11-29T00:00:00+00:00",
+    }
+
+
+def write_tree(root: Path, n_files: int) -> None:
+    from harness.experiment import _plain  # the real config's shape and size
+    from tests.conftest import compose_cfg
+
+    cfg = compose_cfg(["+experiment=loss_ab", "logger=none"])
+    config = _plain(cfg)
+    env = {f"key_{i}": "value " * 4 for i in range(28)}
+    rng = random.Random(0)
+    for i in range(n_files):
+        seed, arm = divmod(i, 2)
+        arm = "AB"[arm]
+        path = root / "runs" / f"seed={seed}" / f"arm={arm}" / "result.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(synthetic_result(seed, arm, rng, config, env), indent=1))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--files", type=int, default=10_000)
+    p.add_argument("--dir", default=None, help="where to write the tree (default: a temporary folder)")
+    p.add_argument("--keep", action="store_true", help="keep the tree afterwards")
+    args = p.parse_args()
+
+    root = Path(args.dir or tempfile.mkdtemp(prefix="harness-bench-analyze-"))
+    if root.exists():
+        shutil.rmtree(root)
+    t = time.perf_counter()
+    write_tree(root, args.files)
+    size = sum(f.stat().st_size for f in root.rglob("result.json"))
+    print(f"bench_analyze: {args.files} result files, {size / 1e6:.0f} MB, written in {time.perf_counter() - t:.1f} s to {root}")
+
+    t0 = time.perf_counter()
+    loaded = load_tree(root)
+    t1 = time.perf_counter()
+    analysis = analyze(loaded.results)
+    t2 = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    t3 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "harness.analyze", str(root), "--no-write"],
+                          capture_output=True, text=True, env=env)
+    t4 = time.perf_counter()
+    if proc.returncode != 0:
+        print(proc.stderr)
+        raise SystemExit(f"harness.analyze failed with exit code {proc.returncode}")
+    verdict = analysis["comparisons"]["B"]["verdict"]["code"]
+    print(f"  find + parse      : {t1 - t0:6.2f} s  ({1e6 * (t1 - t0) / args.files:.0f} us per file)")
+    print(f"  analysis          : {t2 - t1:6.2f} s  ({analysis['comparisons']['B']['n_pairs']} pairs, verdict {verdict})")
+    print(f"  harness.analyze   : {t4 - t3:6.2f} s  wall, whole command in a subprocess (target <= 2 s)")
+    print(f"  ratio to target   : {(t4 - t3) / 2.0:.2f}")
+    if not args.keep and not args.dir:
+        shutil.rmtree(root)
+
+
+if __name__ == "__main__":
+    main()

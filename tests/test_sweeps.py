@@ -1,0 +1,150 @@
+"""Multirun sweeps: the same bits and verdict on every launcher, resume after a kill, failed jobs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.results import load_tree, read_json
+
+from .conftest import FAST, REPO, compose_cfg, run_cli
+
+SWEEP = FAST + ["seed=0,1,2"]
+
+
+def _finals(root: Path) -> dict:
+    return {(r["seed"], r["arm"]): r["fingerprints"]["final"] for r in load_tree(root).results}
+
+
+def _comparable(analysis: dict) -> dict:
+    """The analysis without what legitimately differs between folders (none expected today)."""
+    return {k: v for k, v in analysis.items() if k not in ("unreadable",)}
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory):
+    out = tmp_path_factory.mktemp("inproc")
+    proc = run_cli(FAST + [f"hydra.run.dir={out}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib", "submitit_local"])
+def test_sweep_gives_the_in_process_bits_and_verdict(tmp_path, in_process, launcher):
+    sweep = tmp_path / "sweep"
+    proc = run_cli(["-m", *SWEEP, f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    finals = _finals(sweep)
+    assert len(finals) == 6
+    assert finals == _finals(in_process)
+    # every job pinned its threads, whatever the launcher's workers were given
+    assert {r["env"]["threads"] for r in load_tree(sweep).results} == {2}
+    swept = read_json(sweep / "analysis.json")  # written by the sweep's callback
+    assert _comparable(swept) == _comparable(read_json(in_process / "analysis.json"))
+
+
+def test_killed_sweep_resumes_only_the_missing_runs(tmp_path):
+    args = ["-m", *FAST, "seed=0,1,2,3", "train.max_steps=120", "ab.seeds=[0,1,2,3]"]
+    sweep = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "harness", *args, f"hydra.sweep.dir={sweep}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    while len(list(sweep.rglob("result.json"))) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sweep.rglob("result.json")}
+    assert 3 <= len(before) < 8, "the kill should land part-way through the sweep"
+
+    rerun = run_cli(args + [f"hydra.sweep.dir={sweep}"])
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = list(sweep.rglob("result.json"))
+    assert len(after) == 8
+    for path, (mtime, content) in before.items():  # finished runs were not run again
+        assert path.stat().st_mtime_ns == mtime and path.read_bytes() == content
+    assert (rerun.stdout + rerun.stderr).count(": skipped, completed with the same config and code") == len(before)
+
+    clean = tmp_path / "clean"
+    whole = run_cli(args + [f"hydra.sweep.dir={clean}"])
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert _finals(sweep) == _finals(clean)
+    assert read_json(sweep / "analysis.json") == read_json(clean / "analysis.json")
+
+
+def test_a_failing_job_keeps_the_others_and_is_named(tmp_path):
+    sweep = tmp_path / "sweep"
+    # arm C's loss is invalid, so its jobs raise inside training; A and B are fine.
+    proc = run_cli(["-m", *FAST, "ab.arms={A: 0.0, B: 0.1, C: 1.5}", "seed=0,1,2", "arm=A,B,C",
+                    f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    status = {(r["seed"], r["arm"]): r["status"] for r in load_tree(sweep).results}
+    assert status == {(s, a): ("failed" if a == "C" else "completed") for s in (0, 1, 2) for a in "ABC"}
+    failed = read_json(next(sweep.glob("*/runs/seed=1/arm=C/result.json")))
+    assert "label_smoothing=1.5" in failed["error"]["message"]
+
+    again = run_cli([str(sweep), "--no-write"], module="harness.analyze")
+    assert again.returncode == 0, again.stderr
+    assert "Excluded runs" in again.stdout and "label_smoothing=1.5" in again.stdout
+    analysis = read_json(sweep / "analysis.json")
+    assert {(e["seed"], e["arm"]) for e in analysis["excluded"]} == {(0, "C"), (1, "C"), (2, "C")}
+    assert all("label_smoothing=1.5" in e["reason"] for e in analysis["excluded"])
+    assert analysis["comparisons"]["B"]["n_pairs"] == 3
+
+
+def test_analyze_refuses_below_three_pairs_and_names_what_is_missing(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = run_cli(["-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (sweep / "analysis.json").exists()
+    refused = run_cli([str(sweep)], module="harness.analyze")
+    assert refused.returncode == 2
+    assert "seeds 0, 1" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_slurm_launcher_config_composes():
+    cfg = compose_cfg_with_hydra(["+experiment=loss_ab", "hydra/launcher=slurm"])
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert launcher.gpus_per_node == 1 and launcher.timeout_min > 0 and launcher.array_parallelism > 0
+    assert "export WANDB_MODE=offline" in launcher.setup
+    pool = compose_cfg_with_hydra(["+experiment=loss_ab", "hydra/launcher=local_pool"]).hydra.launcher
+    assert pool._target_.endswith("JoblibLauncher") and pool.n_jobs >= 1
+
+
+def compose_cfg_with_hydra(overrides):
+    from hydra import compose, initialize_config_dir
+
+    from harness.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose("config", overrides=overrides, return_hydra_config=True)
+
+
+def test_concurrent_writers_never_leave_a_half_written_result(tmp_path):
+    """Many processes write the same result path at once; a reader only ever sees whole files."""
+    script = (
+        "import sys, json; from harness.results import write_json\n"
+        "n = int(sys.argv[2])\n"
+        "for i in range(40): write_json(sys.argv[1], {'schema': 'harness.result/1', 'writer': n, 'i': i, 'pad': 'x' * 200000})\n"
+    )
+    target = tmp_path / "runs" / "seed=0" / "arm=A" / "result.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    writers = [subprocess.Popen([sys.executable, "-c", script, str(target), str(n)], env=env) for n in range(3)]
+    seen = 0
+    while any(w.poll() is None for w in writers):
+        if target.exists():
+            obj = read_json(target)  # raises if a reader ever saw a partial file
+            assert len(obj["pad"]) == 200000
+            seen += 1
+    assert all(w.returncode == 0 for w in writers)
+    assert seen > 0
+    assert [p.name for p in target.parent.iterdir()] == ["result.json"]  # no temporary files left
