@@ -291,6 +291,7 @@ def run_one(arm_cfg: DictConfig, seed: int, arm: str, datasets=None, progress=No
 def save_weights(path: Path, weights: dict) -> None:
     import torch
 
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     torch.save(weights, tmp)
     os.replace(tmp, path)

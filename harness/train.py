@@ -88,14 +88,7 @@ def train_run(
     init_fp = model_fingerprint(model)
     streams.seed_model()
 
-    o = cfg.optim
-    if _value(o.name) == "sgd":
-        optimizer = torch.optim.SGD(
-            model.parameters(), lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
-            weight_decay=o.weight_decay,
-        )
-    else:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
+    optimizer = build_optimizer(cfg, model.parameters())
 
     # -- training loop ---------------------------------------------------------------------------
     params = [p for p in model.parameters()]
@@ -169,6 +162,16 @@ def train_run(
             "steps": torch.stack(step_weights) if step_weights else None,
         }
     return out
+
+
+def build_optimizer(cfg, params) -> torch.optim.Optimizer:
+    o = cfg.optim
+    if _value(o.name) == "sgd":
+        return torch.optim.SGD(
+            params, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
+            weight_decay=o.weight_decay,
+        )
+    return torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
 
 
 def _check_finite(recorder: StepRecorder, step: int) -> None:

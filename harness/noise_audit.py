@@ -1,0 +1,490 @@
+"""How big is nondeterminism noise against seed noise, for MY model?
+
+    python -m harness.noise_audit [--repeats K] [--out DIR] [--metric NAME] [OVERRIDE ...]
+
+The overrides are the same Hydra overrides as for ``python -m harness``; the audit takes the
+composed config's first (seed, arm) -- or seed=/arm= -- as the reference run and trains K runs for
+each source of noise, with the same data:
+
+  (a) repeat       the reference config again: in deterministic mode every run must be identical
+  (b) one ULP      one initial weight moved to the next float32 (torch.nextafter), a different
+                   weight in each run: the smallest possible change, the seed of every butterfly
+  (c) threads      another CPU thread count in each run (1, 2, 3, ... skipping the configured one):
+                   a different summation order in the kernels, as on another machine
+  (d) mode off     CUDA only: determinism.mode=off with cudnn_benchmark=false (PyTorch's defaults:
+                   atomic adds, nondeterministic cuDNN algorithms); on a CPU the table says
+                   "not applicable: no CUDA"
+  seeds            K seeds (the reference seed and the next K-1): the noise every A/B test must beat
+
+For each source: the spread (std, range) of the final metric over its K runs, its ratio to the
+seed spread (with a 95% interval from the F distribution, which assumes roughly normal metrics),
+how many distinct final weights the K runs reached, and from which step their parameters part from
+the reference run's. Writes noise_audit.json, noise_audit.png (per-step divergence curves) and
+noise_audit.txt (the table) into --out. Exit status 0, or 2 on bad input.
+
+The question it answers: after a few hundred steps, does a one-ULP change end up as far away as a
+new seed ("nondeterminism noise ≈ seed noise")? If so, a run-to-run difference on a GPU without
+deterministic mode is just another seed -- and it also means one changed bit cannot be told from
+a real effect with a single pair of runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from .diff import first_difference, loss_value
+from .golden import BadInput, compose_config, select_run, stack_summary
+from .results import write_json
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+METRICS = ("test_accuracy", "test_loss", "train_loss")
+UNITS = {"test_accuracy": "percentage points"}
+STEP_WEIGHTS_BYTES = 64 * 2**20  # per run, for the per-step max |Δw| curve (all steps of a small model)
+SOURCES = {
+    "repeat": "(a) repeat, same config",
+    "ulp": "(b) one ULP of one init weight",
+    "threads": "(c) other thread count",
+    "mode_off": "(d) determinism.mode=off",
+    "seeds": "seeds",
+}
+
+
+# -- the runs -----------------------------------------------------------------------------------
+
+
+def with_changes(cfg, changes: dict):
+    """A copy of a resolved arm config with dotted keys changed (the schema checks the values)."""
+    out = copy.deepcopy(cfg)
+    for key, value in changes.items():
+        OmegaConf.update(out, key, value)
+    return out
+
+
+def ulp_hook(index: int) -> tuple[Callable[[torch.nn.Module], None], dict]:
+    """An init_hook that moves one initial weight up by one ULP; which one is drawn from ``index``.
+
+    Returns the hook and a dict it fills with what it changed (name, position, old, new value).
+    """
+    changed: dict = {}
+
+    def hook(model: torch.nn.Module) -> None:
+        params = [(n, p) for n, p in model.named_parameters() if p.dtype.is_floating_point]
+        total = sum(p.numel() for _, p in params)
+        pick = int(torch.randint(total, (), generator=torch.Generator().manual_seed(index)))
+        for name, p in params:
+            if pick < p.numel():
+                flat = p.view(-1)
+                old = flat[pick].clone()
+                flat[pick] = torch.nextafter(old, torch.tensor(math.inf, dtype=old.dtype, device=old.device))
+                changed.update(param=name, position=pick, old=float(old), new=float(flat[pick]))
+                return
+            pick -= p.numel()
+
+    return hook, changed
+
+
+def train_one(cfg, seed: int, ds, init_hook=None) -> dict:
+    """train_run, with a failure turned into a message (every run of the audit would fail alike)."""
+    from .determinism import DeterminismError, explain_nondeterministic_op
+    from .train import NonFiniteLoss, train_run
+
+    try:
+        return train_run(cfg, seed, datasets=ds, init_hook=init_hook)
+    except (NonFiniteLoss, DeterminismError) as e:
+        raise BadInput(f"a run of the noise audit failed (seed {seed}): {e}") from None
+    except RuntimeError as e:
+        advice = explain_nondeterministic_op(e)
+        if advice is None:
+            raise
+        raise BadInput(f"a run of the noise audit failed (seed {seed}): {advice}") from None
+
+
+def thread_counts(configured: int, k: int) -> list[int]:
+    """K thread counts other than the configured one: 1, 2, 3, ... (bits depend on the count, not the cores)."""
+    return [t for t in range(1, k + 2) if t != configured][:k]
+
+
+def plan(ref_cfg, seed: int, k: int, device_type: str) -> list[dict]:
+    """Every run of the audit: source, label, config, seed, and how its initial weights change."""
+    threads = int(ref_cfg.determinism.threads)
+    runs = [{"source": "repeat", "label": f"repeat {i + 1}", "cfg": ref_cfg, "seed": seed, "ulp": None} for i in range(k)]
+    runs += [{"source": "ulp", "label": f"one ULP #{i + 1}", "cfg": ref_cfg, "seed": seed, "ulp": i} for i in range(k)]
+    runs += [
+        {"source": "threads", "label": f"{t} threads", "cfg": with_changes(ref_cfg, {"determinism.threads": t}), "seed": seed, "ulp": None}
+        for t in thread_counts(threads, k)
+    ]
+    if device_type == "cuda":
+        off = with_changes(ref_cfg, {"determinism.mode": "off", "determinism.cudnn_benchmark": False})
+        runs += [{"source": "mode_off", "label": f"mode off #{i + 1}", "cfg": off, "seed": seed, "ulp": None} for i in range(k)]
+    # The reference seed's run is the first repeat; the other seeds follow it.
+    runs += [{"source": "seeds", "label": f"seed {seed + i}", "cfg": ref_cfg, "seed": seed + i, "ulp": None} for i in range(1, k)]
+    return runs
+
+
+def steps_to_keep(cfg, ds, total_steps: int) -> int:
+    """How many steps of full weights to keep per run for the max |Δw| curve: all, within 64 MiB."""
+    from . import models
+
+    n_params = sum(p.numel() for p in models.build(cfg.model, ds.in_channels, ds.num_classes, ds.image_size).parameters())
+    return max(1, min(total_steps, STEP_WEIGHTS_BYTES // (4 * n_params)))
+
+
+def run_all(ref_cfg, seed: int, k: int, ds, device_type: str, keep: int, log=print) -> tuple[list[dict], dict]:
+    """Train every planned run; compare each with the reference (the first repeat) as it finishes.
+
+    Only the reference's weights are held; each run is reduced to its distances from it at once.
+    """
+    runs = plan(ref_cfg, seed, k, device_type)
+    ref, ref_final, ref_steps_w = None, None, None
+    for i, run in enumerate(runs, 1):
+        hook, changed = ulp_hook(run["ulp"]) if run["ulp"] is not None else (None, {})
+        t0 = time.perf_counter()
+        cfg = with_changes(run["cfg"], {"repro.save_weights": True, "repro.keep_step_weights": keep})
+        out = train_one(cfg, run["seed"], ds, init_hook=hook)
+        weights = out.pop("weights")
+        final, steps_w = weights["final"], weights["steps"]
+        if ref is None:
+            ref, ref_final, ref_steps_w = out, final, steps_w
+        steps, ref_steps = out["fingerprints"]["steps"], ref["fingerprints"]["steps"]
+        n = min(len(steps_w), len(ref_steps_w))
+        run.update(
+            metrics={m: out["metrics"][m] for m in METRICS},
+            threads=out["env"]["threads"],
+            mode=out["env"]["mode"],
+            ulp_change=changed or None,
+            init=out["fingerprints"]["init"],
+            final=out["fingerprints"]["final"],
+            first_loss_step=first_difference(ref_steps["loss"], steps["loss"]),
+            first_params_step=first_difference(ref_steps["params"], steps["params"]),
+            max_abs_dw_final=max(float((final[name].double() - ref_final[name].double()).abs().max()) for name in final),
+            max_abs_dw=(steps_w[:n].double() - ref_steps_w[:n].double()).abs().amax(dim=1).tolist(),
+            abs_dloss=[abs(loss_value(a) - loss_value(b)) for a, b in zip(ref_steps["loss"], steps["loss"])],
+            seconds=time.perf_counter() - t0,
+        )
+        del run["cfg"]
+        what = f" ({changed['param']}[{changed['position']}] +1 ULP)" if changed else ""
+        log(f"[{i}/{len(runs)}] {SOURCES[run['source']]}: {run['label']}{what}: "
+            f"test_accuracy {run['metrics']['test_accuracy']:.2f}, test_loss {run['metrics']['test_loss']:.5f} "
+            f"({run['seconds']:.1f} s)")
+    return runs, ref
+
+
+# -- the numbers --------------------------------------------------------------------------------
+
+
+def spread(values: list[float]) -> dict:
+    a = np.asarray(values, dtype=float)
+    return {
+        "n": len(a),
+        "mean": float(a.mean()),
+        "std": float(a.std(ddof=1)) if len(a) > 1 else None,
+        "range": float(a.max() - a.min()),
+        "values": a.tolist(),
+    }
+
+
+def std_ratio(src: dict, seeds: dict, level: float = 0.95) -> dict:
+    """std(source) / std(seeds) and its interval from the F distribution of a variance ratio."""
+    from scipy import stats as sps
+
+    s, r = src["std"], seeds["std"]
+    if s is None or r is None or r == 0:
+        return {"ratio": None, "low": None, "high": None}
+    ratio = s / r
+    if s == 0:
+        return {"ratio": 0.0, "low": None, "high": None}  # no spread at all: no interval to speak of
+    d1, d2 = src["n"] - 1, seeds["n"] - 1
+    tail = (1 - level) / 2
+    return {
+        "ratio": ratio,
+        "low": ratio / math.sqrt(sps.f.ppf(1 - tail, d1, d2)),
+        "high": ratio / math.sqrt(sps.f.ppf(tail, d1, d2)),
+    }
+
+
+def summarize(runs: list[dict], ref: dict) -> dict:
+    """Per source: spread of every metric, ratio to the seeds' spread, divergence from the reference."""
+    by_source: dict[str, list[dict]] = {}
+    for run in runs:
+        by_source.setdefault(run["source"], []).append(run)
+    # The reference run is seed number one of the seed source too.
+    seed_runs = [by_source["repeat"][0]] + by_source.get("seeds", [])
+    by_source["seeds"] = seed_runs
+    seed_spread = {m: spread([r["metrics"][m] for r in seed_runs]) for m in METRICS}
+    out = {}
+    for source, rs in by_source.items():
+        compared = [r for r in rs if r is not by_source["repeat"][0]]  # the reference vs itself says nothing
+        # Step 0 is the initial weights: a seed or a one-ULP nudge already differs there.
+        params = [0 if r["init"] != ref["fingerprints"]["init"] else r["first_params_step"] for r in compared]
+        entry = {
+            "runs": len(rs),
+            "distinct_final_weights": len({r["final"] for r in rs}),
+            "params_part_at_step": _step_range(params),
+            "loss_parts_at_step": _step_range([r["first_loss_step"] for r in compared]),
+            "identical_to_reference": sum(r["final"] == ref["fingerprints"]["final"] for r in compared),
+            "compared_with_reference": len(compared),
+            "max_abs_dw_final_median": float(np.median([r["max_abs_dw_final"] for r in compared])) if compared else None,
+            "metrics": {},
+            "curves": {
+                "mean_abs_dloss": _curve([r["abs_dloss"] for r in compared], np.mean),
+                "median_max_abs_dw": _curve([r["max_abs_dw"] for r in compared], np.median),
+            },
+        }
+        for m in METRICS:
+            sp = spread([r["metrics"][m] for r in rs])
+            entry["metrics"][m] = {**sp, "ratio_to_seeds": std_ratio(sp, seed_spread[m])}
+        out[source] = entry
+    return out
+
+
+def _step_range(steps: list) -> dict | None:
+    """min, median, max of the steps where runs part from the reference (None: never)."""
+    steps = [x for x in steps if x is not None]
+    if not steps:
+        return None
+    return {"min": min(steps), "median": float(np.median(steps)), "max": max(steps)}
+
+
+def _curve(rows: list[list[float]], reduce) -> list[float]:
+    """Per step, ``reduce`` over runs (np.mean, np.median), up to the shortest run."""
+    if not rows:
+        return []
+    n = min(len(r) for r in rows)
+    return reduce(np.asarray([r[:n] for r in rows], dtype=float), axis=0).tolist()
+
+
+def verdict(summary: dict, metric: str, k: int) -> list[str]:
+    """Plain sentences: is deterministic mode exact, and is nondeterminism noise ≈ seed noise?"""
+    lines = []
+    rep = summary["repeat"]
+    if rep["distinct_final_weights"] == 1:
+        lines.append(f"(a) deterministic repeats: all {rep['runs']} bit-identical, as promised.")
+    else:
+        lines.append(
+            f"(a) deterministic repeats: NOT reproducible: {rep['distinct_final_weights']} different final weights in "
+            f"{rep['runs']} runs of one config. Find the op with python -m harness.audit, or the step with python -m harness.diff."
+        )
+    for source in ("ulp", "threads", "mode_off"):
+        if source not in summary:
+            continue
+        s = summary[source]
+        r = s["metrics"][metric]["ratio_to_seeds"]
+        name = SOURCES[source]
+        if s["identical_to_reference"] == s["compared_with_reference"]:
+            lines.append(f"{name}: no effect at all: every run is bit-identical to the reference.")
+        elif r["ratio"] is None:
+            lines.append(f"{name}: the seeds show no spread in {metric}, so there is nothing to compare with.")
+        elif r["low"] is None:
+            lines.append(f"{name}: the runs differ in their weights but not in {metric} (std 0).")
+        else:
+            ci = f"{metric} std {_ratio(r['ratio'])}x the seed std (95% CI {_ratio(r['low'])}-{_ratio(r['high'])})"
+            if r["low"] <= 1 <= r["high"]:
+                lines.append(f"{name}: {ci}: consistent with nondeterminism noise ≈ seed noise; {k} runs cannot tell them apart.")
+            elif r["high"] < 1:
+                lines.append(f"{name}: {ci}: smaller than seed noise.")
+            else:
+                lines.append(f"{name}: {ci}: larger than seed noise.")
+    return lines
+
+
+# -- showing ------------------------------------------------------------------------------------
+
+
+def _num(x, spec=".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _steps(r: dict | None) -> str:
+    if r is None:
+        return "never"
+    return str(r["min"]) if r["min"] == r["max"] else f"{r['min']}-{r['max']}"
+
+
+def _ratio(x: float) -> str:
+    return format(x, ".2f" if x == 0 or x >= 0.1 else ".2g")
+
+
+def format_table(summary: dict, metric: str, header: dict) -> str:
+    rows = [("source", "runs", "distinct", "mean", "std", "range", "std/seed (95% CI)", "params part", "loss parts",
+             "max|Δw| end")]
+    mean_spec = ".2f" if metric == "test_accuracy" else ".5f"
+    for source, name in SOURCES.items():
+        if source == "threads":
+            name = f"(c) threads {','.join(str(t) for t in header['thread_counts'])} (vs {header['threads']})"
+        if source == "seeds":
+            name = f"seeds {header['seed']}..{header['seed'] + header['k'] - 1}"
+        if source not in summary:
+            if source == "mode_off":
+                rows.append((name, "not applicable: no CUDA", "", "", "", "", "", "", "", ""))
+            continue
+        s = summary[source]
+        m = s["metrics"][metric]
+        r = m["ratio_to_seeds"]
+        if source == "seeds":
+            ratio = "1 (reference)"
+        elif r["ratio"] is None:
+            ratio = "-"
+        elif r["low"] is None:
+            ratio = _ratio(r["ratio"])
+        else:
+            ratio = f"{_ratio(r['ratio'])} ({_ratio(r['low'])}-{_ratio(r['high'])})"
+        rows.append((name, str(s["runs"]), str(s["distinct_final_weights"]), _num(m["mean"], mean_spec), _num(m["std"]),
+                     _num(m["range"]), ratio, _steps(s["params_part_at_step"]), _steps(s["loss_parts_at_step"]),
+                     _num(s["max_abs_dw_final_median"], ".2g")))
+    widths = [max(len(row[i]) for row in rows if row[1] != "not applicable: no CUDA" or i == 0) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        if row[1] == "not applicable: no CUDA":
+            lines.append(f"{row[0]:<{widths[0]}}  {row[1]}")
+            continue
+        cells = [f"{row[0]:<{widths[0]}}"] + [f"{c:>{w}}" for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells))
+    unit = UNITS.get(metric, "")
+    return f"final {metric}{f' ({unit})' if unit else ''}:\n" + "\n".join(lines)
+
+
+def write_plot(summary: dict, path: Path, title: str, kept: int, steps: int) -> None:
+    """Per step, against the reference run: max |Δw| (median over runs) and |Δ train loss| (mean)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    for source, name in SOURCES.items():
+        s = summary.get(source)
+        if s is None or s["identical_to_reference"] == s["compared_with_reference"]:
+            continue  # identical runs have no divergence to draw (and a log axis cannot show 0)
+        for ax, key in ((top, "median_max_abs_dw"), (bottom, "mean_abs_dloss")):
+            points = [(i + 1, v) for i, v in enumerate(s["curves"][key]) if v > 0]
+            if points:
+                ax.semilogy(*zip(*points), linewidth=1, label=name)
+    top.set_ylabel("max |Δw| vs the reference\n(median over runs)")
+    top.set_title(title + ("" if kept >= steps else f"\n(weights kept for the first {kept} of {steps} steps)"), fontsize=9)
+    bottom.set_ylabel("|Δ train loss| vs the reference\n(mean over runs)")
+    bottom.set_xlabel("step")
+    for ax in (top, bottom):
+        ax.grid(True, which="both", alpha=0.3)
+    top.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+def default_out(overrides: list[str]) -> Path:
+    name = ",".join(sorted(overrides)).replace("/", "_") or "default"
+    return Path("outputs") / "noise_audit" / name
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.noise_audit",
+        description="Nondeterminism noise vs seed noise for one model: K runs per source of noise.",
+    )
+    p.add_argument("--repeats", "-k", type=int, default=5, metavar="K", help="runs per source, and seeds (default: 5; at least 2)")
+    p.add_argument("--out", default=None, metavar="DIR", help="where to write noise_audit.{json,png,txt} (default: outputs/noise_audit/<overrides>)")
+    p.add_argument("--metric", default=None, choices=METRICS, help="the metric of the main table (default: the config's stats.metric)")
+    p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.repeats < 2:
+            raise BadInput(f"--repeats {args.repeats}: a spread needs at least 2 runs per source; use 5 or more.")
+        cfg = compose_config(args.overrides)
+        arm_cfg, seed, arm = select_run(cfg, args.overrides)
+        metric = args.metric or cfg.stats.metric
+        if metric not in METRICS:
+            raise BadInput(f"stats.metric={metric!r}: the noise audit reports one of {', '.join(METRICS)}; pass --metric.")
+        out_dir = Path(args.out) if args.out else default_out(args.overrides)
+        out = audit(arm_cfg, seed, arm, args.repeats, metric, args.overrides, out_dir)
+    except BadInput as e:
+        print(f"harness.noise_audit: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(out)
+    return EXIT_OK
+
+
+def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str], out_dir: Path) -> str:
+    """Run everything, write the files, return the text to print."""
+    from . import data as data_mod
+    from .determinism import DeterminismError, resolve_device
+
+    try:
+        device = resolve_device(getattr(arm_cfg.device, "value", arm_cfg.device))
+        ds = data_mod.load(arm_cfg.data)
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except (DeterminismError, data_mod.DataError) as e:
+        raise BadInput(str(e)) from None
+    except OSError as e:
+        raise BadInput(f"cannot create the output folder {out_dir}: {e}.") from None
+    # The deterministic sources run in deterministic mode even when the config says off.
+    mode = getattr(arm_cfg.determinism.mode, "value", arm_cfg.determinism.mode)
+    ref_cfg = arm_cfg if mode != "off" else with_changes(arm_cfg, {"determinism.mode": "strict", "determinism.cudnn_benchmark": False})
+
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress, not the result
+    per_epoch = -(-len(ds.train_y) // int(ref_cfg.train.batch_size))
+    total = int(ref_cfg.train.max_steps or int(ref_cfg.train.epochs) * per_epoch)
+    keep = steps_to_keep(ref_cfg, ds, total)
+    runs, ref = run_all(ref_cfg, seed, k, ds, device.type, keep, log)
+    summary = summarize(runs, ref)
+    steps = len(ref["fingerprints"]["steps"]["loss"])
+    threads = int(ref_cfg.determinism.threads)
+    header = {"seed": seed, "arm": arm, "k": k, "threads": threads, "thread_counts": thread_counts(threads, k)}
+    model = ref_cfg.model.target or getattr(ref_cfg.model.name, "value", ref_cfg.model.name)
+    data = getattr(ref_cfg.data.name, "value", ref_cfg.data.name)
+    title = (f"noise audit: {model} on {data}, seed {seed}, arm {arm}, {steps} steps, {device.type}, "
+             f"threads={threads}, mode {getattr(ref_cfg.determinism.mode, 'value', ref_cfg.determinism.mode)}, K={k}")
+    tables = [format_table(summary, metric, header)]
+    if metric != "test_loss":
+        tables.append(format_table(summary, "test_loss", header))
+    legend = (
+        "distinct: different final weights among the runs; std/seed: the std over the seeds' std; params part / "
+        "loss parts: first step whose parameter digest / loss bits differ from the reference run's (0 = the "
+        "initial weights); max|Δw| end: median over runs of max |Δw| of the final weights vs the reference."
+    )
+    verdicts = verdict(summary, metric, k)
+    if metric != "test_loss":  # accuracy moves in steps of 1/n_test; the loss shows smaller effects
+        verdicts += verdict(summary, "test_loss", k)[1:]
+    text = "\n\n".join([title] + tables + [legend, "\n".join(verdicts)])
+
+    write_plot(summary, out_dir / "noise_audit.png", title, keep, steps)
+    (out_dir / "noise_audit.txt").write_text(text + "\n")
+    write_json(out_dir / "noise_audit.json", {
+        "schema": "harness.noise_audit/1",
+        "overrides": overrides,
+        "seed": seed,
+        "arm": arm,
+        "repeats": k,
+        "metric": metric,
+        "steps": steps,
+        "weights_kept_steps": keep,
+        "env": stack_summary(ref["env"]),
+        "reference": {"final": ref["fingerprints"]["final"], "metrics": {m: ref["metrics"][m] for m in METRICS}},
+        "summary": summary,
+        "runs": [{key: v for key, v in r.items() if key not in ("abs_dloss", "max_abs_dw")} for r in runs],
+        "verdict": verdicts,
+        "table": text,
+    })
+    return text + f"\n\nwrote {out_dir / 'noise_audit.json'}, noise_audit.png and noise_audit.txt"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
