@@ -67,6 +67,9 @@ class ModelConfig:
     name: ModelName = ModelName.small_cnn
     width: int = 32  # small_cnn: channels of the first conv (the second has twice as many)
     dropout: float = 0.0  # small_cnn: dropout before the classifier, drawn from the model stream
+    # Your own model: "package.module.Name", a class or function called with
+    # (in_channels=, num_classes=, image_size=) that returns an nn.Module. Overrides name.
+    target: Optional[str] = None
 
 
 @dataclass
@@ -92,9 +95,15 @@ class LossConfig:
 class DeterminismConfig:
     mode: Mode = Mode.strict
     threads: int = 2  # torch.set_num_threads in every run: on CPU 1 vs 2 threads changes the bits
-    # Filling uninitialized memory (NaN for floats) makes a read of torch.empty reproducible; it is
-    # part of the cost of deterministic mode. See scripts/bench_determinism.py for what it costs.
-    fill_uninitialized_memory: bool = True
+    # Off by default. On, deterministic mode writes NaN into every new tensor, so that a read of
+    # memory nothing wrote is reproducible. A valid program never makes such a read, so the bits
+    # do not change (scripts/replicate_divergence.py: fill on and off give identical weights); and
+    # what shows a setup is bit-exact is the repro certificate (one run rerun and compared step by
+    # step), fill or no fill. Filling costs one extra write of every new tensor: the profiler put
+    # it at 5-10% of a small ResNet18 step on a CPU, 1.4% of the small CNN's (see
+    # docs/determinism-cost.md); scripts/gpu_check.sh measures it on a GPU. Turn it on to hunt a
+    # suspected read of uninitialized memory: such a read then gives NaN.
+    fill_uninitialized_memory: bool = False
     cudnn_benchmark: bool = False  # only allowed with mode=off
 
 
@@ -107,12 +116,24 @@ class TrainConfig:
     log_every: int = 10  # steps between curve points and progress updates
 
 
+class WandbMode(Enum):
+    offline = "offline"  # write runs under the output folder; upload later with `wandb sync`
+    online = "online"  # stream to the wandb server (needs WANDB_API_KEY or `wandb login`)
+    disabled = "disabled"  # wandb runs as a no-op: nothing is written
+
+
 @dataclass
 class WandbConfig:
-    project: str = "harness"
-    entity: Optional[str] = None
-    mode: str = "offline"  # offline | online | disabled
-    init_timeout: float = 60.0  # seconds wandb may take to start a run before we give up on it
+    # A value set here (or on the command line) wins over the WANDB_* variable, which wins over the
+    # default: mode null -> $WANDB_MODE, else offline; project null -> $WANDB_PROJECT, else harness.
+    project: Optional[str] = None
+    entity: Optional[str] = None  # null: $WANDB_ENTITY, else your account's default
+    mode: Optional[WandbMode] = None
+    init_timeout: float = 60.0  # seconds wandb may take to start a run; online, then go offline
+    # Train loss every N steps (and always at the last step). A wandb history row costs ~0.5-0.9 ms,
+    # a digits step ~2.5 ms: every step would add ~25% to the experiment. The exact loss of every
+    # step is in result.json (fingerprints.steps.loss); 1 logs them all.
+    history_every: int = 10
     tags: List[str] = field(default_factory=list)
 
 
@@ -167,7 +188,16 @@ class Config:
     repro: ReproConfig = field(default_factory=ReproConfig)
 
 
+def _dirname(override_dirname: str) -> str:
+    """Hydra folder name from the overrides that define the experiment; 'default' when none."""
+    return override_dirname.replace("/", "_") or "default"
+
+
 def register_configs() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("harness_dirname"):
+        OmegaConf.register_new_resolver("harness_dirname", _dirname)
     cs = ConfigStore.instance()
     # Group files merge onto this schema, so they can only set keys it has.
     cs.store(name="harness_schema", node=Config)
