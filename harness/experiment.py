@@ -27,7 +27,7 @@ import harness
 
 from . import data as data_mod
 from .determinism import DeterminismError, explain_nondeterministic_op
-from .results import RESULT_NAME, SCHEMA, read_json, run_dir, write_json
+from .results import RESULT_NAME, SCHEMA, atomic_write, read_json, run_dir, write_json
 from .train import NonFiniteLoss, train_run
 
 # Keys that never change a run's numbers: excluded from the config hash (resume) and the guard.
@@ -291,10 +291,7 @@ def run_one(arm_cfg: DictConfig, seed: int, arm: str, datasets=None, progress=No
 def save_weights(path: Path, weights: dict) -> None:
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(weights, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: torch.save(weights, f))
 
 
 # -- pairing ------------------------------------------------------------------------------------

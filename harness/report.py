@@ -6,8 +6,6 @@ table and report.md are rendered from the same list of sections, so they say the
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +13,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from .results import atomic_write
 
 UNDECIDED = ("undecided", "differs")  # verdicts that come with "seeds needed"
 
@@ -235,7 +235,7 @@ def _cell(text: str) -> str:
 
 def write_markdown(analysis: dict, path) -> None:
     text = markdown(analysis)
-    _atomic(path, lambda f: f.write(text.encode()))
+    atomic_write(path, lambda f: f.write(text.encode()))
 
 
 # -- figure -------------------------------------------------------------------------------------
@@ -280,21 +280,4 @@ def write_figure(analysis: dict, path) -> None:
     right.set_ylabel("difference" + (f" ({f.unit.strip()})" if f.unit else ""))
     right.set_title("differences per seed")
     right.legend(loc="best", fontsize=8)
-    _atomic(path, lambda out: fig.savefig(out, format="png"))
-
-
-def _atomic(path, write) -> None:
-    """Write through a temporary file in the same folder, then rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            write(out)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(path, lambda out: fig.savefig(out, format="png"))

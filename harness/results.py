@@ -45,16 +45,17 @@ def run_dir(root: str | os.PathLike, seed: int, arm: str) -> Path:
     return Path(root) / "runs" / f"seed={seed}" / f"arm={arm}"
 
 
-def write_json(path: str | os.PathLike, obj) -> None:
-    """Atomically write ``obj`` as JSON (NaN/inf become null: JSON has no such numbers)."""
+def atomic_write(path: str | os.PathLike, write) -> None:
+    """Write through a temporary file in the same folder, then rename: readers never see half a file.
+
+    ``write`` receives the open binary file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_finite(obj), indent=1, sort_keys=False, allow_nan=False)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -64,6 +65,12 @@ def write_json(path: str | os.PathLike, obj) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_json(path: str | os.PathLike, obj) -> None:
+    """Atomically write ``obj`` as JSON (NaN/inf become null: JSON has no such numbers)."""
+    text = json.dumps(_finite(obj), indent=1, sort_keys=False, allow_nan=False) + "\n"
+    atomic_write(path, lambda f: f.write(text.encode()))
 
 
 try:  # 2-3x faster parsing: it decides how long analysing a 10,000-file sweep takes
