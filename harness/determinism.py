@@ -26,7 +26,7 @@ class DeterminismError(RuntimeError):
 class Settings:
     mode: str = "strict"
     threads: int = 2
-    fill_uninitialized_memory: bool = True
+    fill_uninitialized_memory: bool = False  # see DeterminismConfig in config.py
     cudnn_benchmark: bool = False
 
 
