@@ -74,7 +74,16 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
         compared[arm] = seeds
         if len(seeds) < stats.MIN_PAIRS:
             too_few.append(f"{arm} vs {baseline} has {len(seeds)} (seeds {_names(seeds) or 'none'})")
-    if too_few:
+    not_compared = []
+    if too_few and len(too_few) < len(others):
+        # Report on the comparisons that have enough pairs; name the ones that do not.
+        for arm in [a for a in others if len(compared[a]) < stats.MIN_PAIRS]:
+            seeds = compared.pop(arm)
+            not_compared.append({
+                "arm": arm, "baseline": baseline, "n_pairs": len(seeds), "seeds": list(seeds),
+                "reason": f"{len(seeds)} complete pair(s); at least {stats.MIN_PAIRS} are needed",
+            })
+    elif too_few:
         raise AnalysisError(
             f"Too few complete pairs: {'; '.join(too_few)}. At least {stats.MIN_PAIRS} seeds with a "
             f"usable result in both arms are needed to estimate seed noise."
@@ -121,6 +130,7 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
             arm: _comparison_block(c, compared[arm], by_arm, baseline, arm)
             for arm, c in comparisons.items()
         },
+        "not_compared": not_compared,
         "excluded": excluded,
         "unreadable": [{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
     }
@@ -257,7 +267,8 @@ def _failure(r) -> str:
     error = r.get("error") or {}
     text = f"failed: {error.get('type', 'error')}: {error.get('message', 'no message')}"
     if error.get("step") is not None:
-        text += f" (at step {error['step']})"
+        if f"step {error['step']}" not in text:
+            text += f" (at step {error['step']})"
     return text
 
 

@@ -163,7 +163,10 @@ class ReproConfig:
 @dataclass
 class ABConfig:
     factor: str = "loss.label_smoothing"  # the ONE config path where arms differ
-    arms: Dict[str, Any] = field(default_factory=lambda: {"A": 0.0, "B": 0.1})
+    # arm name -> the value placed at the factor. Empty here: an experiment file declares its arms
+    # (a default here would be merged with them). On the command line, ab.arms.B=0.2 changes an
+    # arm, +ab.arms.C=0.3 adds one, ~ab.arms.B removes one.
+    arms: Dict[str, Any] = field(default_factory=dict)
     seeds: List[int] = field(default_factory=lambda: list(range(10)))
 
 

@@ -83,7 +83,8 @@ def check_ab(cfg: DictConfig) -> None:
     if len(ab.arms) < 2:
         raise ExperimentError(
             f"ab.arms has {len(ab.arms)} arm(s) ({', '.join(ab.arms) or 'none'}): an A/B experiment needs "
-            "at least two, e.g. ab.arms={A: 0.0, B: 0.1}."
+            "at least two. Choose an experiment that declares them (e.g. +experiment=loss_ab), or add "
+            "arms on the command line: +ab.arms.A=0.0 +ab.arms.B=0.1."
         )
     for name in ab.arms:
         if not str(name) or any(c in str(name) for c in "/=\\ ,"):

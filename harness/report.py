@@ -156,6 +156,9 @@ def sections(analysis: dict) -> list[Section]:
     if analysis.get("excluded"):
         out.append(Section("Excluded runs", ["seed", "arm", "reason"],
                            [[str(e["seed"]), str(e["arm"]), e["reason"]] for e in analysis["excluded"]]))
+    if analysis.get("not_compared"):
+        out.append(Section("Not compared", ["arm", "baseline", "reason"],
+                           [[str(n["arm"]), str(n["baseline"]), n["reason"]] for n in analysis["not_compared"]]))
     if analysis.get("unreadable"):
         out.append(Section("Unreadable files", ["path", "reason"],
                            [[u["path"], u["reason"]] for u in analysis["unreadable"]]))

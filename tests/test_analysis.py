@@ -45,7 +45,7 @@ def test_analysis_of_ten_seeds_has_the_documented_structure():
     assert list(a) == [
         "schema", "experiment", "factor", "metric", "unit", "higher_is_better", "alpha", "baseline",
         "margin", "arms", "noise_floor", "pairing_verified", "multiple_comparisons", "comparisons",
-        "excluded", "unreadable",
+        "not_compared", "excluded", "unreadable",
     ]
     assert (a["experiment"], a["factor"], a["baseline"]) == (F.EXPERIMENT, F.FACTOR, "A")
     assert list(a["arms"]) == ["A", "B"]

@@ -82,7 +82,7 @@ def test_killed_sweep_resumes_only_the_missing_runs(tmp_path):
 def test_a_failing_job_keeps_the_others_and_is_named(tmp_path):
     sweep = tmp_path / "sweep"
     # arm C's loss is invalid, so its jobs raise inside training; A and B are fine.
-    proc = run_cli(["-m", *FAST, "ab.arms={A: 0.0, B: 0.1, C: 1.5}", "seed=0,1,2", "arm=A,B,C",
+    proc = run_cli(["-m", *FAST, "+ab.arms.C=1.5", "seed=0,1,2", "arm=A,B,C",
                     f"hydra.sweep.dir={sweep}"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     status = {(r["seed"], r["arm"]): r["status"] for r in load_tree(sweep).results}
