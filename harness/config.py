@@ -65,7 +65,7 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     name: ModelName = ModelName.small_cnn
-    width: int = 32  # small_cnn: channels of the first conv (the second has twice as many)
+    width: int = 16  # small_cnn: channels of the first conv (the second has twice as many)
     dropout: float = 0.0  # small_cnn: dropout before the classifier, drawn from the model stream
     # Your own model: "package.module.Name", a class or function called with
     # (in_channels=, num_classes=, image_size=) that returns an nn.Module. Overrides name.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from .rng import seed_worker
 
@@ -160,6 +160,24 @@ class _Batches(Dataset):
         return self.x[idx], self.y[idx], idx
 
 
+class ShuffledBatches(Sampler):
+    """Each epoch, one permutation from the generator, handed out as index tensors of a batch.
+
+    The same permutation torch's RandomSampler draws, without a Python loop per example.
+    """
+
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator):
+        self.n, self.batch_size, self.generator = n, batch_size, generator
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        # A generator, so the permutation is drawn at the first batch (after the DataLoader has
+        # drawn its workers' base seed from the same generator), as RandomSampler does.
+        yield from torch.randperm(self.n, generator=self.generator).split(self.batch_size)
+
+
 def train_loader(ds: Datasets, batch_size: int, generator: torch.Generator, num_workers: int = 0) -> DataLoader:
     """Shuffled batches of (x, y, indices); the order comes from ``generator`` alone.
 
@@ -167,10 +185,9 @@ def train_loader(ds: Datasets, batch_size: int, generator: torch.Generator, num_
     exactly as with num_workers=0, so both give the same order.
     """
     data = _Batches(ds.train_x, ds.train_y)
-    sampler = BatchSampler(RandomSampler(data, generator=generator), batch_size, drop_last=False)
     return DataLoader(
         data,
-        sampler=sampler,
+        sampler=ShuffledBatches(len(data), batch_size, generator),
         batch_size=None,
         num_workers=num_workers,
         generator=generator,

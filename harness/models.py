@@ -7,13 +7,15 @@ from torch import nn
 
 
 class SmallCNN(nn.Module):
-    """conv3x3 -> ReLU -> conv3x3 -> ReLU -> maxpool2 -> (dropout) -> linear.
+    """conv3x3 -> ReLU -> conv3x3 -> ReLU -> maxpool2 -> linear -> ReLU -> (dropout) -> linear.
 
-    ~29k parameters on 1x8x8 digits. Max-pool, not adaptive pooling: its backward is deterministic
-    on CUDA, so the default model runs in strict mode everywhere.
+    38k parameters on 1x8x8 digits (width 16, hidden 64); ~97.5-99% test accuracy in 20 epochs.
+    Max-pool, not adaptive pooling: its backward is deterministic on CUDA, so the default model
+    runs in strict mode everywhere.
     """
 
-    def __init__(self, in_channels: int, num_classes: int, image_size: int, width: int = 32, dropout: float = 0.0):
+    def __init__(self, in_channels: int, num_classes: int, image_size: int, width: int = 16,
+                 dropout: float = 0.0, hidden: int = 64):
         super().__init__()
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, width, 3, padding=1),
@@ -22,11 +24,12 @@ class SmallCNN(nn.Module):
             nn.ReLU(),
             nn.MaxPool2d(2),
         )
+        self.hidden = nn.Sequential(nn.Linear(2 * width * (image_size // 2) ** 2, hidden), nn.ReLU())
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(2 * width * (image_size // 2) ** 2, num_classes)
+        self.classifier = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.dropout(self.features(x).flatten(1)))
+        return self.classifier(self.dropout(self.hidden(self.features(x).flatten(1))))
 
 
 class GlobalAvgPool(nn.Module):

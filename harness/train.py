@@ -17,7 +17,7 @@ import torch
 from . import data as data_mod
 from . import losses, models
 from .determinism import Settings, capture_environment, configure, resolve_device
-from .fingerprint import StepRecorder, model_fingerprint
+from .fingerprint import StepRecorder, flatten_parameters, model_fingerprint
 from .rng import Streams
 
 
@@ -92,6 +92,7 @@ def train_run(
 
     # -- training loop ---------------------------------------------------------------------------
     params = [p for p in model.parameters()]
+    flatten_parameters(params)  # one buffer: a cheap per-step digest, the same numerics
     recorder = StepRecorder(params, total_steps, device)
     order = hashlib.blake2b(digest_size=8)  # the batch-index sequence, hashed as it goes
     keep = cfg.repro.keep_step_weights
