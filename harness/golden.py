@@ -21,12 +21,14 @@ A check on another stack says so, so a red CI job reads "new stack, re-save the 
 from __future__ import annotations
 
 import argparse
+import copy
 import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
+from omegaconf import OmegaConf
 
 from .diff import differences, first_difference, loss_value
 from .results import read_json, write_json
@@ -82,6 +84,13 @@ def select_run(cfg, overrides: list[str] = ()) -> tuple:
     """
     from .experiment import ExperimentError, arm_configs, factor_value
 
+    if len(cfg.ab.arms) == 0 and cfg.arm in (None, "base"):
+        # No experiment chosen: the base config is the one run (named "base").
+        base = copy.deepcopy(cfg)
+        base.arm = "base"
+        OmegaConf.resolve(base)
+        seed = cfg.seed if cfg.seed is not None else cfg.ab.seeds[0]
+        return base, int(seed), "base"
     try:
         arms = arm_configs(cfg)
     except ExperimentError as e:
