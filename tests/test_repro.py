@@ -19,7 +19,7 @@ from harness.results import write_json
 from .conftest import compose_cfg, run_cli
 
 STEPS = 12
-SMALL = [f"train.max_steps={STEPS}", "data.train_limit=256", "logger=none", "progress=false"]
+SMALL = ["+experiment=loss_ab", f"train.max_steps={STEPS}", "data.train_limit=256", "logger=none", "progress=false"]
 
 
 def _save_run(folder: Path, overrides: list[str]) -> Path:
@@ -165,8 +165,8 @@ def test_golden_check_fails_when_training_breaks(golden_file, capsys):
 
 
 def test_an_override_at_the_factor_is_named_as_having_no_effect(capsys):
-    # The default experiment's factor is loss.label_smoothing; arm A places 0.0 there.
-    arm_cfg, _, arm = golden.select_run(compose_cfg(["loss.label_smoothing=0.3"]), ["loss.label_smoothing=0.3"])
+    # loss_ab's factor is loss.label_smoothing; arm A places 0.0 there.
+    arm_cfg, _, arm = golden.select_run(compose_cfg(["+experiment=loss_ab", "loss.label_smoothing=0.3"]), ["loss.label_smoothing=0.3"])
     assert (arm, arm_cfg.loss.label_smoothing) == ("A", 0.0)
     assert "the override loss.label_smoothing=0.3 has no effect on this run" in capsys.readouterr().err
 
