@@ -7,6 +7,7 @@ other runs; experiment.py does.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from types import SimpleNamespace
@@ -69,6 +70,8 @@ def train_run(
     loss_cfg = _namespace(cfg.loss)  # plain attributes: OmegaConf lookups cost ~0.5 ms a step
     losses.check(loss_cfg)
     augment = bool(cfg.data.augment)
+    # bf16: autocast around the forward pass; fp32: no context at all (it costs per step even disabled)
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     log_every = int(cfg.train.log_every)
 
     # -- data: in memory; the order comes from the data_order stream alone ----------------------
@@ -107,7 +110,7 @@ def train_run(
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             if augment:
                 x = data_mod.augment(x, streams.augment)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            with autocast():
                 logits = model(x)
             loss = losses.training_loss(loss_cfg, logits, y)
             optimizer.zero_grad(set_to_none=True)
