@@ -9,7 +9,6 @@ import os
 import platform
 import re
 import sys
-import warnings
 from dataclasses import dataclass
 
 import harness  # sets CUBLAS_WORKSPACE_CONFIG before torch is imported
@@ -162,12 +161,3 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def warn_if_not_bit_exact(settings: Settings) -> None:
-    if settings.mode == "off":
-        warnings.warn(
-            "determinism.mode=off: runs are not bit-exact on GPU, and the paired difference then "
-            "carries nondeterminism noise on top of the effect.",
-            stacklevel=2,
-        )

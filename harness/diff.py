@@ -103,7 +103,7 @@ def _steps(result: dict) -> dict:
 
 
 def loss_value(bits: str) -> float:
-    """The float32 whose bits are these 8 hex digits (as fingerprint.loss_bits_hex writes them)."""
+    """The float32 whose bits are these 8 hex digits (as fingerprint.StepRecorder writes them)."""
     return struct.unpack(">f", bytes.fromhex(bits))[0]
 
 

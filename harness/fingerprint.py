@@ -15,27 +15,18 @@ from typing import Iterable
 import torch
 
 _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
-_WEIGHTS: dict[tuple[torch.device, int], torch.Tensor] = {}
+_WEIGHTS: dict[torch.device, torch.Tensor] = {}
 
 
 def _weights(n: int, device: torch.device) -> torch.Tensor:
     """Fixed odd int64 weights for positions 0..n-1 (cached per device, grown as needed)."""
-    key = (device, 0)
-    w = _WEIGHTS.get(key)
+    w = _WEIGHTS.get(device)
     if w is None or w.numel() < n:
         g = torch.Generator().manual_seed(0x5EED)
         size = max(n, 1024)
         w = (torch.randint(-(2**62), 2**62, (size,), generator=g, dtype=torch.int64) * 2 + 1).to(device)
-        _WEIGHTS[key] = w
+        _WEIGHTS[device] = w
     return w[:n]
-
-
-def bits(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's raw bits as a flat int64 tensor (no arithmetic on the values)."""
-    t = t.detach().reshape(-1)
-    if t.dtype.is_floating_point or t.dtype.is_complex:
-        t = t.view(_INT_VIEW[t.element_size()])
-    return t.to(torch.int64)
 
 
 def tensors_digest(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
@@ -58,10 +49,6 @@ def tensors_digest(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
     return torch.stack(sums)
 
 
-def tensor_digest(t: torch.Tensor) -> torch.Tensor:
-    return tensors_digest([t])
-
-
 def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
     """Parameters and floating buffers (BatchNorm statistics) in a fixed order."""
     return [t for _, t in sorted(model.state_dict(keep_vars=True).items())]
@@ -79,11 +66,6 @@ def hexdigest(*arrays) -> str:
 
 def model_fingerprint(model: torch.nn.Module) -> str:
     return hexdigest(tensors_digest(state_tensors(model)))
-
-
-def loss_bits_hex(value: torch.Tensor) -> str:
-    """A float32 loss as its 8 raw hex digits: exact, and readable next to the value."""
-    return format(int(value.float().view(torch.int32).item()) & 0xFFFFFFFF, "08x")
 
 
 def flatten_parameters(params: list[torch.Tensor]) -> torch.Tensor | None:

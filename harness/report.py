@@ -7,7 +7,6 @@ table and report.md are rendered from the same list of sections, so they say the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rich import box
 from rich.console import Console

@@ -13,7 +13,7 @@ import pytest
 
 from harness.results import load_tree, read_json
 
-from .conftest import FAST, REPO, compose_cfg, run_cli
+from .conftest import FAST, REPO, run_cli
 
 SWEEP = FAST + ["seed=0,1,2"]
 
