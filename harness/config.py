@@ -198,6 +198,29 @@ def _dirname(override_dirname: str) -> str:
     return override_dirname.replace("/", "_") or "default"
 
 
+CONFIG_MODULE = "harness.conf"  # the configs shipped inside the package (pkg://harness.conf)
+
+
+def compose(overrides=(), config_dirs=(), return_hydra_config: bool = False):
+    """The config ``python -m harness [--config-dir D] OVERRIDES`` would build, without a CLI.
+
+    ``config_dirs``: a researcher's own config folders, searched before the shipped ones (the same
+    as ``--config-dir`` on the command line), so their ``experiment/``, ``model/`` ... files are found.
+    """
+    import os
+
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    register_configs()
+    overrides = list(overrides)
+    dirs = [os.path.abspath(os.fspath(d)) for d in config_dirs]
+    if dirs:
+        overrides = ["hydra.searchpath=[" + ",".join(f"file://{d}" for d in dirs) + "]"] + overrides
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return hydra_compose("config", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
 def register_configs() -> None:
     from omegaconf import OmegaConf
 

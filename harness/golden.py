@@ -48,23 +48,15 @@ class BadInput(ValueError):
 # -- composing one run (shared by the repro tools) ----------------------------------------------
 
 
-def conf_dir() -> Path:
-    """The repo's conf/ folder: the same place harness/__main__.py's config_path points at."""
-    return Path(harness.__file__).parent.parent / "conf"
-
-
-def compose_config(overrides: list[str]):
+def compose_config(overrides: list[str], config_dirs=()):
     """The composed config for these Hydra overrides, exactly as ``python -m harness`` builds it."""
-    from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from .config import register_configs
+    from .config import compose
 
-    register_configs()
     try:
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-            return compose("config", overrides=list(overrides))
+        return compose(overrides, config_dirs=config_dirs)
     except (HydraException, OmegaConfBaseException) as e:
         # Hydra's message says what; its cause (OmegaConf's) often says why, e.g. the allowed keys.
         text = str(e).split("Config search path")[0]

@@ -17,11 +17,10 @@ import time
 import harness  # noqa: F401  - CUBLAS_WORKSPACE_CONFIG before torch
 import torch
 import torch.nn.functional as F
-from hydra import compose, initialize_config_dir
 
 from harness import data as data_mod
 from harness import models
-from harness.config import register_configs
+from harness.config import compose
 from harness.determinism import configure
 from harness.train import determinism_settings, train_run
 
@@ -59,15 +58,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
 
-    register_configs()
-    import os
-
-    conf = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conf")
-    with initialize_config_dir(config_dir=os.path.abspath(conf), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "+experiment=loss_ab", "arm=A", f"train.max_steps={args.steps}", f"determinism.threads={args.threads}",
-            "device=cpu", "logger=none",
-        ])
+    cfg = compose([
+        "+experiment=loss_ab", "arm=A", f"train.max_steps={args.steps}", f"determinism.threads={args.threads}",
+        "device=cpu", "logger=none",
+    ])
     configure(determinism_settings(cfg))
     ds = data_mod.load(cfg.data)
 

@@ -8,12 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-
-from harness.config import register_configs
+from harness.config import compose
 
 REPO = Path(__file__).resolve().parents[1]
-CONF = str(REPO / "conf")
 
 # Small and fast: 3 seeds, 30 steps on 512 digits, no wandb.
 FAST = [
@@ -26,10 +23,8 @@ FAST = [
 ]
 
 
-def compose_cfg(overrides: list[str]):
-    register_configs()
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return compose("config", overrides=overrides)
+def compose_cfg(overrides: list[str], config_dirs=()):
+    return compose(overrides, config_dirs=config_dirs)
 
 
 def run_cli(args: list[str], cwd: Path | None = None, env: dict | None = None, timeout: int = 300, module: str = "harness"):

@@ -120,13 +120,9 @@ def test_slurm_launcher_config_composes():
 
 
 def compose_cfg_with_hydra(overrides):
-    from hydra import compose, initialize_config_dir
+    from harness.config import compose
 
-    from harness.config import register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose("config", overrides=overrides, return_hydra_config=True)
+    return compose(overrides, return_hydra_config=True)
 
 
 def test_concurrent_writers_never_leave_a_half_written_result(tmp_path):
