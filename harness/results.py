@@ -17,6 +17,8 @@
     timing         train_seconds, steps, steps_per_s, ms_per_step, total_seconds
     config         the resolved config of this arm; config_hash: its digest without seed and arm
     code_version   harness version + digest of its source + torch version (for resume)
+    examples       optional per-example outcome on the test split: {split, n, correct: base64 of
+                   the bits (numpy packbits, little bit order)}; see pack_examples/example_correctness
     created        UTC time the file was written
 
 A reader never sees a half-written file: writes go to a temporary file in the same folder, are
@@ -147,6 +149,30 @@ def _load_files(root: Path, loaded: LoadedResults) -> None:
             continue
         obj["_path"] = str(path)
         loaded.results.append(obj)
+
+
+def pack_examples(correct, split: str = "test") -> dict:
+    """A compact record of which test examples a run got right (1 bit each)."""
+    import base64
+
+    import numpy as np
+
+    bits = np.asarray(correct, dtype=bool).reshape(-1)
+    packed = np.packbits(bits, bitorder="little").tobytes()
+    return {"split": split, "n": int(bits.size), "correct": base64.b64encode(packed).decode("ascii")}
+
+
+def example_correctness(result: dict):
+    """The per-example correctness of a result as a bool numpy array, or None when not recorded."""
+    import base64
+
+    import numpy as np
+
+    ex = result.get("examples")
+    if not isinstance(ex, dict) or not isinstance(ex.get("correct"), str) or not isinstance(ex.get("n"), int):
+        return None
+    raw = np.frombuffer(base64.b64decode(ex["correct"]), dtype=np.uint8)
+    return np.unpackbits(raw, count=ex["n"], bitorder="little").astype(bool)
 
 
 def _seed_key(seed):
