@@ -20,3 +20,31 @@ CUDA_INITIALIZED_FIRST = bool(
 
 if CUBLAS_WORKSPACE_CONFIG_PRESET is None:
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE_CONFIG
+
+
+# The public API, imported on first use (importing harness must stay cheap and must not import
+# torch before CUBLAS_WORKSPACE_CONFIG is set above):
+#   harness.run(overrides=[...], out_dir=...)  -> ExperimentResult  (run an experiment from Python)
+#   harness.analyze_folder(folder, ...)        -> ExperimentResult  (analyse result files)
+# (not harness.analyze: that name is the `python -m harness.analyze` command's module)
+#   harness.Run                                the object a training function receives
+#   harness.instantiate(node, **call_site)     how every _target_ node is built
+_PUBLIC = {
+    "run": ("harness.api", "run"),
+    "analyze_folder": ("harness.api", "analyze_folder"),
+    "ExperimentResult": ("harness.api", "ExperimentResult"),
+    "Run": ("harness.context", "Run"),
+    "instantiate": ("harness.components", "instantiate"),
+}
+__all__ = ["__version__", *_PUBLIC]
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        import importlib
+
+        module, attr = _PUBLIC[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

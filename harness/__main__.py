@@ -11,10 +11,10 @@ register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> dict:
     from harness.app import run
 
-    run(cfg)
+    return run(cfg)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""One invocation of ``python -m harness``: run the experiment, analyse it, report, track.
+"""One invocation of ``python -m harness``: the Hydra adapter around ``execute``.
 
-Errors a user can fix (a bad key, a factor that does not exist, a missing dataset) print one clear
-paragraph and exit with status 2. Failed runs are recorded in their result files; the analysis names
-them and the process exits with status 1 after printing everything it could compute.
+``run(cfg)`` reads what only Hydra knows (the output folder, single run or sweep, the launcher) and
+calls ``execute``, the Hydra-free core that the Python API (harness.api) calls too. Errors a user
+can fix (a bad key, a factor that does not exist, a missing dataset) print one clear paragraph and
+exit with status 2. Failed runs are recorded in their result files; the analysis names them and the
+process exits with status 1 after printing everything it could compute.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from .experiment import ExperimentError, run_experiment
+from .experiment import ExperimentError, Outcome, run_experiment
 
 log = logging.getLogger("harness")
 
@@ -39,55 +41,81 @@ def group_name(cfg: DictConfig, folder: Path) -> str:
     return f"{cfg.experiment_name}:{rel}"[:127]
 
 
-def run(cfg: DictConfig) -> None:
-    hc = HydraConfig.get()
-    out_dir = Path(hc.runtime.output_dir)
-    multirun = hc.mode == RunMode.MULTIRUN
-    sweep_root = Path(hc.sweep.dir) if multirun else out_dir
-    narrowed = cfg.seed is not None or cfg.arm is not None
+@dataclass
+class Executed:
+    outcome: Outcome
+    analysis: Optional[dict]  # None for one unit of a sweep (the sweep is analysed as a whole)
+    analysis_error: Optional[str] = None
 
+
+def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None, multirun: bool = False,
+            say: Callable[[str], None] = _say, show_table: bool = True) -> Executed:
+    """Run the experiment into ``out_dir``, then (unless narrowed to one unit) analyse, report, track.
+
+    Raises ExperimentError for a misconfigured experiment (nothing, or only recorded failures, on disk).
+    """
     from . import tracking
-    from .determinism import spread_over_gpus
 
-    if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
-        spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
+    sweep_root = sweep_root or out_dir
+    narrowed = cfg.seed is not None or cfg.arm is not None
     tracker = tracking.open_tracker(cfg, out_dir, group=group_name(cfg, sweep_root))
     try:
-        try:
-            certify = cfg.repro.certificate and _owns_certificate(cfg)
-            outcome = run_experiment(
-                cfg, out_dir, log=_say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
-                stop_on_fatal=not multirun,
-            )
-        except ExperimentError as e:
-            if multirun:
-                log.error(f"harness: error: {e}")
-                raise  # Hydra records this job as failed; the other jobs go on
-            fail(str(e))
-
+        certify = cfg.repro.certificate and _owns_certificate(cfg)
+        outcome = run_experiment(
+            cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
+            stop_on_fatal=not multirun,
+        )
         if narrowed or multirun:
             # One unit of a sweep: the sweep's callback (or harness.analyze) analyses all of them.
-            _say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {sweep_root}")
-            if outcome.failed and not multirun:
-                raise SystemExit(1)
-            return
+            say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {sweep_root}")
+            return Executed(outcome, None)
 
         from .analysis import AnalysisError, analyze_dir
         from .report import render_table
 
         try:
-            analysis = analyze_dir(out_dir, **_stats_kwargs(cfg))
+            analysis = analyze_dir(out_dir, **stats_kwargs(cfg))
         except AnalysisError as e:
-            fail(f"no analysis: {e} The result files are in {out_dir / 'runs'}.", code=1)
-        render_table(analysis)
+            return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
+        if show_table:
+            render_table(analysis)
         tracker.log_analysis(analysis, out_dir)
-        _say(f"results: {out_dir}  (analysis.json, report.md, analysis.png)")
-        if outcome.failed:
-            names = ", ".join(f"seed={r['seed']} arm={r['arm']}" for r in outcome.failed)
-            fail(f"{len(outcome.failed)} run(s) failed and were left out of the analysis: {names}.", code=1)
+        say(f"results: {out_dir}  (analysis.json, report.md, analysis.png)")
+        return Executed(outcome, analysis)
     finally:
         for w in tracker.close():
             log.warning(w)
+
+
+def run(cfg: DictConfig) -> dict:
+    """The Hydra task function's body. Returns a small summary (a sweeper reads it from JobReturn)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from .determinism import spread_over_gpus
+
+    hc = HydraConfig.get()
+    out_dir = Path(hc.runtime.output_dir)
+    multirun = hc.mode == RunMode.MULTIRUN
+    sweep_root = Path(hc.sweep.dir) if multirun else out_dir
+    if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
+        spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
+    try:
+        done = execute(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
+    except ExperimentError as e:
+        if multirun:
+            log.error(f"harness: error: {e}")
+            raise  # Hydra records this job as failed; the other jobs go on
+        fail(str(e))
+    failed = done.outcome.failed
+    if done.analysis_error:
+        fail(done.analysis_error, code=1)
+    if failed and not multirun:
+        names = ", ".join(f"seed={r['seed']} arm={r['arm']}" for r in failed)
+        if done.analysis is None:
+            fail(f"{len(failed)} run(s) failed: {names}. Their result files say why.", code=1)
+        fail(f"{len(failed)} run(s) failed and were left out of the analysis: {names}.", code=1)
+    return {"out_dir": str(out_dir), "completed": len(done.outcome.results) - len(failed), "failed": len(failed)}
 
 
 def _owns_certificate(cfg: DictConfig) -> bool:
@@ -97,7 +125,7 @@ def _owns_certificate(cfg: DictConfig) -> bool:
     return (cfg.seed is None or cfg.seed == first_seed) and (cfg.arm is None or cfg.arm == first_arm)
 
 
-def _stats_kwargs(cfg: DictConfig) -> dict:
+def stats_kwargs(cfg: DictConfig) -> dict:
     s = cfg.stats
     return {
         "metric": s.metric,
@@ -107,3 +135,6 @@ def _stats_kwargs(cfg: DictConfig) -> dict:
         "bootstrap_resamples": s.bootstrap_resamples,
         "bootstrap_seed": s.bootstrap_seed,
     }
+
+
+_stats_kwargs = stats_kwargs  # the name the sweep callback imports

@@ -30,7 +30,6 @@ import sys
 import warnings
 from dataclasses import dataclass
 from functools import partial
-from types import SimpleNamespace
 
 import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 
@@ -39,8 +38,8 @@ from torch.autograd.graph import register_multi_grad_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .golden import BadInput, compose_config, select_run
-from .train import build_optimizer
+from .determinism import DeterminismError
+from .golden import BadInput, add_config_dir, compose_config, select_run
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 ALERT = "does not have a deterministic implementation"
@@ -103,6 +102,7 @@ class ModuleStack:
 
     def __init__(self, model: torch.nn.Module):
         self.stack: list[str] = []
+        self.phase = "forward"
         self.classes: dict[str, str] = {}
         self._handles = []
         for name, module in model.named_modules():
@@ -112,6 +112,7 @@ class ModuleStack:
             self._handles.append(module.register_forward_hook(partial(self._forward_exit, label)))
 
     def _forward_enter(self, label, module, args):
+        self.phase = "forward"
         self.stack.append(label)
         # Its backward is over once the gradients of its inputs are computed.
         self._on_grads(args, partial(self._leave, label))
@@ -127,6 +128,7 @@ class ModuleStack:
             self._handles.append(register_multi_grad_hook(tensors, lambda grads: fn()))
 
     def _enter(self, label):
+        self.phase = "backward"
         self.stack.append(label)
 
     def _leave(self, label):
@@ -197,7 +199,8 @@ class Probe(TorchDispatchMode):
     def record(self, func, error: BaseException) -> None:
         text = str(error).strip()
         where = (self.modules.where() if self.modules else None) or f"outside any module ({self.phase})"
-        self.add(text, str(func), self.phase, where)
+        phase = self.modules.phase if self.modules and self.modules.stack else self.phase
+        self.add(text, str(func), phase, where)
 
     def add(self, text: str, aten: str, phase: str, where: str) -> None:
         match = re.match(r"\s*(.+?) " + ALERT, text)
@@ -229,58 +232,36 @@ def audit_step(arm_cfg, seed: int) -> tuple[list[Finding], dict]:
 
 
 def _audit_step(arm_cfg, seed: int) -> tuple[list[Finding], dict]:
-    from dataclasses import replace
-
+    """Run the configured training function -- ours or a researcher's -- for one step under the probe."""
     from omegaconf import OmegaConf
 
-    from . import data as data_mod
-    from . import losses, models
-    from .determinism import DeterminismError, configure, resolve_device
-    from .rng import Streams
-    from .train import determinism_settings
+    from .components import ComponentError
+    from .context import StopRun
+    from .runner import train_one
 
-    try:
-        device = resolve_device(_value(arm_cfg.device))
-        settings = replace(determinism_settings(arm_cfg), mode="warn", cudnn_benchmark=False)
-        configure(settings, device)
-        ds = data_mod.load(arm_cfg.data)
-        loss_cfg = SimpleNamespace(**OmegaConf.to_container(arm_cfg.loss))
-        losses.check(loss_cfg)
-        streams = Streams.from_seed(seed)
-        x, y, _ = next(iter(data_mod.train_loader(ds, arm_cfg.train.batch_size, streams.data_order, 0)))
-        x, y = x.to(device), y.to(device)
-        if arm_cfg.data.augment:
-            x = data_mod.augment(x, streams.augment)
-        streams.seed_init()
-        model = models.build(arm_cfg.model, ds.in_channels, ds.num_classes, ds.image_size).to(device)
-        streams.seed_model()
-    except (DeterminismError, data_mod.DataError, losses.LossError, ValueError) as e:
-        raise BadInput(str(e)) from None
-    optimizer = build_optimizer(arm_cfg, model.parameters())
-    bf16 = _value(arm_cfg.precision) == "bf16"
+    cfg = arm_cfg.copy()
+    OmegaConf.update(cfg, "determinism.mode", "warn")  # the probe makes each op strict on its own
+    OmegaConf.update(cfg, "determinism.cudnn_benchmark", False)
+    probe = Probe()
+    seen: dict = {}
 
-    modules = ModuleStack(model)
-    probe = Probe(modules=modules)
-    model.train()
+    def attach(model: torch.nn.Module) -> None:
+        # Called by run.watch, after the model is built: from here on the step's ops are placed.
+        probe.modules = ModuleStack(model)
+        probe.phase = "training step"
+        model.register_forward_pre_hook(lambda m, args: seen.setdefault("batch", _shape(args)))
+
     try:
         with warnings.catch_warnings(record=True) as caught, probe:
             warnings.simplefilter("always")
-            probe.phase = "forward"
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                logits = model(x)
-            probe.phase = "loss"
-            modules.reset()
-            loss = losses.training_loss(loss_cfg, logits, y)
-            optimizer.zero_grad(set_to_none=True)
-            probe.phase = "backward"
-            loss.backward()
-            modules.reset()
-            probe.phase = "optimizer step"
-            optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            train_one(cfg, seed, init_hook=attach, stop_after=1)
+    except StopRun:
+        pass
+    except (DeterminismError, ComponentError, ValueError) as e:
+        raise BadInput(str(e)) from None
     finally:
-        modules.remove()
+        if probe.modules is not None:
+            probe.modules.remove()
     for w in caught:
         if ALERT in str(w.message):
             # Raised where the probe could not see it (above torch's op dispatch): named, not placed.
@@ -288,19 +269,31 @@ def _audit_step(arm_cfg, seed: int) -> tuple[list[Finding], dict]:
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     info = {
-        "model": arm_cfg.model.target or _value(arm_cfg.model.name),
-        "device": str(device),
+        "model": (arm_cfg.get("model") or {}).get("_target_", "the training function's model"),
+        "train_fn": arm_cfg.train.fn,
+        "device": str(_device(arm_cfg)),
         "torch": torch.__version__,
         "ops_seen": probe.ops_seen,
-        "batch": list(x.shape),
+        "batch": seen.get("batch", []),
         "precision": _value(arm_cfg.precision),
     }
     return list(probe.findings.values()), info
 
 
+def _shape(args) -> list:
+    first = next((a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)), None)
+    return list(first.shape) if first is not None else []
+
+
+def _device(arm_cfg):
+    from .determinism import resolve_device
+
+    return resolve_device(_value(arm_cfg.device))
+
+
 def format_findings(findings: list[Finding], info: dict, seed: int, arm: str) -> str:
     head = (
-        f"harness.audit: one training step (forward, loss, backward, optimizer step) of {info['model']}, "
+        f"harness.audit: one training step of {info['train_fn']} with {info['model']}, "
         f"seed {seed}, arm {arm}, batch {'x'.join(map(str, info['batch']))} {info['precision']} on {info['device']}, "
         f"torch {info['torch']}, with torch.use_deterministic_algorithms(True, warn_only=True); "
         f"{info['ops_seen']} aten ops checked."
@@ -331,13 +324,14 @@ def parser() -> argparse.ArgumentParser:
                     "they are called (exit 0 clean, 1 found, 2 bad input).",
     )
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
+    add_config_dir(p)
     return p
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
-        arm_cfg, seed, arm = select_run(compose_config(args.overrides), args.overrides)
+        arm_cfg, seed, arm = select_run(compose_config(args.overrides, args.config_dir), args.overrides)
         findings, info = audit_step(arm_cfg, seed)
     except BadInput as e:
         print(f"harness.audit: error: {e}", file=sys.stderr)

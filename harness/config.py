@@ -12,22 +12,6 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 
 
-class DataName(Enum):
-    digits = "digits"  # scikit-learn's bundled 8x8 digits: no download, the default
-    cifar10 = "cifar10"  # torchvision.datasets.CIFAR10 from data.root
-    synthetic = "synthetic"  # random class-dependent images, any shape: for tests and benchmarks
-
-
-class ModelName(Enum):
-    small_cnn = "small_cnn"
-    resnet18 = "resnet18"  # torchvision ResNet18 with a CIFAR stem
-
-
-class OptimName(Enum):
-    sgd = "sgd"
-    adamw = "adamw"
-
-
 class Mode(Enum):
     strict = "strict"  # use_deterministic_algorithms(True): an op without a deterministic kernel raises
     warn = "warn"  # the same, but such an op only warns (and the run is not bit-exact)
@@ -43,52 +27,6 @@ class Device(Enum):
 class Precision(Enum):
     fp32 = "fp32"
     bf16 = "bf16"  # bf16 autocast around forward and loss; weights and optimizer stay fp32
-
-
-@dataclass
-class DataConfig:
-    name: DataName = DataName.digits
-    root: str = "data/cifar10"  # cifar10: folder holding cifar-10-batches-py/
-    download: bool = False  # cifar10: let torchvision download into root
-    augment: bool = False  # random crop (pad 4) + horizontal flip, drawn from the augment stream
-    num_workers: int = 0  # DataLoader workers; any value gives the same batches
-    train_limit: Optional[int] = None  # use only the first N training examples (tests, quick looks)
-    test_limit: Optional[int] = None
-    # synthetic only
-    num_train: int = 512
-    num_test: int = 256
-    num_classes: int = 10
-    channels: int = 1
-    image_size: int = 8
-
-
-@dataclass
-class ModelConfig:
-    name: ModelName = ModelName.small_cnn
-    width: int = 16  # small_cnn: channels of the first conv (the second has twice as many)
-    dropout: float = 0.0  # small_cnn: dropout before the classifier, drawn from the model stream
-    # Your own model: "package.module.Name", a class or function called with
-    # (in_channels=, num_classes=, image_size=) that returns an nn.Module. Overrides name.
-    target: Optional[str] = None
-
-
-@dataclass
-class OptimConfig:
-    name: OptimName = OptimName.sgd
-    lr: float = 0.05
-    momentum: float = 0.9  # sgd
-    nesterov: bool = True  # sgd
-    weight_decay: float = 5e-4
-    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])  # adamw
-
-
-@dataclass
-class LossConfig:
-    # The training loss is cross-entropy, optionally reshaped by one or more terms.
-    label_smoothing: float = 0.0  # in [0, 1)
-    focal_gamma: float = 0.0  # > 0: focal loss (Lin et al. 2017), down-weights easy examples
-    confidence_penalty: float = 0.0  # > 0: minus beta * entropy of the prediction (Pereyra et al. 2017)
-    logit_noise: float = 0.0  # > 0: Gaussian noise on logits, drawn from the model/loss stream
 
 
 @dataclass
@@ -109,13 +47,19 @@ class DeterminismConfig:
 
 @dataclass
 class TrainConfig:
+    # The training function: "package.module.name", called once per (seed, arm) as
+    # fn(cfg, run, **kwargs) -> dict of final metrics (see harness/context.py for the Run).
+    fn: str = "harness.builtin.loop.train"
+    kwargs: Dict[str, Any] = field(default_factory=dict)  # your function's own keyword arguments
+    # The knobs below are read by the built-in loop (a loop of your own may read them too).
     # 15 digits epochs (315 steps) reach ~98%; the default experiment's 21 runs then fit in a
     # minute on 2 CPU cores, wandb and the certificate's rerun included.
     epochs: int = 15
     max_steps: Optional[int] = None  # stop after this many optimizer steps (overrides epochs)
     batch_size: int = 64
     eval_batch_size: int = 512
-    log_every: int = 10  # steps between curve points and progress updates
+    log_every: int = 10  # steps between curve points, progress updates and non-finite checks
+    num_workers: int = 0  # DataLoader workers; any value gives the same batches
 
 
 class WandbMode(Enum):
@@ -145,9 +89,21 @@ class LoggerConfig:
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
 
+class Direction(Enum):
+    max = "max"  # higher is better (accuracy)
+    min = "min"  # lower is better (loss, error, perplexity, ECE)
+
+
+def _builtin_metrics() -> dict:
+    return {"test_accuracy": Direction.max, "test_loss": Direction.min, "train_loss": Direction.min}
+
+
 @dataclass
 class StatsConfig:
-    metric: str = "test_accuracy"  # a key of result.json's metrics
+    metric: str = "test_accuracy"  # the primary metric: the verdict is about it (a key of the metrics)
+    # Every metric to report, with its direction, declared (never guessed from a name). Your
+    # experiment adds its own: stats.metrics: {rmse: min}.
+    metrics: Dict[str, Direction] = field(default_factory=_builtin_metrics)
     alpha: float = 0.05
     margin: Any = "auto"  # smallest effect that matters, in the metric's units; auto = seed noise floor
     baseline: Optional[str] = None  # arm the others are compared with; default: the first arm
@@ -160,6 +116,11 @@ class ReproConfig:
     certificate: bool = True  # rerun one (seed, arm) and compare every per-step fingerprint
     save_weights: bool = False  # write final weights (weights.pt) beside result.json for harness.diff
     keep_step_weights: int = 0  # keep full weights for the first N steps (the butterfly curve)
+    # A run's identity covers the harness's source and every package a _target_ or train.fn names
+    # (outside site-packages). Add files or folders your code reads (a data-prep script), and/or
+    # the git tree (HEAD's tree plus uncommitted changes) of those packages' repository.
+    code_paths: List[str] = field(default_factory=list)
+    code_git: bool = False
 
 
 @dataclass
@@ -181,10 +142,16 @@ class Config:
     precision: Precision = Precision.fp32
     resume: bool = True  # skip a (seed, arm) whose completed result matches config and code
     progress: bool = True  # live progress bar on the terminal
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
+    # Pluggable components: _target_ nodes (a dotted path + its keyword arguments), ours or yours.
+    # Every key under one is an argument of its target, checked against its signature before the
+    # first run. The built-in loop passes the rest at the call site: model(in_channels=,
+    # num_classes=, image_size=) -- each model takes the ones it names --, optim(params=),
+    # scheduler(optimizer=); a data node returns a harness.builtin.data.Datasets for it.
+    data: Any = None
+    model: Any = None
+    loss: Any = None
+    optim: Any = None
+    scheduler: Any = None  # null: constant learning rate; stepped once per optimizer step
     determinism: DeterminismConfig = field(default_factory=DeterminismConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     ab: ABConfig = field(default_factory=ABConfig)

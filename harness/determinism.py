@@ -29,6 +29,17 @@ class Settings:
     cudnn_benchmark: bool = False
 
 
+def settings_from(cfg) -> Settings:
+    """The ``determinism`` node of a config (or any object with the same attributes) as Settings."""
+    d = cfg.determinism
+    return Settings(
+        mode=getattr(d.mode, "value", d.mode),
+        threads=int(d.threads),
+        fill_uninitialized_memory=bool(d.fill_uninitialized_memory),
+        cudnn_benchmark=bool(d.cudnn_benchmark),
+    )
+
+
 def resolve_device(name: str) -> torch.device:
     """auto -> cuda when available, else cpu. Asking for cuda without one is an error, not a fallback."""
     if name == "auto":
@@ -129,6 +140,8 @@ def capture_environment(settings: Settings, device: torch.device) -> dict:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "threads": torch.get_num_threads(),
+        # the CPU kernels in use (AVX2 vs AVX512 give other bits for the same run)
+        "cpu_capability": _cpu_capability(),
         "interop_threads": torch.get_num_interop_threads(),
         "mode": settings.mode,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
@@ -145,6 +158,13 @@ def capture_environment(settings: Settings, device: torch.device) -> dict:
         env["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
         env["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
     return env
+
+
+def _cpu_capability() -> str | None:
+    try:
+        return torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def _version(module: str) -> str | None:

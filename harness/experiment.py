@@ -10,11 +10,8 @@ initial weights and data order. Statistics live in stats.py/analysis.py, not her
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
-import time
-import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,15 +20,10 @@ from typing import Callable, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-import harness
+from .identity import config_hash, describe_code_change, flatten as _flatten, plain as _plain, under as _under
+from .results import RESULT_NAME, atomic_write, read_json, run_dir, write_json
+from .runner import code_of, run_one
 
-from . import data as data_mod
-from .determinism import DeterminismError, explain_nondeterministic_op
-from .results import RESULT_NAME, SCHEMA, atomic_write, read_json, run_dir, write_json
-from .train import NonFiniteLoss, train_run
-
-# Keys that never change a run's numbers: excluded from the config hash (resume) and the guard.
-_NOT_IN_HASH = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name")
 _FACTOR_FORBIDDEN = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name", "repro")
 
 
@@ -44,23 +36,6 @@ class PairingError(ExperimentError):
 
 
 # -- arms ---------------------------------------------------------------------------------------
-
-
-def _plain(cfg) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-
-
-def _flatten(obj, prefix="") -> dict:
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out or {prefix[:-1]: {}}
-    return {prefix[:-1]: obj}
-
-
-def _under(key: str, path: str) -> bool:
-    return key == path or key.startswith(path + ".")
 
 
 def check_ab(cfg: DictConfig) -> None:
@@ -127,8 +102,12 @@ def arm_configs(cfg: DictConfig) -> dict[str, DictConfig]:
                 f"ab.arms.{name}: ab.factor={factor!r} is a single value, but the arm gives a mapping "
                 f"({OmegaConf.to_container(value)}). Use a subtree as the factor, or one value per arm."
             )
+        # A mapping merges into the subtree (keys it does not name keep the base values), except
+        # when it names another _target_: then it replaces the node, since the base's kwargs
+        # (SGD's momentum) mean nothing to the new target (AdamW).
+        merge = not (is_tree and "_target_" in value and value["_target_"] != target.get("_target_"))
         try:
-            OmegaConf.update(arm, factor, value, merge=True)  # the schema checks keys and types
+            OmegaConf.update(arm, factor, value, merge=merge)  # the schema checks keys and types
             arm.arm = str(name)
             OmegaConf.resolve(arm)
         except OmegaConfBaseException as e:
@@ -175,33 +154,7 @@ def factor_value(cfg: DictConfig, factor: str):
 # -- identity of a run (resume) -----------------------------------------------------------------
 
 
-def config_hash(arm_cfg: DictConfig, exclude_factor: Optional[str] = None) -> str:
-    d = _drop(_plain(arm_cfg), _NOT_IN_HASH)
-    d.get("repro", {}).pop("certificate", None)
-    if exclude_factor:
-        d = {k: v for k, v in _flatten(d).items() if not _under(k, exclude_factor)}
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-_CODE_VERSION: Optional[str] = None
-
-
-def code_version() -> str:
-    """harness version + digest of its source + torch version: a change in any reruns on resume."""
-    global _CODE_VERSION
-    if _CODE_VERSION is None:
-        import torch
-
-        h = hashlib.sha256()
-        src = Path(harness.__file__).parent
-        for path in sorted(src.glob("*.py")):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
-        _CODE_VERSION = f"{harness.__version__}+{h.hexdigest()[:12]}/torch-{torch.__version__}"
-    return _CODE_VERSION
-
-
-def resume_decision(path: Path, cfg_hash: str) -> tuple[bool, str]:
+def resume_decision(path: Path, cfg_hash: str, code: dict) -> tuple[bool, str]:
     """(skip?, why). A run is skipped only if its completed result matches config and code."""
     if not path.exists():
         return False, "no result yet"
@@ -213,8 +166,8 @@ def resume_decision(path: Path, cfg_hash: str) -> tuple[bool, str]:
         return False, f"the existing result is {old.get('status')!r}"
     if old.get("config_hash") != cfg_hash:
         return False, f"the config changed (hash {old.get('config_hash')} -> {cfg_hash})"
-    if old.get("code_version") != code_version():
-        return False, f"the code changed ({old.get('code_version')} -> {code_version()})"
+    if old.get("code_version") != code["version"]:
+        return False, describe_code_change(old.get("code"), code)
     return True, "completed with the same config and code"
 
 
@@ -233,60 +186,6 @@ def supersede(path: Path) -> Optional[Path]:
 
 
 # -- one run ------------------------------------------------------------------------------------
-
-
-def run_one(arm_cfg: DictConfig, seed: int, arm: str, datasets=None, progress=None) -> tuple[dict, Optional[dict]]:
-    """Train one (seed, arm) and build its result. Failures become a 'failed' result, not a raise.
-
-    Returns (result, weights or None).
-    """
-    factor = arm_cfg.ab.factor
-    result = {
-        "schema": SCHEMA,
-        "experiment": arm_cfg.experiment_name,
-        "seed": seed,
-        "arm": arm,
-        "factor": factor,
-        "factor_value": factor_value(arm_cfg, factor),
-        "status": "failed",
-        "error": None,
-        "metrics": {},
-        "fingerprints": {},
-        "pairing": pairing_expectation(factor),
-        "curve": {},
-        "env": {},
-        "timing": {},
-        "config": _plain(arm_cfg),
-        "config_hash": config_hash(arm_cfg),
-        "base_hash": config_hash(arm_cfg, exclude_factor=factor),
-        "code_version": code_version(),
-        "created": None,
-    }
-    result["config"]["seed"] = seed
-    weights = None
-    t0 = time.perf_counter()
-    try:
-        out = train_run(arm_cfg, seed, datasets=datasets, progress=progress)
-        weights = out.pop("weights", None)
-        result.update(out)
-        result["status"] = "completed"
-    except NonFiniteLoss as e:
-        result["error"] = {"type": "NonFiniteLoss", "message": str(e), "step": e.step}
-    except (data_mod.DataError, DeterminismError) as e:
-        result["error"] = {"type": type(e).__name__, "message": str(e), "step": None}
-    except RuntimeError as e:
-        advice = explain_nondeterministic_op(e)
-        result["error"] = {
-            "type": "NondeterministicOp" if advice else type(e).__name__,
-            "message": advice or str(e),
-            "detail": str(e).strip().splitlines()[0] if advice else traceback.format_exc(limit=8),
-            "step": None,
-        }
-    except Exception as e:  # noqa: BLE001 - recorded in the result file, and reported by the caller
-        result["error"] = {"type": type(e).__name__, "message": str(e), "detail": traceback.format_exc(limit=8), "step": None}
-    result["timing"]["total_seconds"] = time.perf_counter() - t0
-    result["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return result, weights
 
 
 def save_weights(path: Path, weights: dict) -> None:
@@ -376,8 +275,14 @@ def run_experiment(
     and, with stop_on_fatal, on an op without a deterministic implementation in strict mode (after
     recording the run).
     """
+    from .preflight import PreflightError, preflight
+
     out_dir = Path(out_dir)
     arms = arm_configs(cfg)
+    try:
+        preflight(cfg, arms)  # every value, import and the data, before the first run
+    except PreflightError as e:
+        raise ExperimentError(str(e)) from None
     seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
     arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
     write_json(out_dir / "experiment.json", {
@@ -385,14 +290,6 @@ def run_experiment(
         "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
         "seeds": seeds, "config": _plain(cfg),
     })
-    data_cache: dict[str, data_mod.Datasets] = {}
-
-    def datasets_for(arm_cfg):
-        key = json.dumps(_plain(arm_cfg.data), sort_keys=True)
-        if key not in data_cache:
-            data_cache[key] = data_mod.load(arm_cfg.data)
-        return data_cache[key]
-
     from .progress import RunProgress
 
     results, skipped, failed = [], [], []
@@ -404,7 +301,7 @@ def run_experiment(
                 path = run_dir(out_dir, seed, arm) / RESULT_NAME
                 cfg_hash = config_hash(arm_cfg)
                 if cfg.resume:
-                    skip, why = resume_decision(path, cfg_hash)
+                    skip, why = resume_decision(path, cfg_hash, code_of(arm_cfg))
                     if skip:
                         result = read_json(path)
                         skipped.append((seed, arm))
@@ -417,11 +314,7 @@ def run_experiment(
                 moved = supersede(path)
                 if moved:
                     log(f"seed={seed} arm={arm}: previous result kept at {moved}")
-                try:
-                    ds = datasets_for(arm_cfg)
-                except data_mod.DataError as e:
-                    raise ExperimentError(str(e)) from None
-                result, weights = run_one(arm_cfg, seed, arm, datasets=ds, progress=bar.start(seed, arm))
+                result, weights = run_one(arm_cfg, seed, arm, progress=bar.start(seed, arm))
                 bar.done()
                 if weights is not None:
                     save_weights(path.parent / "weights.pt", weights)
@@ -441,17 +334,17 @@ def run_experiment(
 
     cert = None
     if certify:
-        cert = _certify(arms, results, Path(certificate_dir or out_dir), datasets_for, log)
+        cert = _certify(arms, results, Path(certificate_dir or out_dir), log)
     return Outcome(out_dir, results, skipped, failed, cert)
 
 
-def _certify(arms, results, out_dir, datasets_for, log) -> Optional[dict]:
+def _certify(arms, results, out_dir, log) -> Optional[dict]:
     """Rerun the first completed (seed, arm) and compare every step: the bitwise certificate."""
     first = next((r for r in results if r.get("status") == "completed"), None)
     if first is None:
         return None
     arm_cfg = arms[first["arm"]]
-    again, _ = run_one(arm_cfg, first["seed"], first["arm"], datasets=datasets_for(arm_cfg))
+    again, _ = run_one(arm_cfg, first["seed"], first["arm"])
     if again["status"] != "completed":
         cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
                 "first_divergent_step": None, "final_equal": False,
@@ -469,8 +362,8 @@ def _run_line(r: dict) -> str:
     if r["status"] != "completed":
         return f"{head}: FAILED ({r['error']['type']}: {r['error']['message']})"
     m, t = r["metrics"], r["timing"]
-    return (
-        f"{head}: test accuracy {m['test_accuracy']:.2f}  test loss {m['test_loss']:.4f}  "
-        f"{t['steps']} steps in {t['train_seconds']:.1f}s  final {r['fingerprints']['final']}"
-    )
+    primary = ((r.get("config") or {}).get("stats") or {}).get("metric")
+    names = ([primary] if primary in m else []) + [k for k in m if k != primary and not k.startswith("n_")]
+    shown = "  ".join(f"{k} {m[k]:.4g}" for k in names[:3])
+    return f"{head}: {shown}  {t['steps']} steps in {t['train_seconds']:.1f}s  final {r['fingerprints']['final']}"
 

@@ -103,6 +103,7 @@ class StepRecorder:
             self.flat_bits = self.flat.view(view)
             self.flat_weights = _weights(self.flat.numel(), self.flat.device)
         width = self._digest().numel()
+        max_steps = max(1, int(max_steps))
         self.losses = torch.empty(max_steps, dtype=torch.float32, device=device)
         self.digests = torch.empty(max_steps, width, dtype=torch.int64, device=device)
         self.steps = 0
@@ -115,6 +116,9 @@ class StepRecorder:
 
     @torch.no_grad()
     def record(self, loss: torch.Tensor) -> None:
+        if self.steps == len(self.losses):  # a loop that did not say how many steps: grow, amortised
+            self.losses = torch.cat([self.losses, torch.empty_like(self.losses)])
+            self.digests = torch.cat([self.digests, torch.empty_like(self.digests)])
         self.losses[self.steps] = loss.detach()
         self.digests[self.steps] = self._digest()
         self.steps += 1

@@ -121,21 +121,22 @@ def stack_summary(env: dict) -> dict:
 # -- save and check -----------------------------------------------------------------------------
 
 
-def run_selected(overrides: list[str]) -> dict:
+def run_selected(overrides: list[str], config_dirs=()) -> dict:
     """Compose, run one (seed, arm), return its result dict (status "failed" when training failed)."""
-    from .experiment import run_one
+    from .runner import run_one
 
-    arm_cfg, seed, arm = select_run(compose_config(overrides), overrides)
+    arm_cfg, seed, arm = select_run(compose_config(overrides, config_dirs), overrides)
     result, _ = run_one(arm_cfg, seed, arm)
     return result
 
 
-def golden_record(result: dict, overrides: list[str]) -> dict:
+def golden_record(result: dict, overrides: list[str], config_dirs=()) -> dict:
     fp = result["fingerprints"]
     return {
         "schema": GOLDEN_SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "overrides": list(overrides),
+        "config_dirs": [str(Path(d).resolve()) for d in config_dirs],
         "seed": result["seed"],
         "arm": result["arm"],
         "config_hash": result["config_hash"],
@@ -237,12 +238,12 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
     return "\n".join(lines)
 
 
-def save(path: str, overrides: list[str]) -> int:
-    result = run_selected(overrides)
+def save(path: str, overrides: list[str], config_dirs=()) -> int:
+    result = run_selected(overrides, config_dirs)
     if result["status"] != "completed":
         raise BadInput(f"the run (seed {result['seed']}, arm {result['arm']}) failed, so there are no fingerprints "
                        f"to save: {result['error']['message']}")
-    record = golden_record(result, overrides)
+    record = golden_record(result, overrides, config_dirs)
     try:
         write_json(path, record)
     except OSError as e:
@@ -258,11 +259,12 @@ def save(path: str, overrides: list[str]) -> int:
     return EXIT_OK
 
 
-def check(path: str, extra: list[str]) -> int:
+def check(path: str, extra: list[str], config_dirs=()) -> int:
     golden = load_golden(path)
     # The golden's own seed and arm, unless the extra overrides pick others.
     pinned = [f"seed={golden['seed']}", f"arm={golden['arm']}"]
-    result = run_selected(list(golden["overrides"]) + pinned + list(extra))
+    dirs = list(config_dirs) or list(golden.get("config_dirs") or [])
+    result = run_selected(list(golden["overrides"]) + pinned + list(extra), dirs)
     if result["status"] != "completed":
         if result["error"]["type"] in ("DataError", "DeterminismError"):
             raise BadInput(result["error"]["message"])  # the setup, not the numerics
@@ -287,15 +289,23 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="rerun the configuration stored in FILE and compare every step")
     c.add_argument("file", metavar="FILE")
     c.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="extra overrides, applied after the stored ones")
+    for sp in (s, c):
+        add_config_dir(sp)
     return p
+
+
+def add_config_dir(p: argparse.ArgumentParser) -> None:
+    """--config-dir, as python -m harness takes it (shared by the repro tools)."""
+    p.add_argument("--config-dir", "-cd", action="append", default=[], metavar="DIR",
+                   help="a folder of your own configs (experiment/, model/, ...), searched before the shipped ones")
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         if args.command == "save":
-            return save(args.file, args.overrides)
-        return check(args.file, args.overrides)
+            return save(args.file, args.overrides, args.config_dir)
+        return check(args.file, args.overrides, args.config_dir)
     except BadInput as e:
         print(f"harness.golden: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

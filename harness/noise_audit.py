@@ -45,7 +45,7 @@ import torch
 from omegaconf import OmegaConf
 
 from .diff import first_difference, loss_value
-from .golden import BadInput, compose_config, select_run, stack_summary
+from .golden import BadInput, add_config_dir, compose_config, select_run, stack_summary
 from .results import write_json
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -95,14 +95,17 @@ def ulp_hook(index: int) -> tuple[Callable[[torch.nn.Module], None], dict]:
     return hook, changed
 
 
-def train_one(cfg, seed: int, ds, init_hook=None) -> dict:
-    """train_run, with a failure turned into a message (every run of the audit would fail alike)."""
+def train_one(cfg, seed: int, init_hook=None) -> dict:
+    """One run of the configured training function, with a failure turned into a message (every
+    run of the audit would fail alike)."""
+    from .components import ComponentError
+    from .context import NonFiniteLoss
     from .determinism import DeterminismError, explain_nondeterministic_op
-    from .train import NonFiniteLoss, train_run
+    from .runner import train_one as train
 
     try:
-        return train_run(cfg, seed, datasets=ds, init_hook=init_hook)
-    except (NonFiniteLoss, DeterminismError) as e:
+        return train(cfg, seed, init_hook=init_hook)
+    except (NonFiniteLoss, DeterminismError, ComponentError) as e:
         raise BadInput(f"a run of the noise audit failed (seed {seed}): {e}") from None
     except RuntimeError as e:
         advice = explain_nondeterministic_op(e)
@@ -133,15 +136,27 @@ def plan(ref_cfg, seed: int, k: int, device_type: str) -> list[dict]:
     return runs
 
 
-def steps_to_keep(cfg, ds, total_steps: int) -> int:
-    """How many steps of full weights to keep per run for the max |Δw| curve: all, within 64 MiB."""
-    from . import models
+def steps_to_keep(cfg, seed: int) -> int:
+    """How many steps of full weights to keep per run for the max |Δw| curve: all, within 64 MiB.
 
-    n_params = sum(p.numel() for p in models.build(cfg.model, ds.in_channels, ds.num_classes, ds.image_size).parameters())
-    return max(1, min(total_steps, STEP_WEIGHTS_BYTES // (4 * n_params)))
+    The model's size comes from one step of the configured training function (ours or yours).
+    """
+    from .context import StopRun
+    from .runner import train_one as train
+
+    size = {}
+
+    def count(model):
+        size["n"] = sum(p.numel() for p in model.parameters())
+
+    try:
+        train(cfg, seed, init_hook=count, stop_after=1)
+    except StopRun:
+        pass
+    return max(1, STEP_WEIGHTS_BYTES // (4 * max(1, size.get("n", 1))))
 
 
-def run_all(ref_cfg, seed: int, k: int, ds, device_type: str, keep: int, log=print) -> tuple[list[dict], dict]:
+def run_all(ref_cfg, seed: int, k: int, device_type: str, keep: int, log=print) -> tuple[list[dict], dict]:
     """Train every planned run; compare each with the reference (the first repeat) as it finishes.
 
     Only the reference's weights are held; each run is reduced to its distances from it at once.
@@ -152,7 +167,7 @@ def run_all(ref_cfg, seed: int, k: int, ds, device_type: str, keep: int, log=pri
         hook, changed = ulp_hook(run["ulp"]) if run["ulp"] is not None else (None, {})
         t0 = time.perf_counter()
         cfg = with_changes(run["cfg"], {"repro.save_weights": True, "repro.keep_step_weights": keep})
-        out = train_one(cfg, run["seed"], ds, init_hook=hook)
+        out = train_one(cfg, run["seed"], init_hook=hook)
         weights = out.pop("weights")
         final, steps_w = weights["final"], weights["steps"]
         if ref is None:
@@ -386,6 +401,10 @@ def write_plot(summary: dict, path: Path, title: str, kept: int, steps: int) -> 
 # -- command line -------------------------------------------------------------------------------
 
 
+def _short(target: str) -> str:
+    return str(target).rsplit(".", 1)[-1]
+
+
 def default_out(overrides: list[str]) -> Path:
     name = ",".join(sorted(overrides)).replace("/", "_") or "default"
     return Path("outputs") / "noise_audit" / name
@@ -400,6 +419,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR", help="where to write noise_audit.{json,png,txt} (default: outputs/noise_audit/<overrides>)")
     p.add_argument("--metric", default=None, choices=METRICS, help="the metric of the main table (default: the config's stats.metric)")
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
+    add_config_dir(p)
     return p
 
 
@@ -408,7 +428,7 @@ def main(argv=None) -> int:
     try:
         if args.repeats < 2:
             raise BadInput(f"--repeats {args.repeats}: a spread needs at least 2 runs per source; use 5 or more.")
-        cfg = compose_config(args.overrides)
+        cfg = compose_config(args.overrides, args.config_dir)
         arm_cfg, seed, arm = select_run(cfg, args.overrides)
         metric = args.metric or cfg.stats.metric
         if metric not in METRICS:
@@ -424,14 +444,15 @@ def main(argv=None) -> int:
 
 def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str], out_dir: Path) -> str:
     """Run everything, write the files, return the text to print."""
-    from . import data as data_mod
     from .determinism import DeterminismError, resolve_device
+    from .experiment import ExperimentError
+    from .preflight import PreflightError, preflight
 
     try:
         device = resolve_device(getattr(arm_cfg.device, "value", arm_cfg.device))
-        ds = data_mod.load(arm_cfg.data)
+        preflight(arm_cfg, {arm: arm_cfg})
         out_dir.mkdir(parents=True, exist_ok=True)
-    except (DeterminismError, data_mod.DataError) as e:
+    except (DeterminismError, PreflightError, ExperimentError) as e:
         raise BadInput(str(e)) from None
     except OSError as e:
         raise BadInput(f"cannot create the output folder {out_dir}: {e}.") from None
@@ -440,16 +461,14 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
     ref_cfg = arm_cfg if mode != "off" else with_changes(arm_cfg, {"determinism.mode": "strict", "determinism.cudnn_benchmark": False})
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress, not the result
-    per_epoch = -(-len(ds.train_y) // int(ref_cfg.train.batch_size))
-    total = int(ref_cfg.train.max_steps or int(ref_cfg.train.epochs) * per_epoch)
-    keep = steps_to_keep(ref_cfg, ds, total)
-    runs, ref = run_all(ref_cfg, seed, k, ds, device.type, keep, log)
+    keep = steps_to_keep(ref_cfg, seed)
+    runs, ref = run_all(ref_cfg, seed, k, device.type, keep, log)
     summary = summarize(runs, ref)
     steps = len(ref["fingerprints"]["steps"]["loss"])
     threads = int(ref_cfg.determinism.threads)
     header = {"seed": seed, "arm": arm, "k": k, "threads": threads, "thread_counts": thread_counts(threads, k)}
-    model = ref_cfg.model.target or getattr(ref_cfg.model.name, "value", ref_cfg.model.name)
-    data = getattr(ref_cfg.data.name, "value", ref_cfg.data.name)
+    model = _short((ref_cfg.get("model") or {}).get("_target_", ref_cfg.train.fn))
+    data = _short((ref_cfg.get("data") or {}).get("_target_", "its data"))
     title = (f"noise audit: {model} on {data}, seed {seed}, arm {arm}, {steps} steps, {device.type}, "
              f"threads={threads}, mode {getattr(ref_cfg.determinism.mode, 'value', ref_cfg.determinism.mode)}, K={k}")
     tables = [format_table(summary, metric, header)]

@@ -1,21 +1,19 @@
-"""Datasets (digits, CIFAR-10, synthetic) as in-memory tensors, the seeded loader, augmentation.
+"""Built-in datasets (digits, CIFAR-10, synthetic) as in-memory tensors, and augmentation.
 
-Small datasets live in memory as tensors; the DataLoader hands out whole batches by index, so the
-batch order is exactly the order of the data_order stream, whatever num_workers is. Augmentation is
-drawn per batch from its own stream, so it is the same for every arm and on every device.
+Each public function is a data ``_target_`` (conf/data/*.yaml) returning a ``Datasets``: the shape
+the built-in loop reads. Loading draws no random numbers from a run's streams. Augmentation is
+drawn per batch from the augment stream, so it is the same for every arm and on every device.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset, Sampler
-
-from .rng import seed_worker
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -33,6 +31,7 @@ class Datasets:
     test_x: torch.Tensor
     test_y: torch.Tensor
     num_classes: int
+    augment: bool = False  # the built-in loop's random crop + flip, drawn from the augment stream
 
     @property
     def in_channels(self) -> int:
@@ -43,26 +42,38 @@ class Datasets:
         return self.train_x.shape[-1]
 
 
-def load(cfg) -> Datasets:
-    """cfg: the ``data`` node of the config (or any object with the same attributes)."""
-    name = _name(cfg.name)
-    if name == "digits":
-        ds = _digits()
-    elif name == "cifar10":
-        ds = _cifar10(cfg.root, cfg.download)
-    elif name == "synthetic":
-        ds = _synthetic(cfg.num_train, cfg.num_test, cfg.num_classes, cfg.channels, cfg.image_size)
-    else:
-        raise DataError(f"data.name={name!r} is not one of digits, cifar10, synthetic.")
-    if cfg.train_limit:
-        ds.train_x, ds.train_y = ds.train_x[: cfg.train_limit], ds.train_y[: cfg.train_limit]
-    if cfg.test_limit:
-        ds.test_x, ds.test_y = ds.test_x[: cfg.test_limit], ds.test_y[: cfg.test_limit]
+def digits(augment: bool = False, train_limit: Optional[int] = None, test_limit: Optional[int] = None) -> Datasets:
+    """scikit-learn's bundled 8x8 digits (1,797 images): 1,347 train / 450 test, a fixed split."""
+    return _limit(_digits(), augment, train_limit, test_limit)
+
+
+def cifar10(root: str = "data/cifar10", download: bool = False, augment: bool = True,
+            train_limit: Optional[int] = None, test_limit: Optional[int] = None) -> Datasets:
+    """CIFAR-10 through torchvision.datasets.CIFAR10 from ``root`` (holding cifar-10-batches-py/)."""
+    return _limit(_cifar10(root, download), augment, train_limit, test_limit)
+
+
+def synthetic(num_train: int = 512, num_test: int = 256, num_classes: int = 10, channels: int = 1,
+              image_size: int = 8, augment: bool = False, train_limit: Optional[int] = None,
+              test_limit: Optional[int] = None) -> Datasets:
+    """Class-dependent random images of any shape: no files needed (tests, benchmarks)."""
+    for key, value, low in (("num_train", num_train, 1), ("num_test", num_test, 1), ("num_classes", num_classes, 2),
+                            ("channels", channels, 1), ("image_size", image_size, 2)):
+        if not isinstance(value, int) or value < low:
+            raise DataError(f"data.{key}={value!r} must be an integer >= {low}.")
+    return _limit(_synthetic(num_train, num_test, num_classes, channels, image_size), augment, train_limit, test_limit)
+
+
+def _limit(ds: Datasets, augment: bool, train_limit, test_limit) -> Datasets:
+    for key, value in (("train_limit", train_limit), ("test_limit", test_limit)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise DataError(f"data.{key}={value!r} must be null (all) or an integer >= 1.")
+    ds.augment = bool(augment)
+    if train_limit:
+        ds.train_x, ds.train_y = ds.train_x[:train_limit], ds.train_y[:train_limit]
+    if test_limit:
+        ds.test_x, ds.test_y = ds.test_x[:test_limit], ds.test_y[:test_limit]
     return ds
-
-
-def _name(value) -> str:
-    return getattr(value, "value", value)
 
 
 def _digits() -> Datasets:
@@ -144,56 +155,6 @@ def _synthetic(num_train: int, num_test: int, num_classes: int, channels: int, s
 
     (train_x, train_y), (test_x, test_y) = draw(num_train), draw(num_test)
     return Datasets("synthetic", train_x, train_y, test_x, test_y, num_classes)
-
-
-class _Batches(Dataset):
-    """Indexed by a list of indices (from a BatchSampler): returns the whole batch at once."""
-
-    def __init__(self, x: torch.Tensor, y: torch.Tensor):
-        self.x, self.y = x, y
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def __getitem__(self, idx):
-        idx = torch.as_tensor(idx, dtype=torch.int64)
-        return self.x[idx], self.y[idx], idx
-
-
-class ShuffledBatches(Sampler):
-    """Each epoch, one permutation from the generator, handed out as index tensors of a batch.
-
-    The same permutation torch's RandomSampler draws, without a Python loop per example.
-    """
-
-    def __init__(self, n: int, batch_size: int, generator: torch.Generator):
-        self.n, self.batch_size, self.generator = n, batch_size, generator
-
-    def __len__(self) -> int:
-        return -(-self.n // self.batch_size)
-
-    def __iter__(self):
-        # A generator, so the permutation is drawn at the first batch (after the DataLoader has
-        # drawn its workers' base seed from the same generator), as RandomSampler does.
-        yield from torch.randperm(self.n, generator=self.generator).split(self.batch_size)
-
-
-def train_loader(ds: Datasets, batch_size: int, generator: torch.Generator, num_workers: int = 0) -> DataLoader:
-    """Shuffled batches of (x, y, indices); the order comes from ``generator`` alone.
-
-    No persistent workers: each epoch's iterator draws the workers' base seed from the generator,
-    exactly as with num_workers=0, so both give the same order.
-    """
-    data = _Batches(ds.train_x, ds.train_y)
-    return DataLoader(
-        data,
-        sampler=ShuffledBatches(len(data), batch_size, generator),
-        batch_size=None,
-        num_workers=num_workers,
-        generator=generator,
-        worker_init_fn=seed_worker,
-        persistent_workers=False,
-    )
 
 
 def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

@@ -1,4 +1,8 @@
-"""Models: a small CNN for digits-sized inputs and torchvision's ResNet18 with a CIFAR stem."""
+"""Built-in models: a small CNN for digits-sized inputs and torchvision's ResNet18 with a CIFAR stem.
+
+Each is a model ``_target_`` (conf/model/*.yaml). The built-in loop offers ``in_channels``,
+``num_classes`` and ``image_size`` from the data; a model takes the ones its signature names.
+"""
 
 from __future__ import annotations
 
@@ -49,28 +53,3 @@ def resnet18_cifar(in_channels: int, num_classes: int) -> nn.Module:
     model.maxpool = nn.Identity()
     model.avgpool = GlobalAvgPool()
     return model
-
-
-def build(cfg, in_channels: int, num_classes: int, image_size: int) -> nn.Module:
-    """cfg: the ``model`` node of the config. Draws its initial weights from the global RNG."""
-    if getattr(cfg, "target", None):
-        return _import(cfg.target)(in_channels=in_channels, num_classes=num_classes, image_size=image_size)
-    name = getattr(cfg.name, "value", cfg.name)
-    if name == "small_cnn":
-        return SmallCNN(in_channels, num_classes, image_size, cfg.width, cfg.dropout)
-    if name == "resnet18":
-        return resnet18_cifar(in_channels, num_classes)
-    raise ValueError(f"model.name={name!r} is not one of small_cnn, resnet18.")
-
-
-def _import(path: str):
-    import importlib
-
-    module, _, attr = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise ValueError(
-            f"model.target={path!r} cannot be imported ({e}). Give 'package.module.Name' of a class "
-            "or function on the Python path that takes (in_channels, num_classes, image_size)."
-        ) from None
