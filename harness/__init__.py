@@ -34,6 +34,7 @@ _PUBLIC = {
     "analyze_folder": ("harness.api", "analyze_folder"),
     "ExperimentResult": ("harness.api", "ExperimentResult"),
     "Run": ("harness.context", "Run"),
+    "TensorBatches": ("harness.context", "TensorBatches"),
     "instantiate": ("harness.components", "instantiate"),
 }
 __all__ = ["__version__", *_PUBLIC]

@@ -249,7 +249,10 @@ def _audit_step(arm_cfg, seed: int) -> tuple[list[Finding], dict]:
         # Called by run.watch, after the model is built: from here on the step's ops are placed.
         probe.modules = ModuleStack(model)
         probe.phase = "training step"
-        model.register_forward_pre_hook(lambda m, args: seen.setdefault("batch", _shape(args)))
+        def first_batch(module, args) -> None:  # a pre-hook that returned a value would replace the input
+            seen.setdefault("batch", _shape(args))
+
+        model.register_forward_pre_hook(first_batch)
 
     try:
         with warnings.catch_warnings(record=True) as caught, probe:
@@ -289,6 +292,15 @@ def _device(arm_cfg):
     from .determinism import resolve_device
 
     return resolve_device(_value(arm_cfg.device))
+
+
+def _preflight(arm_cfg, arm: str) -> None:
+    from .preflight import PreflightError, preflight
+
+    try:
+        preflight(arm_cfg, {arm: arm_cfg})
+    except PreflightError as e:
+        raise BadInput(str(e)) from None
 
 
 def format_findings(findings: list[Finding], info: dict, seed: int, arm: str) -> str:
@@ -332,6 +344,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         arm_cfg, seed, arm = select_run(compose_config(args.overrides, args.config_dir), args.overrides)
+        _preflight(arm_cfg, arm)
         findings, info = audit_step(arm_cfg, seed)
     except BadInput as e:
         print(f"harness.audit: error: {e}", file=sys.stderr)

@@ -125,7 +125,13 @@ def run_selected(overrides: list[str], config_dirs=()) -> dict:
     """Compose, run one (seed, arm), return its result dict (status "failed" when training failed)."""
     from .runner import run_one
 
+    from .preflight import PreflightError, preflight
+
     arm_cfg, seed, arm = select_run(compose_config(overrides, config_dirs), overrides)
+    try:
+        preflight(arm_cfg, {arm: arm_cfg})
+    except PreflightError as e:
+        raise BadInput(str(e)) from None
     result, _ = run_one(arm_cfg, seed, arm)
     return result
 
@@ -232,10 +238,14 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
         lines.append("  the configuration is the same as the golden's: the code (or the stack) changed the numerics.")
     if stack:
         lines.append("  " + stack_line)
-    metric = "test_accuracy"
+    metric = _primary(result)
     if metric in golden.get("metrics", {}) and metric in result["metrics"]:
-        lines.append(f"  {metric}: {result['metrics'][metric]:.2f} now, {golden['metrics'][metric]:.2f} in the golden.")
+        lines.append(f"  {metric}: {result['metrics'][metric]:.6g} now, {golden['metrics'][metric]:.6g} in the golden.")
     return "\n".join(lines)
+
+
+def _primary(result: dict) -> str:
+    return ((result.get("config") or {}).get("stats") or {}).get("metric", "test_accuracy")
 
 
 def save(path: str, overrides: list[str], config_dirs=()) -> int:
@@ -253,7 +263,7 @@ def save(path: str, overrides: list[str], config_dirs=()) -> int:
     print(
         f"golden saved: {path}: {n} steps of seed {record['seed']}, arm {record['arm']} "
         f"(torch {env['torch']}, {env['device_type']}, {env['threads']} threads; "
-        f"test_accuracy {record['metrics']['test_accuracy']:.2f}). "
+        f"{_primary(result)} {record['metrics'].get(_primary(result), float('nan')):.6g}). "
         f"Check with: python -m harness.golden check {shlex.quote(path)}"
     )
     return EXIT_OK

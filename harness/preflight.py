@@ -97,9 +97,10 @@ def check_train_fn(cfg: DictConfig) -> list[str]:
     return []
 
 
-def check_components(arm_cfg: DictConfig, seen: dict) -> list[str]:
+def check_components(arm_cfg: DictConfig, seen: dict, arm: str | None = None) -> list[str]:
     """Each _target_ node of one arm (nodes already checked for another arm are skipped)."""
     p: list[str] = []
+    factor = str(arm_cfg.ab.factor) if "ab" in arm_cfg else ""
     builtin = arm_cfg.train.fn == BUILTIN_LOOP
     for key, call_site, required in (("data", (), builtin), ("model", (), builtin), ("loss", (), builtin),
                                       ("optim", ("params",), builtin), ("scheduler", ("optimizer",), False)):
@@ -115,6 +116,9 @@ def check_components(arm_cfg: DictConfig, seen: dict) -> list[str]:
         ident = (key, str(OmegaConf.to_container(node, resolve=True)))
         if ident in seen:
             continue
+        # a problem in the node the arms change is that arm's: say so
+        where = f"ab.arms.{arm}: " if arm and (factor == key or factor.startswith(key + ".")) else ""
+        before = len(p)
         try:
             check_node(node, key, call_site)
             seen[ident] = _build_cheap(key, node, arm_cfg, builtin)
@@ -126,8 +130,13 @@ def check_components(arm_cfg: DictConfig, seen: dict) -> list[str]:
             else:
                 p.append(f"{key}: {node['_target_']} refused its arguments {_kwargs(node)}: {e}")
         except Exception as e:  # noqa: BLE001 - the component's own refusal, named
-            p.append(f"{key}: {node['_target_']} refused its arguments "
-                     f"{_kwargs(node)}: {type(e).__name__}: {e}")
+            cause = e.__cause__ if type(e).__name__ == "InstantiationException" and e.__cause__ else e
+            if type(cause).__name__ in ("DataError", "LossError"):
+                p.append(str(cause))
+            else:
+                p.append(f"{key}: {node['_target_']} refused its arguments {_kwargs(node)}: "
+                         f"{type(cause).__name__}: {cause}")
+        p[before:] = [where + x for x in p[before:]]
     return p
 
 
@@ -168,8 +177,8 @@ def preflight(cfg: DictConfig, arms: dict) -> None:
     problems = check_settings(cfg, list(arms))
     problems += check_train_fn(cfg)
     seen: dict = {}
-    for arm_cfg in arms.values():
-        for problem in check_components(arm_cfg, seen):
+    for name, arm_cfg in arms.items():
+        for problem in check_components(arm_cfg, seen, name):
             if problem not in problems:
                 problems.append(problem)
     if cfg.repro.code_paths:

@@ -11,6 +11,7 @@ import pytest
 from harness.config import compose
 
 REPO = Path(__file__).resolve().parents[1]
+TEST_CONF = REPO / "tests" / "conf"  # the tests' own config folder, added like a researcher's --config-dir
 
 # Small and fast: 3 seeds, 30 steps on 512 digits, no wandb.
 FAST = [

@@ -11,7 +11,7 @@ import pytest
 from harness.experiment import ExperimentError, PairingError, arm_configs, check_pairing, run_experiment
 from harness.results import load_tree, read_json
 
-from .conftest import FAST, compose_cfg, run_cli
+from .conftest import FAST, TEST_CONF, compose_cfg, run_cli
 
 
 def _run(tmp: Path, overrides: list[str], **kw):
@@ -63,7 +63,7 @@ def test_pairing_violation_is_an_error():
 
 def test_num_workers_do_not_change_the_bits(tmp_path):
     zero = _by_key(_run(tmp_path / "w0", ["ab.seeds=[0]", "arm=A"], certify=False))
-    two = _by_key(_run(tmp_path / "w2", ["ab.seeds=[0]", "arm=A", "data.num_workers=2"], certify=False))
+    two = _by_key(_run(tmp_path / "w2", ["ab.seeds=[0]", "arm=A", "train.num_workers=2"], certify=False))
     assert zero[(0, "A")]["fingerprints"]["data_order"] == two[(0, "A")]["fingerprints"]["data_order"]
     assert zero[(0, "A")]["fingerprints"]["final"] == two[(0, "A")]["fingerprints"]["final"]
 
@@ -152,15 +152,15 @@ def test_cifar10_without_files_says_where_to_put_them(tmp_path):
 
 
 def test_strict_mode_names_a_nondeterministic_op_and_the_ways_out(tmp_path):
-    proc = run_cli(FAST + ["model.target=tests.models_for_tests.PutModel", f"hydra.run.dir={tmp_path}"])
+    proc = run_cli(["--config-dir", str(TEST_CONF), *FAST, "model=put", f"hydra.run.dir={tmp_path}"])
     assert proc.returncode == 2
     assert "put_ has no deterministic implementation" in proc.stderr
     assert "determinism.mode=warn" in proc.stderr and "harness.audit" in proc.stderr
     failed = read_json(tmp_path / "runs" / "seed=0" / "arm=A" / "result.json")
     assert failed["status"] == "failed" and failed["error"]["type"] == "NondeterministicOp"
     # warn mode runs it (not bit-exact, but it runs)
-    ok = run_cli(FAST + ["model.target=tests.models_for_tests.PutModel", "determinism=warn", "ab.seeds=[0]",
-                         "arm=A", f"hydra.run.dir={tmp_path/'warn'}"])
+    ok = run_cli(["--config-dir", str(TEST_CONF), *FAST, "model=put", "determinism=warn", "ab.seeds=[0]",
+                  "arm=A", f"hydra.run.dir={tmp_path/'warn'}"])
     assert ok.returncode == 0, ok.stderr
 
 
@@ -210,11 +210,11 @@ def _write_cifar(root: Path, n_train_per_batch=8, n_test=10):
 
 
 def test_cifar10_loads_through_torchvision(tmp_path):
-    from harness.data import load
+    from harness import instantiate
 
     _write_cifar(tmp_path)
     cfg = compose_cfg(["data=cifar10", f"data.root={tmp_path}"])
-    ds = load(cfg.data)
+    ds = instantiate(cfg.data)
     assert tuple(ds.train_x.shape) == (40, 3, 32, 32) and tuple(ds.test_x.shape) == (10, 3, 32, 32)
     assert ds.num_classes == 10 and ds.train_y.tolist()[:3] == [0, 1, 2]
     out = _run(tmp_path / "out", ["data=cifar10", f"data.root={tmp_path}", "data.train_limit=null",

@@ -2,8 +2,9 @@
 
 import torch
 
-import harness.train as train
+import harness.context as context
 from harness import fingerprint as F
+from harness.runner import train_one
 from harness.experiment import arm_configs
 
 from .conftest import FAST, compose_cfg
@@ -22,8 +23,8 @@ def test_digest_sees_one_ulp_and_a_swap():
 
 def test_flat_parameters_keep_the_bits_and_the_digest(monkeypatch):
     arm = arm_configs(compose_cfg(FAST + ["train.max_steps=40"]))["A"]
-    flat = train.train_run(arm, 0)
-    monkeypatch.setattr(train, "flatten_parameters", lambda params: None)
-    separate = train.train_run(arm, 0)
+    flat = train_one(arm, 0)
+    monkeypatch.setattr(context, "flatten_parameters", lambda params: None)
+    separate = train_one(arm, 0)
     assert flat["fingerprints"]["final"] == separate["fingerprints"]["final"]
     assert flat["fingerprints"]["steps"] == separate["fingerprints"]["steps"]

@@ -16,7 +16,7 @@ from harness import audit, diff, golden, noise_audit
 from harness.experiment import run_one, save_weights
 from harness.results import write_json
 
-from .conftest import compose_cfg, run_cli
+from .conftest import TEST_CONF, compose_cfg, run_cli
 
 STEPS = 12
 SMALL = ["+experiment=loss_ab", f"train.max_steps={STEPS}", "data.train_limit=256", "logger=none", "progress=false"]
@@ -179,7 +179,9 @@ def test_golden_bad_input(tmp_path, capsys):
     assert golden.main(["check", str(not_golden)]) == 2
     assert "not a golden fingerprint file" in capsys.readouterr().err
     assert golden.main(["save", str(tmp_path / "g.json"), "optim.lrr=0.1"]) == 2
-    assert "Key 'lrr' not in 'OptimConfig'" in capsys.readouterr().err
+    assert "Could not override 'optim.lrr'" in capsys.readouterr().err
+    assert golden.main(["save", str(tmp_path / "g.json"), "+optim.lrr=0.1"]) == 2
+    assert "optim.lrr: torch.optim.SGD takes no parameter 'lrr'" in capsys.readouterr().err
     assert not (tmp_path / "g.json").exists()
 
 
@@ -187,7 +189,7 @@ def test_golden_bad_input(tmp_path, capsys):
 
 
 def test_audit_finds_put_in_the_module_that_calls_it():
-    proc = run_cli(["model.target=tests.models_for_tests.PutModel", "logger=none"], module="harness.audit")
+    proc = run_cli(["--config-dir", str(TEST_CONF), "model=put", "logger=none"], module="harness.audit")
     assert proc.returncode == 1, proc.stderr
     assert "1 op without a deterministic implementation" in proc.stdout
     assert "1. put_  [forward, aten.put_.default, 1 call]" in proc.stdout
@@ -202,7 +204,7 @@ def test_audit_default_model_is_clean():
 
 
 def test_audit_places_a_backward_op_in_the_module_whose_backward_called_it(capsys):
-    assert audit.main(["model.target=tests.models_for_audit.BackwardPutModel", "logger=none"]) == 1
+    assert audit.main(["--config-dir", str(TEST_CONF), "model=backward_put", "logger=none"]) == 1
     out = capsys.readouterr().out
     assert "put_  [backward, aten.put_.default, 1 call]" in out
     assert "called from: pool (tests.models_for_audit.RowMax)" in out
@@ -210,8 +212,9 @@ def test_audit_places_a_backward_op_in_the_module_whose_backward_called_it(capsy
 
 
 def test_audit_bad_input(capsys):
-    assert audit.main(["model.target=tests.no_such_module.Model"]) == 2
-    assert "model.target='tests.no_such_module.Model' cannot be imported" in capsys.readouterr().err
+    assert audit.main(["model._target_=tests.no_such_module.Model"]) == 2
+    assert "model._target_='tests.no_such_module.Model': the module 'tests.no_such_module' cannot be imported" \
+        in capsys.readouterr().err
 
 
 def test_ways_out_cover_the_known_cuda_offenders():
@@ -249,7 +252,7 @@ def test_noise_audit_table_json_and_plot(tmp_path, capsys):
                    for line in text.splitlines())
     assert "(a) deterministic repeats: all 2 bit-identical" in text
     assert (out_dir / "noise_audit.png").stat().st_size > 0
-    assert (out_dir / "noise_audit.txt").read_text().startswith("noise audit: small_cnn on digits")
+    assert (out_dir / "noise_audit.txt").read_text().startswith("noise audit: SmallCNN on digits")
 
 
 def test_noise_audit_bad_input(tmp_path, capsys):
