@@ -22,6 +22,9 @@ from .experiment import ExperimentError, Outcome, run_experiment
 
 log = logging.getLogger("harness")
 
+# The folder this process is writing results into (for the message after Ctrl-C).
+CURRENT: dict = {}
+
 
 def _say(msg: str) -> None:
     log.info(msg)
@@ -94,14 +97,20 @@ def run(cfg: DictConfig) -> dict:
 
     from .determinism import spread_over_gpus
 
+    from .config import replace_whole_arms
+
     hc = HydraConfig.get()
+    replace_whole_arms(cfg, hc.overrides.task)
     out_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_root = Path(hc.sweep.dir) if multirun else out_dir
     if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
+    CURRENT["folder"] = sweep_root
     try:
         done = execute(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
+    except OSError as e:
+        fail(storage_message(e, sweep_root), code=1)
     except ExperimentError as e:
         if multirun:
             log.error(f"harness: error: {e}")
@@ -116,6 +125,39 @@ def run(cfg: DictConfig) -> dict:
             fail(f"{len(failed)} run(s) failed: {names}. Their result files say why.", code=1)
         fail(f"{len(failed)} run(s) failed and were left out of the analysis: {names}.", code=1)
     return {"out_dir": str(out_dir), "completed": len(done.outcome.results) - len(failed), "failed": len(failed)}
+
+
+def resume_command() -> str:
+    import shlex
+
+    return "python -m harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _completed_under(folder: Optional[Path]) -> str:
+    if folder is None or not Path(folder).exists():
+        return "No result was completed yet."
+    from .results import load_tree
+
+    try:
+        done = [r for r in load_tree(folder).results if r.get("status") == "completed"]
+    except Exception:  # noqa: BLE001 - a message, not an analysis
+        return f"The results under {folder} are as they were written."
+    return (f"The {len(done)} completed result(s) under {folder} are intact (a result file is written whole "
+            "or not at all).")
+
+
+def storage_message(e: OSError, folder: Optional[Path], again: Optional[str] = None) -> str:
+    what = {28: "the disk is full", 122: "the disk quota is exceeded", 30: "the file system is read-only",
+            13: "permission denied"}.get(e.errno, e.strerror or str(e))
+    return (f"could not write {e.filename or 'a file'}: {what}. {_completed_under(folder)} "
+            f"Free some space (or choose another output folder) and run the same command again to resume: "
+            f"{again or resume_command()}")
+
+
+def interrupted_message() -> str:
+    folder = CURRENT.get("folder")
+    return (f"interrupted. {_completed_under(folder)} The run in progress was not saved. Run the same command "
+            f"again to resume (completed runs are skipped): {resume_command()}")
 
 
 def _owns_certificate(cfg: DictConfig) -> bool:

@@ -160,6 +160,24 @@ class Config:
     repro: ReproConfig = field(default_factory=ReproConfig)
 
 
+def replace_whole_arms(cfg, overrides) -> None:
+    """``ab.arms={A: 0.0}`` on the command line means exactly these arms.
+
+    Hydra merges a mapping given for a mapping key, so the experiment's own arms would silently
+    stay; an override that assigns ab.arms as a whole (not ab.arms.B=..., +ab.arms.C=...) replaces them.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf, open_dict
+
+    for text in overrides:
+        if not str(text).split("=", 1)[0].lstrip("+") == "ab.arms":
+            continue
+        value = OverridesParser.create().parse_override(str(text)).value()
+        if isinstance(value, dict):
+            with open_dict(cfg):
+                cfg.ab.arms = OmegaConf.create(value)
+
+
 def _dirname(override_dirname: str) -> str:
     """Hydra folder name from the overrides that define the experiment; 'default' when none."""
     return override_dirname.replace("/", "_") or "default"

@@ -285,11 +285,13 @@ def run_experiment(
         raise ExperimentError(str(e)) from None
     seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
     arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
-    write_json(out_dir / "experiment.json", {
+    described = {
         "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
         "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
         "seeds": seeds, "config": _plain(cfg),
-    })
+    }
+    if _read_or_none(out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
+        write_json(out_dir / "experiment.json", described)  # unchanged: not rewritten (read-only media)
     from .progress import RunProgress
 
     results, skipped, failed = [], [], []
@@ -355,6 +357,13 @@ def _certify(arms, results, out_dir, log) -> Optional[dict]:
     write_json(out_dir / "certificate.json", cert)
     log(cert["line"])
     return cert
+
+
+def _read_or_none(path: Path):
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _run_line(r: dict) -> str:

@@ -61,11 +61,13 @@ def atomic_write(path: str | os.PathLike, write) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(path)  # a full disk fails in write(), which names no file: name ours
         raise
 
 
