@@ -50,6 +50,10 @@ class DataConfig:
     name: DataName = DataName.digits
     root: str = "data/cifar10"  # cifar10: folder holding cifar-10-batches-py/
     download: bool = False  # cifar10: let torchvision download into root
+    # cifar10: check the files against torchvision's official md5s before unpickling them (a pickle
+    # can run code when loaded). false trusts the files as they are (your own copies, the tests'
+    # tiny ones); the result records it and the report says so.
+    verify: bool = True
     augment: bool = False  # random crop (pad 4) + horizontal flip, drawn from the augment stream
     num_workers: int = 0  # DataLoader workers; any value gives the same batches
     train_limit: Optional[int] = None  # use only the first N training examples (tests, quick looks)
@@ -136,7 +140,9 @@ class WandbConfig:
     # a digits step ~2.5 ms: every step would add ~25% to the experiment. The exact loss of every
     # step is in result.json (fingerprints.steps.loss); 1 logs them all.
     history_every: int = 10
-    tags: List[str] = field(default_factory=list)
+    tags: List[str] = field(default_factory=list)  # empty: $WANDB_TAGS
+    group: Optional[str] = None  # null: $WANDB_RUN_GROUP, else <experiment>:<folder name>:<hash of its path>
+    name: Optional[str] = None  # prefix of every run's name; null: $WANDB_NAME, else none
 
 
 @dataclass
