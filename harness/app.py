@@ -48,9 +48,11 @@ def run(cfg: DictConfig) -> None:
 
     from . import tracking
     from .determinism import spread_over_gpus
+    from .watchdog import exit_with_parent
 
     if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
+        exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/watchdog.py)
     tracker = tracking.open_tracker(cfg, out_dir, group=group_name(cfg, sweep_root))
     try:
         try:

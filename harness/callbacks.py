@@ -8,6 +8,7 @@ whenever this callback could not run.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
@@ -17,6 +18,13 @@ log = logging.getLogger("harness")
 
 
 class AnalyzeSweep(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        # Inherited by every job: this process's pid, which a pool worker's watchdog watches
+        # (harness/watchdog.py).
+        from .watchdog import LAUNCHER_ENV
+
+        os.environ[LAUNCHER_ENV] = str(os.getpid())
+
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from .analysis import AnalysisError, analyze_dir
         from .app import _stats_kwargs, group_name
