@@ -8,7 +8,6 @@ them and the process exits with status 1 after printing everything it could comp
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -30,15 +29,6 @@ def fail(message: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def group_name(cfg: DictConfig, folder: Path) -> str:
-    """wandb group: the experiment and its results folder (one run or one sweep)."""
-    try:
-        rel = os.path.relpath(folder)
-    except ValueError:
-        rel = str(folder)
-    return f"{cfg.experiment_name}:{rel}"[:127]
-
-
 def run(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
@@ -53,7 +43,10 @@ def run(cfg: DictConfig) -> None:
     if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
         exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/watchdog.py)
-    tracker = tracking.open_tracker(cfg, out_dir, group=group_name(cfg, sweep_root))
+    try:
+        tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
+    except tracking.TrackingConfigError as e:
+        fail(str(e))
     try:
         try:
             certify = cfg.repro.certificate and _owns_certificate(cfg)

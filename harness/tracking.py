@@ -5,14 +5,16 @@ tracker is a NullTracker and wandb is never imported. Files on disk are the sour
 is a view of them. Nothing here may stop an experiment or lose a result: every public method
 catches wandb's failures and turns them into warnings that ``close()`` returns.
 
-What is logged (one wandb run per (seed, arm), one per analysis, all in the same ``group``):
+What is logged (one wandb run per (seed, arm), one per results folder for the analysis, all in the
+same ``group``):
 
     run "seed=S arm=A"   job_type = the arm; config = the resolved config + seed, arm, factor_value
                          and the captured environment (env); history: train/loss at every optimizer
                          step (_step = the step, decoded exactly from the float32 bits in the result
                          file), and metrics/<name> at the last step; summary: status, metrics,
                          fingerprints, timing (and error for a failed run, finished with exit code 1)
-    run "analysis"       job_type = analysis; config = the analysis's settings and per-arm stats; a
+    run "analysis"       job_type = analysis; one per results folder: its run id is derived from the
+                         folder, so a rerun (resume) replaces the offline copy / updates the online run; config = the analysis's settings and per-arm stats; a
                          wandb.Table "comparisons" (one row per comparison) and analysis.png as the
                          image "figure"; the verdict(s) and key numbers in the summary; an artifact
                          "analysis-<experiment>" (type "analysis") holding analysis.json, report.md,
@@ -22,8 +24,10 @@ Runs are logged after they finish (experiment.py calls ``log_run`` after writing
 wandb never runs while a model trains.
 
 Which settings win: a value set in the config (``logger.wandb.*``, e.g. on the command line) >
-a ``WANDB_*`` environment variable > our default. ``logger.wandb.mode`` and ``.project`` are null
-by default, so WANDB_MODE and WANDB_PROJECT decide when set, else offline and "harness". The
+a ``WANDB_*`` environment variable > our default. ``logger.wandb.mode``, ``.project``, ``.group`` and
+``.name`` are null by default, so WANDB_MODE, WANDB_PROJECT, WANDB_RUN_GROUP and WANDB_NAME decide
+when set, else offline, "harness", ``<experiment>:<folder name>:<hash of the folder's absolute
+path>`` (see ``default_group``) and no prefix; WANDB_JOB_TYPE, when set, replaces our job types. The
 quiet, light-weight settings below (no console capture, no system metrics, no pip freeze per run)
 are our defaults too: each yields to its WANDB_* variable. The wandb folder is ``<out_dir>/wandb``
 (unless WANDB_DIR is set), and WANDB_CACHE_DIR / WANDB_DATA_DIR point inside it while the tracker
@@ -31,21 +35,34 @@ is open (unless set), so nothing lands under $HOME.
 
 Failures: if a run cannot be started online (no network, bad credentials, a timeout after
 ``logger.wandb.init_timeout`` seconds), the tracker warns once and logs this and every later run
-offline, ready for ``wandb sync``; it never waits for the timeout twice. If even offline fails, it
-stops trying, and ``close()`` names every run not logged.
+offline, ready for ``wandb sync``; it never waits for the timeout twice. Within a sweep the jobs
+share that outcome through ``OnlineGate`` (files in ``<sweep root>/wandb/``): one job tries online,
+the others wait for its answer, and after a failure they log offline at once, without a warning
+of their own; the sweep's own tracker (the analysis, in the launching process) prints the one
+``wandb sync`` hint for the whole sweep. If even offline fails, the tracker stops trying, and
+``close()`` names every run not logged.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
+import shutil
 import struct
+import time
 from pathlib import Path
 
 log = logging.getLogger("harness.tracking")
 
 MODES = ("offline", "online", "disabled")
+# Set by the sweep's callback (harness/callbacks.py, on_multirun_start) in the launching process;
+# every job of that sweep inherits it, and the jobs share their online outcome under this id.
+SWEEP_ENV = "HARNESS_SWEEP_ID"
+MAX_GROUP = 128  # wandb's limit on a group's length
+MAX_TAG = 64  # wandb's limit on a tag's length
 _ARTIFACT_FILES = ("analysis.json", "report.md", "analysis.png", "certificate.json", "experiment.json")
 # wandb's old names for its modes (still accepted in WANDB_MODE)
 _MODE_ALIASES = {"dryrun": "offline", "run": "online"}
@@ -90,8 +107,61 @@ def _env_var(setting: str) -> str:
     return "WANDB_" + setting.upper()
 
 
-def resolve_options(cfg, out_dir: Path, environ=os.environ) -> dict:
+class TrackingConfigError(ValueError):
+    """A ``logger.*`` value wandb cannot use; the message names the key and what is allowed."""
+
+
+def folder_id(folder) -> str:
+    """12 hex digits of the sha1 of a folder's absolute, resolved path: the same from any cwd."""
+    return hashlib.sha1(str(Path(folder).resolve()).encode()).hexdigest()[:12]
+
+
+def default_group(experiment_name, folder) -> str:
+    """``<experiment>:<folder name>:<8 hex of the folder's absolute path>`` (one run or one sweep).
+
+    Not a path relative to the current directory (that changed with where a command started): the
+    folder name keeps it readable, the hash of the absolute path makes it unique per results folder
+    and the same for every job, every resume and every cwd. Moving the folder gives a new group;
+    ``logger.wandb.group`` (or WANDB_RUN_GROUP) pins one.
+    """
+    folder = Path(folder)
+    name = folder.resolve().name[:80] or "root"
+    return f"{experiment_name}:{name}:{folder_id(folder)[:8]}"[:MAX_GROUP]
+
+
+def _bad(key: str, value, why: str, allowed: str) -> TrackingConfigError:
+    return TrackingConfigError(f"{key}={value!r} {why}; {allowed}")
+
+
+def _check(cfg) -> None:
+    """Every logger.wandb value the tracker uses, checked before any run (TrackingConfigError)."""
+    group = _select(cfg, "logger.wandb.group")
+    if group is not None and not (isinstance(group, str) and 0 < len(group) <= MAX_GROUP):
+        raise _bad("logger.wandb.group", group, "is not a usable wandb group",
+                   f"it must be a non-empty string of at most {MAX_GROUP} characters, or null for the default "
+                   "(<experiment>:<folder name>:<hash of the results folder>).")
+    name = _select(cfg, "logger.wandb.name")
+    if name is not None and not (isinstance(name, str) and 0 < len(name) <= 64):
+        raise _bad("logger.wandb.name", name, "is not a usable run-name prefix",
+                   "it must be a non-empty string of at most 64 characters (it is put in front of every "
+                   "run's own name, e.g. '<name> seed=0 arm=A'), or null for no prefix.")
+    for tag in _select(cfg, "logger.wandb.tags") or []:
+        if not (isinstance(tag, str) and 0 < len(tag) <= MAX_TAG):
+            raise _bad("logger.wandb.tags", list(_select(cfg, "logger.wandb.tags")), f"holds the tag {tag!r}",
+                       f"every tag must be a non-empty string of at most {MAX_TAG} characters (wandb's limit).")
+    timeout = _select(cfg, "logger.wandb.init_timeout", 60.0)
+    if not (_is_number(timeout) and timeout > 0):
+        raise _bad("logger.wandb.init_timeout", timeout, "is not a timeout",
+                   "it must be a number of seconds > 0 (60 by default).")
+    every = _select(cfg, "logger.wandb.history_every", 1)
+    if not (isinstance(every, int) and not isinstance(every, bool) and every >= 1):
+        raise _bad("logger.wandb.history_every", every, "is not a step interval",
+                   "it must be an integer >= 1 (1 logs the loss of every step).")
+
+
+def resolve_options(cfg, out_dir: Path, environ=os.environ, sweep_root=None) -> dict:
     """Where and how to log: config value > WANDB_* variable > our default (see the module doc)."""
+    _check(cfg)
     mode = _plain_value(_select(cfg, "logger.wandb.mode"))
     if mode is None:
         mode = environ.get("WANDB_MODE")
@@ -102,11 +172,17 @@ def resolve_options(cfg, out_dir: Path, environ=os.environ) -> dict:
     project = _select(cfg, "logger.wandb.project") or environ.get("WANDB_PROJECT") or "harness"
     tags = _select(cfg, "logger.wandb.tags")
     root = Path(environ.get("WANDB_DIR") or out_dir).absolute()
+    folder = Path(sweep_root if sweep_root is not None else out_dir)
+    group = (_select(cfg, "logger.wandb.group") or environ.get("WANDB_RUN_GROUP")
+             or default_group(_select(cfg, "experiment_name", "experiment"), folder))
     return {
         "mode": mode,
         "project": str(project),
         "entity": _select(cfg, "logger.wandb.entity"),  # None: WANDB_ENTITY, or the account's default
         "tags": [str(t) for t in tags] if tags else None,  # None: WANDB_TAGS, if set
+        "group": str(group),
+        "name_prefix": _select(cfg, "logger.wandb.name") or environ.get("WANDB_NAME") or None,
+        "job_type": environ.get("WANDB_JOB_TYPE") or None,  # None: the arm, or "analysis"
         "dir": root,
         "init_timeout": float(_select(cfg, "logger.wandb.init_timeout", 60.0)),
         "history_every": max(1, int(_select(cfg, "logger.wandb.history_every", 1))),
@@ -114,17 +190,124 @@ def resolve_options(cfg, out_dir: Path, environ=os.environ) -> dict:
     }
 
 
-def open_tracker(cfg, out_dir, group: str):
-    """The tracker for one experiment process; never raises (a broken wandb gives a warning)."""
+def open_tracker(cfg, out_dir, group: str | None = None, sweep_root=None):
+    """The tracker for one experiment process.
+
+    ``sweep_root``: the sweep's folder when ``out_dir`` is one job of a sweep (the jobs then share
+    the online outcome and leave the ``wandb sync`` hint to the sweep), else None (out_dir is the
+    whole experiment). ``group`` overrides the group (tests); normally it comes from the config.
+    Raises TrackingConfigError for a bad ``logger.*`` value (call it before the first run);
+    anything else wandb does wrong becomes a warning.
+    """
+    name = str(_select(cfg, "logger.name", "wandb"))
+    if name == "none":
+        return NullTracker()
+    if name == "wandb":
+        _check(cfg)
     try:
-        name = str(_select(cfg, "logger.name", "wandb"))
-        if name == "none":
-            return NullTracker()
         if name != "wandb":
             return NullTracker([f"logger.name={name!r} is neither wandb nor none: nothing was tracked."])
-        return WandbTracker(resolve_options(cfg, Path(out_dir)), Path(out_dir), group)
+        options = resolve_options(cfg, Path(out_dir), sweep_root=sweep_root)
+        if group is not None:
+            options["group"] = group
+        return WandbTracker(options, Path(out_dir), sweep_root=sweep_root)
     except Exception as e:  # noqa: BLE001 - tracking must never stop the experiment
         return NullTracker([f"wandb: nothing was logged ({_describe(e)}); the results are complete in {out_dir}."])
+
+
+class OnlineGate:
+    """The jobs of one sweep share one answer to "can wandb start a run online?".
+
+    Two files in ``<sweep root>/wandb/``, named after the sweep's id (``HARNESS_SWEEP_ID``, set by
+    the sweep's callback in the launching process and inherited by every job, so a file left by an
+    earlier invocation of the same sweep folder is never read): ``harness-online-<id>.probe``,
+    created exclusively by the one job that tries, and ``harness-online-<id>.json``, the outcome it
+    records. A job that finds the outcome uses it; one that finds only the probe waits for the
+    outcome (at most the init timeout and a margin, then tries itself). Without a sweep id (a single
+    run) there is nothing to share and every call says "try".
+    """
+
+    def __init__(self, sweep_root, sweep_id: str | None, wait_s: float):
+        self.folder = Path(sweep_root) / "wandb" if sweep_root is not None else None
+        self.sweep_id = sweep_id if self.folder is not None else None
+        self.wait_s = wait_s
+        self.probing = False
+
+    @property
+    def state_file(self) -> Path:
+        return self.folder / f"harness-online-{self.sweep_id}.json"
+
+    @property
+    def probe_file(self) -> Path:
+        return self.folder / f"harness-online-{self.sweep_id}.probe"
+
+    def decide(self) -> tuple[str, str | None]:
+        """("try", None), or ("offline", why) when another job of this sweep found online failing."""
+        if self.sweep_id is None:
+            return "try", None
+        state = self.read()
+        if state is None:
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.probe_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                self.probing = True
+                return "try", None
+            except FileExistsError:
+                deadline = time.monotonic() + self.wait_s
+                while state is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    state = self.read()
+            except OSError:
+                return "try", None
+        if state is not None and not state.get("ok", True):
+            return "offline", f"{state.get('reason')} (recorded by {state.get('job')} in {self.state_file})"
+        return "try", None
+
+    def record(self, ok: bool, reason: str | None, job) -> None:
+        """The outcome of this job's online attempt, for the others (only the probing job writes)."""
+        if not self.probing:
+            return
+        self.probing = False
+        try:
+            tmp = self.state_file.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"ok": ok, "reason": reason, "job": str(job), "pid": os.getpid()}))
+            os.replace(tmp, self.state_file)
+        except OSError as e:
+            log.debug(f"wandb: could not record the online outcome in {self.state_file}: {e}")
+
+    def read(self) -> dict | None:
+        if self.sweep_id is None:
+            return None
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def remove(self) -> None:
+        if self.sweep_id is None:
+            return
+        for f in (self.state_file, self.probe_file):
+            try:
+                f.unlink()
+            except OSError:
+                pass
+
+
+def offline_runs(root: Path, wandb_dir: Path) -> tuple[list[str], int]:
+    """Glob patterns for ``wandb sync`` that cover every offline run of a results folder, and how
+    many runs they match: the folder's own wandb/, every job's (<root>/<n>/wandb/), or WANDB_DIR's."""
+    candidates = [f"{wandb_dir}/offline-run-*"]
+    if wandb_dir == root.absolute() / "wandb":
+        candidates.append(f"{root.absolute()}/*/wandb/offline-run-*")
+    patterns, count = [], 0
+    for pattern in candidates:
+        found = [p for p in Path("/").glob(pattern.lstrip("/")) if p.is_dir()]
+        if found:
+            patterns.append(pattern)
+            count += len(found)
+    return patterns, count
 
 
 # -- trackers -----------------------------------------------------------------------------------
@@ -148,11 +331,16 @@ class NullTracker:
 
 
 class WandbTracker:
-    def __init__(self, options: dict, out_dir: Path, group: str):
+    def __init__(self, options: dict, out_dir: Path, group: str | None = None, sweep_root=None):
         self.options = options
         self.mode = options["mode"]
         self.out_dir = out_dir
-        self.group = group
+        self.group = group or options["group"]
+        self.root = Path(sweep_root) if sweep_root is not None else out_dir
+        # one job of a sweep (not the sweep's own tracker, nor a single run)
+        self.in_sweep = self.root.absolute() != out_dir.absolute()
+        self.gate = OnlineGate(self.root, os.environ.get(SWEEP_ENV), wait_s=options["init_timeout"] + 30)
+        self.online_skipped = False  # online was not tried: another job of the sweep found it failing
         self.logged: list[tuple[str, str]] = []  # (run name, mode) of each run logged in full
         self.not_logged: list[str] = []  # run names wandb never saw
         self.problems: list[str] = []  # one warning per run logged only in part
@@ -248,9 +436,16 @@ class WandbTracker:
         wandb = self._wandb
         # the config: the analysis's settings and per-arm summaries, not its arrays of per-seed values
         config = {k: v for k, v in analysis.items() if k != "comparisons" and _is_plain(v)}
-        run = self._start("analysis", job_type="analysis", config=config)
+        run_id = f"analysis-{folder_id(out_dir)}"  # one analysis run per results folder
+        self._replaced = []
+        run = self._start("analysis", job_type="analysis", config=config, run_id=run_id)
         if run is None:
             return
+        if self._replaced:
+            log.info(f"wandb: the analysis run {run_id} replaces its earlier offline copy "
+                     f"({', '.join(p.name for p in self._replaced)}, removed): one analysis run per results folder.")
+        elif getattr(run, "resumed", False):
+            log.info(f"wandb: the analysis run {run_id} was updated (the same run id as before).")
         ok = False
         try:
             data = {}
@@ -261,7 +456,7 @@ class WandbTracker:
             if figure.is_file():
                 data["figure"] = wandb.Image(str(figure))
             if data:
-                run.log(data, step=0)
+                run.log(data)  # no explicit step: a resumed online run continues after its last one
             run.summary.update(analysis_summary(analysis))
             artifact = self._artifact(analysis, out_dir)
             if artifact is not None:
@@ -284,38 +479,70 @@ class WandbTracker:
             artifact.add_file(str(f), name=f.relative_to(out_dir).as_posix())
         return artifact
 
-    def _start(self, name: str, job_type: str, config: dict):
+    def _start(self, name: str, job_type: str, config: dict, run_id: str | None = None):
         """A new wandb run, or None when wandb has given up (the run is then named as not logged)."""
+        if self.broken is None and self.mode == "online" and not self.online_failure:
+            verdict, why = self.gate.decide()
+            if verdict == "offline":  # another job of this sweep paid the timeout already
+                self.online_failure, self.online_skipped, self.mode = why, True, "offline"
+                log.debug(f"wandb: logging offline without trying online: {why}.")
         if self.broken is None:
             try:
-                return self._init(name, job_type, config)
+                run = self._init(name, job_type, config, run_id)
+                if self.mode == "online":
+                    self.gate.record(True, None, self.out_dir)
+                return run
             except Exception as e:  # noqa: BLE001
                 if self.mode != "online":
                     self._give_up(e)
                 else:
                     # Online failed (network, credentials, timeout): one warning, then this and
-                    # every later run go offline, so nothing waits for the timeout again.
+                    # every later run go offline, so nothing waits for the timeout again; in a
+                    # sweep, the other jobs read the outcome and do not wait either.
                     self.online_failure = _describe(e)
+                    self.gate.record(False, self.online_failure, self.out_dir)
                     self.mode = "offline"
+                    others = (f" The other jobs of this sweep log offline without trying (recorded in "
+                              f"{self.gate.state_file}); the sweep's end says how to upload them."
+                              if self.gate.sweep_id and self.in_sweep else "")
                     log.warning(f"wandb: could not start a run online ({self.online_failure}); "
-                                f"logging offline instead under {self.options['dir'] / 'wandb'}.")
+                                f"logging offline instead under {self.options['dir'] / 'wandb'}.{others}")
                     try:
-                        return self._init(name, job_type, config)
+                        return self._init(name, job_type, config, run_id)
                     except Exception as e2:  # noqa: BLE001
                         self._give_up(e2)
         self.not_logged.append(name)
         return None
 
-    def _init(self, name: str, job_type: str, config: dict):
+    def _init(self, name: str, job_type: str, config: dict, run_id: str | None = None):
         wandb, o = self._wandb, self.options
         o["dir"].mkdir(parents=True, exist_ok=True)
+        fixed = {}
+        if run_id is not None:
+            # A fixed id: online, resume="allow" updates the run of that id; offline, wandb would
+            # add a second folder with the same id, so the earlier offline copy is removed first.
+            fixed = {"id": run_id, "resume": "allow"}
+            if self.mode == "offline":
+                self._replaced = self._remove_offline_copies(run_id)
+        prefix = o.get("name_prefix")
         return wandb.init(
-            project=o["project"], entity=o["entity"], group=self.group, job_type=job_type, name=name,
+            project=o["project"], entity=o["entity"], group=self.group, job_type=o.get("job_type") or job_type,
+            name=f"{prefix} {name}" if prefix else name,
             tags=o["tags"], config=config, dir=str(o["dir"]), mode=self.mode,
             # finish whatever run is still open (ours are always finished; a user's might not be)
             reinit="finish_previous",
             settings=wandb.Settings(init_timeout=o["init_timeout"], **o["settings"]),
+            **fixed,
         )
+
+    def _remove_offline_copies(self, run_id: str) -> list[Path]:
+        """Earlier offline folders of the run ``run_id`` in this tracker's wandb folder (removed)."""
+        removed = []
+        for folder in sorted((self.options["dir"] / "wandb").glob(f"offline-run-*-{run_id}")):
+            if (folder / f"run-{run_id}.wandb").is_file():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+        return removed
 
     def _give_up(self, e: Exception) -> None:
         self.broken = f"wandb.init failed in {self.mode} mode: {_describe(e)}"
@@ -340,7 +567,24 @@ class WandbTracker:
         out = []
         where = self.options["dir"] / "wandb"
         offline = [n for n, mode in self.logged if mode == "offline"]
-        if self.online_failure and offline:
+        sweep_state = None if self.in_sweep else self.gate.read()
+        if self.in_sweep:
+            # One job of a sweep: the online failure was said once, when it happened, by the job
+            # that paid for it; the `wandb sync` hint is the sweep's (its analysis, at the end).
+            pass
+        elif self.gate.sweep_id is not None:
+            # The sweep's own tracker: one hint for every job's offline runs and the analysis.
+            patterns, count = offline_runs(self.root, where)
+            failed = sweep_state is not None and not sweep_state.get("ok", True)
+            why = self.online_failure or (sweep_state.get("reason") if failed else None)
+            if why and count:
+                out.append(f"wandb: this sweep could not log online ({why}); its {count} run(s) were logged "
+                           f"offline. Upload them later with: wandb sync {' '.join(patterns)}")
+            elif count:
+                log.info(f"wandb: {count} run(s) of this sweep logged offline; upload with: "
+                         f"wandb sync {' '.join(patterns)}")
+            self.gate.remove()
+        elif self.online_failure and offline:
             out.append(
                 f"wandb: not logged online ({self.online_failure}): {_names(offline)}. They were logged "
                 f"offline under {where}; upload them later with: wandb sync {where}/offline-run-*"
@@ -352,7 +596,7 @@ class WandbTracker:
         elif self.broken:
             out.append(f"wandb: {self.broken}.")
         out.extend(self.problems)
-        if offline and not self.online_failure:
+        if offline and not self.online_failure and not self.in_sweep and self.gate.sweep_id is None:
             log.info(f"wandb: {len(offline)} run(s) logged offline under {where}; "
                      f"upload with: wandb sync {where}/offline-run-*")
         return out
