@@ -150,13 +150,15 @@ class WandbTracker:
         try:
             self._log_run(result, name)
         except Exception as e:  # noqa: BLE001 - a wandb failure never stops the experiment
-            self._problem(name, e)
+            from .results import RESULT_NAME, run_dir
+
+            self._problem(name, e, run_dir(self.out_dir, result.get("seed"), result.get("arm")) / RESULT_NAME)
 
     def log_analysis(self, analysis: dict, out_dir) -> None:
         try:
             self._log_analysis(analysis, Path(out_dir))
         except Exception as e:  # noqa: BLE001
-            self._problem("analysis", e)
+            self._problem("analysis", e, Path(out_dir) / "analysis.json")
 
     def close(self) -> list[str]:
         """Finish every run, stop wandb's service, and say what was not logged."""
@@ -166,7 +168,8 @@ class WandbTracker:
         try:
             self._teardown()
         except Exception as e:  # noqa: BLE001
-            self.problems.append(f"wandb: closing failed ({_describe(e)}); some data may not have been written.")
+            self.problems.append(f"wandb: closing failed ({_describe(e)}); some data may not have been written "
+                                 f"under {self.options['dir'] / 'wandb'}. The results are complete in {self.out_dir}.")
         for var, value in self._env_set.items():
             if os.environ.get(var) == value:
                 del os.environ[var]
@@ -324,11 +327,12 @@ class WandbTracker:
         return removed
 
     def _give_up(self, e: Exception) -> None:
-        self.broken = f"wandb.init failed in {self.mode} mode: {_describe(e)}"
+        self.broken = f"wandb.init failed in {self.mode} mode (dir {self.options['dir'] / 'wandb'}): {_describe(e)}"
         log.warning(f"wandb: {self.broken}; not trying again in this process. The results are unaffected.")
 
-    def _problem(self, name: str, e: Exception) -> None:
-        self.problems.append(f"wandb: {name} was logged only in part ({_describe(e)}); its files on disk are complete.")
+    def _problem(self, name: str, e: Exception, file: Path) -> None:
+        self.problems.append(f"wandb: {name} was logged only in part ({_describe(e)}); its file on disk, {file}, "
+                             "is complete.")
         log.warning(self.problems[-1])
 
     def _teardown(self) -> None:

@@ -290,6 +290,7 @@ def test_a_run_that_fails_to_log_is_finished_and_the_next_one_is_logged(clean_en
     tracker.log_run(synthetic_result(0, "B"))
     [warning] = tracker.close()
     assert "seed=0 arm=A was logged only in part" in warning
+    assert str(tmp_path / "runs" / "seed=0" / "arm=A" / "result.json") in warning  # names the file
     runs = {r.name: r for r in wandb_reader.read_runs(tmp_path / "wandb")}
     assert runs["seed=0 arm=A"].exit_code == 1
     assert runs["seed=0 arm=B"].exit_code == 0 and len(runs["seed=0 arm=B"].history) == 5
