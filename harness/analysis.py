@@ -134,6 +134,8 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
         "excluded": excluded,
         "unreadable": [{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
     }
+    # runs whose data files were trusted without their checksums (data.verify=false): the report says so
+    out["data_unverified"] = sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results)
     for key, value in (extra or {}).items():
         if key in out:
             raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")

@@ -10,7 +10,6 @@ process exits with status 1 after printing everything it could compute.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,15 +34,6 @@ def fail(message: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def group_name(cfg: DictConfig, folder: Path) -> str:
-    """wandb group: the experiment and its results folder (one run or one sweep)."""
-    try:
-        rel = os.path.relpath(folder)
-    except ValueError:
-        rel = str(folder)
-    return f"{cfg.experiment_name}:{rel}"[:127]
-
-
 @dataclass
 class Executed:
     outcome: Outcome
@@ -61,7 +51,10 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
 
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
-    tracker = tracking.open_tracker(cfg, out_dir, group=group_name(cfg, sweep_root))
+    try:
+        tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
+    except tracking.TrackingConfigError as e:
+        raise ExperimentError(str(e)) from None
     try:
         certify = cfg.repro.certificate and _owns_certificate(cfg)
         outcome = run_experiment(
@@ -95,9 +88,9 @@ def run(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from .determinism import spread_over_gpus
-
     from .config import replace_whole_arms
+    from .determinism import spread_over_gpus
+    from .watchdog import exit_with_parent
 
     hc = HydraConfig.get()
     replace_whole_arms(cfg, hc.overrides.task)
@@ -106,6 +99,7 @@ def run(cfg: DictConfig) -> dict:
     sweep_root = Path(hc.sweep.dir) if multirun else out_dir
     if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
+        exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/watchdog.py)
     CURRENT["folder"] = sweep_root
     try:
         done = execute(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)

@@ -80,7 +80,9 @@ class WandbConfig:
     # a digits step ~2.5 ms: every step would add ~25% to the experiment. The exact loss of every
     # step is in result.json (fingerprints.steps.loss); 1 logs them all.
     history_every: int = 10
-    tags: List[str] = field(default_factory=list)
+    tags: List[str] = field(default_factory=list)  # empty: $WANDB_TAGS
+    group: Optional[str] = None  # null: $WANDB_RUN_GROUP, else <experiment>:<folder name>:<hash of its path>
+    name: Optional[str] = None  # prefix of every run's name; null: $WANDB_NAME, else none
 
 
 @dataclass

@@ -161,6 +161,10 @@ def sections(analysis: dict) -> list[Section]:
     if analysis.get("unreadable"):
         out.append(Section("Unreadable files", ["path", "reason"],
                            [[u["path"], u["reason"]] for u in analysis["unreadable"]]))
+    if analysis.get("data_unverified"):
+        out.append(Section("Data", [], show_header=False, notes=[
+            f"data not verified: {analysis['data_unverified']} run(s) loaded their data files without checking "
+            "the official checksums (data.verify=false)"]))
     certificate = analysis.get("certificate")
     if isinstance(certificate, dict) and certificate.get("line"):
         out.append(Section("Reproducibility", [], notes=[str(certificate["line"])], show_header=False))

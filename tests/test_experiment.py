@@ -213,11 +213,11 @@ def test_cifar10_loads_through_torchvision(tmp_path):
     from harness import instantiate
 
     _write_cifar(tmp_path)
-    cfg = compose_cfg(["data=cifar10", f"data.root={tmp_path}"])
+    cfg = compose_cfg(["data=cifar10", f"data.root={tmp_path}", "data.verify=false"])  # tiny, not official
     ds = instantiate(cfg.data)
     assert tuple(ds.train_x.shape) == (40, 3, 32, 32) and tuple(ds.test_x.shape) == (10, 3, 32, 32)
     assert ds.num_classes == 10 and ds.train_y.tolist()[:3] == [0, 1, 2]
-    out = _run(tmp_path / "out", ["data=cifar10", f"data.root={tmp_path}", "data.train_limit=null",
+    out = _run(tmp_path / "out", ["data=cifar10", f"data.root={tmp_path}", "data.verify=false", "data.train_limit=null",
                                   "ab.seeds=[0]", "train.max_steps=2", "train.batch_size=16"], certify=False)
     assert [r["status"] for r in out.results] == ["completed", "completed"]
     assert out.results[0]["metrics"]["n_test"] == 10

@@ -3,12 +3,10 @@ run identity over the user's code, strict configs, declared metric directions.""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +14,7 @@ import torch
 import harness
 from harness.api import HarnessError
 from harness.context import Run, RunUsageError, TensorBatches
-from harness.results import load_tree, read_json
+from harness.results import read_json
 
 from .conftest import FAST, REPO, run_cli
 
