@@ -10,7 +10,8 @@ import pytest
 
 from harness import report
 from harness.analysis import analyze
-from harness.data import DataError, load
+from harness import instantiate as load
+from harness.builtin.data import DataError
 
 from ._results_factory import accuracies, make_results
 from .conftest import compose_cfg
