@@ -115,3 +115,19 @@ def test_every_bad_value_is_caught_before_the_first_run(tmp_path, override, mess
         harness.run([*FAST, override], out_dir=tmp_path, verbose=False)
     assert message in str(e.value)
     assert not list(tmp_path.rglob("result.json"))
+
+
+def test_a_read_only_output_folder_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    # Tests run as root, whom file modes do not stop: the folder is made read-only through os.access.
+    from harness import precheck
+
+    finished = tmp_path / "done"
+    (finished / "runs").mkdir(parents=True)
+    monkeypatch.setattr(precheck.os, "access", lambda path, mode: str(path) != str(finished))
+    with pytest.raises(SystemExit) as e:
+        precheck.check_writable(finished)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"cannot write into {finished} (read-only or not yours), so nothing was run" in err
+    assert f"python -m harness.analyze {finished} --no-write" in err  # a finished one is still analysable
+    precheck.check_writable(tmp_path / "fresh" / "sub")  # a writable parent is fine
