@@ -180,7 +180,7 @@ def test_bootstrap_falls_back_to_percentile_when_bca_is_degenerate(monkeypatch):
             res.confidence_interval = type(res.confidence_interval)(np.nan, np.nan)
         return res
 
-    monkeypatch.setattr(stats.sps, "bootstrap", degenerate_bca)
+    monkeypatch.setattr(sps, "bootstrap", degenerate_bca)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         r = stats.bootstrap_ci(A, B, n_resamples=2000, seed=1)

@@ -1,0 +1,55 @@
+"""Paired statistics for A/B experiments: pure functions over numpy arrays, scipy underneath.
+
+Every comparison takes the per-seed values of a baseline arm ``a`` and another arm ``b``, paired
+by position (one position = one seed), and studies the differences ``d = b - a``. Results are
+small frozen dataclasses in the style of scipy's result objects (``.statistic``, ``.pvalue``,
+``.confidence_interval()``). Nothing here prints, plots, touches files, or imports Hydra or wandb.
+
+What a verdict means (``decide``), with m the margin (the smallest difference that matters):
+
+    identical            every difference is exactly 0: the factor did not change the numerics
+    better / worse       the minimum-effect test rejects |effect| <= m (two-sided CI outside +-m)
+    smaller_than_margin  the t test rejects effect = 0 AND TOST rejects |effect| >= m:
+                         a real difference, but inside +-m
+    equivalent           TOST rejects |effect| >= m (and the test against 0 does not)
+    differs              the t test rejects effect = 0, but neither test about m decides
+    undecided            nothing rejects; never read as "no effect"
+
+Degenerate data is answered, never NaN'd: identical arms give p = 1 and no warnings; constant
+nonzero differences (sd 0) are an exact, deterministic shift (p = 0, a zero-width interval).
+
+The package, bottom to top (each module imports only from those above it in this list):
+
+    _core.py     constants (MIN_PAIRS, POWER, LARGE_N, SIGNIFICANT_DIGITS), pair checks, differences
+    paired.py    paired t, Welch, Wilcoxon, sign-flip permutation, bootstrap interval, d_z
+    noise.py     seed noise, what pairing removed, the test set's own noise
+    margins.py   the margin, minimum-effect test, TOST, multiple comparisons
+    power.py     power and seeds needed
+    verdict.py   decide, compare, compare_to_baseline, the sentence
+"""
+
+from ._core import (
+    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t,
+)
+from .margins import (
+    Margin, MinimumEffectResult, TOSTResult, holm, minimum_effect_test, pooled_seed_std, resolve_margin, tost,
+)
+from .noise import NoiseFloor, noise_floor, test_set_floor
+from .paired import (
+    BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci, effect_size_dz,
+    paired_t, sign_flip_permutation, welch_t, wilcoxon_signed_rank,
+)
+from .power import SeedsNeeded, paired_t_power, seeds_needed, seeds_needed_for, seeds_to_settle_margin
+from .verdict import (
+    DIFFERS, VERDICTS, PairedComparison, Verdict, compare, compare_to_baseline, decide, verdict_sentence,
+)
+
+__all__ = [
+    "BootstrapResult", "ConfidenceInterval", "DIFFERS", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
+    "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
+    "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
+    "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",
+    "noise_floor", "one_sample_t", "paired_t", "paired_t_power", "pooled_seed_std", "resolve_margin",
+    "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin", "sign_flip_permutation", "test_set_floor",
+    "tost", "verdict_sentence", "welch_t", "wilcoxon_signed_rank",
+]
