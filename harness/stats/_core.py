@@ -45,26 +45,42 @@ def _pairs(a, b) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def _decimals(a: np.ndarray, b: np.ndarray) -> int | None:
+    scale = float(max(np.abs(a).max(), np.abs(b).max()))
+    return None if scale == 0.0 else SIGNIFICANT_DIGITS - math.ceil(math.log10(scale))
+
+
 def differences(a, b) -> np.ndarray:
     """``b - a`` per pair, with float rounding noise removed (see SIGNIFICANT_DIGITS)."""
     a, b = _pairs(a, b)
-    scale = float(max(np.abs(a).max(), np.abs(b).max()))
+    decimals = _decimals(a, b)
     d = b - a
-    if scale == 0.0:
+    if decimals is None:
         return d
-    decimals = SIGNIFICANT_DIGITS - math.ceil(math.log10(scale))
     return np.round(d, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def difference_units(a, b) -> np.ndarray:
+    """The rounded differences as integers (units of 10^-decimals): sums of them are exact.
+
+    Sign-flip tests compare sums over sign patterns; in floats two patterns that tie exactly can
+    differ by 1e-14 and be counted on different sides of the observed sum. In int64 they tie:
+    |d| <= 2 * scale gives at most 2e12 units per pair, so sums over LARGE_N pairs stay < 2^53.
+    """
+    a, b = _pairs(a, b)
+    decimals = _decimals(a, b)
+    if decimals is None:
+        return np.zeros(len(a), dtype=np.int64)
+    return np.round((b - a) * 10.0**decimals).astype(np.int64)
 
 
 def _is_constant(x: np.ndarray) -> bool:
     return bool(np.ptp(x) == 0)
 
 
-
 def _scalar(x):
     x = np.asarray(x)
     return float(x) if x.ndim == 0 else x
-
 
 
 def _exact_pvalue(diff, alternative: str):

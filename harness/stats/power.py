@@ -10,11 +10,36 @@ import numpy as np
 from ._core import MIN_PAIRS, POWER, _scalar
 
 
+def _t_tail(critical, df, noncentrality, upper: bool):
+    """P(T > critical) (upper) or P(T < -critical) of a noncentral t, never NaN.
+
+    scipy 1.17's ``nct`` returns NaN in the far tail (e.g. effect/sd above ~3.3 at small n), which
+    read as "no power" made seeds_needed run on. Where it does, integrate instead: with
+    T = (Z + delta) / S, S = sqrt(V / df) and V chi-square, P(T > c) = E[Phi(delta - c S)], taken
+    over 400 equal-probability nodes of V (Gauss-Legendre in the chi-square's quantile).
+    """
+    from scipy import stats as sps  # lazily: the analysis CLI starts faster
+    critical, df, noncentrality = np.broadcast_arrays(
+        np.asarray(critical, dtype=float), np.asarray(df, dtype=float), np.asarray(noncentrality, dtype=float))
+    with np.errstate(all="ignore"):
+        tail = sps.nct.sf(critical, df, noncentrality) if upper else sps.nct.cdf(-critical, df, noncentrality)
+    tail = np.array(tail, dtype=float, ndmin=1)
+    bad = ~np.isfinite(tail).reshape(-1)
+    if bad.any():
+        c, k, delta = (x.reshape(-1)[bad] for x in (critical, df, noncentrality))
+        nodes, weights = np.polynomial.legendre.leggauss(400)
+        u = (nodes + 1) / 2  # quantile levels in (0, 1)
+        s = np.sqrt(sps.chi2.ppf(u[None, :], k[:, None]) / k[:, None])
+        z = (delta[:, None] - c[:, None] * s) if upper else (-c[:, None] * s - delta[:, None])
+        tail.reshape(-1)[bad] = sps.norm.cdf(z) @ (weights / 2)
+    return np.clip(tail.reshape(np.shape(critical)), 0.0, 1.0)
+
+
 def paired_t_power(n, effect, sd, alpha: float = 0.05, *, null: float = 0.0, alternative: str = "two-sided"):
     """Power of the paired t test of mean difference = ``null`` at level alpha (noncentral t).
 
     n pairs whose differences are normal with mean ``effect`` and standard deviation ``sd``.
-    Works elementwise on arrays of n.
+    Works elementwise on arrays of n; finite everywhere (see _t_tail).
     """
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
     n = np.asarray(n, dtype=float)
@@ -22,12 +47,12 @@ def paired_t_power(n, effect, sd, alpha: float = 0.05, *, null: float = 0.0, alt
     noncentrality = (np.asarray(effect, dtype=float) - null) / sd * np.sqrt(n)
     if alternative == "two-sided":
         critical = sps.t.ppf(1 - alpha / 2, df)
-        power = sps.nct.sf(critical, df, noncentrality) + sps.nct.cdf(-critical, df, noncentrality)
+        power = _t_tail(critical, df, noncentrality, True) + _t_tail(critical, df, noncentrality, False)
     elif alternative == "greater":
-        power = sps.nct.sf(sps.t.ppf(1 - alpha, df), df, noncentrality)
+        power = _t_tail(sps.t.ppf(1 - alpha, df), df, noncentrality, True)
     else:
-        power = sps.nct.cdf(-sps.t.ppf(1 - alpha, df), df, noncentrality)
-    return _scalar(power)
+        power = _t_tail(sps.t.ppf(1 - alpha, df), df, noncentrality, False)
+    return _scalar(np.minimum(power, 1.0))
 
 
 def _smallest_n(power_at, gap: float, sd: float, one_sided_alpha: float, power: float, max_seeds: int):

@@ -1,0 +1,137 @@
+"""Issue 11, "Honest verdicts": each defect the audit found, reproduced and pinned.
+
+Simulations are vectorised and small; each tolerance is a number of binomial standard errors of
+the simulated rate, never a hand-picked slack. scripts/bench_stats.py runs the same checks large.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy import stats as sps
+
+from harness import stats
+
+STEP = 100 / 360  # one test example of a 360-example test set, in points
+
+
+def _tolerance(rate: float, n: int) -> float:
+    return 3 * math.sqrt(max(rate * (1 - rate), 1e-4) / n)
+
+
+def _accuracies(rng, n, shape=()):
+    """Accuracies in points that a 360-example test set can give (multiples of 100/360)."""
+    return np.round((95 + rng.normal(0, 0.8, shape + (n,))) * 3.6) / 3.6
+
+
+# -- 1. the sign-flip permutation p-value -------------------------------------------------------
+
+
+def _enumerated_pvalue(units: np.ndarray) -> float:
+    """Exact sign-flip p-value of the mean, over all 2^n patterns, in integer arithmetic."""
+    signs = np.array(list(itertools.product([1, -1], repeat=len(units))))
+    null = np.abs(signs @ units)
+    return float(np.mean(null >= abs(units.sum())))
+
+
+@pytest.mark.parametrize("n", [6, 10])
+def test_permutation_pvalue_equals_full_enumeration_on_accuracy_data(n):
+    # Accuracies are multiples of 100/360: b - a in floats carries ~1e-14 of noise, which used to
+    # split sign patterns that tie exactly and give p below the exact value (27% of data sets).
+    rng = np.random.default_rng(n)
+    for _ in range(60):
+        a = _accuracies(rng, n)
+        b = np.round((a + rng.integers(-3, 5, n) * STEP) * 3.6) / 3.6
+        units = np.round((b - a) * 3.6).astype(np.int64)  # differences in test examples, exact
+        r = stats.sign_flip_permutation(a, b)
+        assert r.exact
+        assert r.pvalue == pytest.approx(_enumerated_pvalue(units), abs=1e-12), (a, b)
+
+
+def test_permutation_the_audited_n6_case_is_exact():
+    # differences of +1, +1, +2, +2, -1, +1 examples: the ties make many patterns equal
+    units = np.array([1, 1, 2, 2, -1, 1])
+    rng = np.random.default_rng(0)
+    a = _accuracies(rng, 6)
+    b = np.round((a + units * STEP) * 3.6) / 3.6
+    assert stats.sign_flip_permutation(a, b).pvalue == pytest.approx(_enumerated_pvalue(units), abs=1e-12)
+
+
+# -- 2. seeds needed for large effects ----------------------------------------------------------
+
+
+def _reference_power(n: int, effect_over_sd: float, alpha: float) -> float:
+    """Two-sided paired t power by integrating over the chi-square of the variance (no nct).
+
+    Pure-math integrand (erfc, lgamma): scipy.stats per-point calls would make quad slow.
+    """
+    df = n - 1
+    delta = effect_over_sd * math.sqrt(n)
+    c = float(sps.t.ppf(1 - alpha / 2, df))
+    log_norm = -(df / 2) * math.log(2) - math.lgamma(df / 2)
+
+    def phi(x):
+        return 0.5 * math.erfc(-x / math.sqrt(2))
+
+    def reject(v):
+        if v <= 0:
+            return 0.0
+        s = math.sqrt(v / df)
+        density = math.exp(log_norm + (df / 2 - 1) * math.log(v) - v / 2)
+        return (phi(delta - c * s) + phi(-c * s - delta)) * density
+
+    return integrate.quad(reject, 0, np.inf, limit=200, epsabs=1e-10)[0]
+
+
+def test_power_is_finite_everywhere_in_the_far_tail():
+    n = np.arange(3, 40)
+    for es in (2.1, 3.3, 4.0, 6.0, 10.0):
+        for alpha in (0.05, 0.01):
+            power = stats.paired_t_power(n, es, 1.0, alpha)
+            assert np.isfinite(power).all() and ((power >= 0) & (power <= 1)).all()
+            assert (np.diff(power) >= -1e-12).all()  # more seeds never lose power
+
+
+def test_seeds_needed_on_a_dense_grid_matches_the_integrated_power():
+    # effect/sd above ~3.3 made scipy's noncentral t return NaN, read as "not enough power"
+    for alpha in (0.05, 0.01):
+        previous = math.inf
+        for es in np.linspace(0.5, 6.0, 30):
+            n = stats.seeds_needed(es, 1.0, alpha=alpha)
+            assert n is not None and n <= previous  # a larger effect never needs more seeds
+            previous = n
+            assert _reference_power(n, es, alpha) >= 0.8 - 1e-6
+            if n > stats.MIN_PAIRS:
+                assert _reference_power(n - 1, es, alpha) < 0.8 + 1e-6
+    assert stats.seeds_needed(3.5, 1.0) == stats.MIN_PAIRS
+
+
+# -- 3. zero spread is not proof ----------------------------------------------------------------
+
+
+def test_three_seeds_each_one_example_better_is_not_a_claim():
+    a = np.array([95.0, 95.2777777778, 94.7222222222])
+    c = stats.compare(a, a + STEP, margin=0.1, unit=" pts")
+    assert c.exact
+    # the exact sign-flip and Wilcoxon tests on these pairs cannot go below 2 / 2^3 = 0.25
+    assert c.permutation.pvalue == pytest.approx(0.25) and c.wilcoxon.pvalue == pytest.approx(0.25)
+    assert c.verdict.code == "undecided"
+    assert c.p_decision["zero"] >= 0.25 and c.p_decision["beyond"] >= 0.25
+    assert "0.25" in c.verdict.sentence and "sign-flip" in c.verdict.sentence
+
+
+def test_no_verdict_p_value_is_below_what_the_exact_sign_flip_test_can_reach():
+    rng = np.random.default_rng(5)
+    for n in (3, 4, 5, 6, 8):
+        for _ in range(10):
+            a = _accuracies(rng, n)
+            b = a + rng.integers(0, 4, n) * STEP
+            if np.array_equal(a, b):
+                continue
+            c = stats.compare(a, b, margin=0.05)
+            n_moved = int(np.sum(np.round((b - a) * 3.6) != 0))
+            assert c.p_decision["zero"] >= 2.0 ** (1 - n_moved) - 1e-12
+            assert c.p_decision["beyond"] >= 2.0 ** (1 - n) - 1e-12
+            assert c.p_decision["equivalent"] >= 2.0 ** (-n) - 1e-12
