@@ -222,14 +222,15 @@ def test_holm_matches_statsmodels():
         assert stats.holm(p) == pytest.approx(multipletests(p, method="holm")[1])
 
 
-def test_compare_to_baseline_adjusts_verdicts_with_holm():
+def test_compare_to_baseline_adjusts_decisions_for_the_number_of_comparisons():
     rng = np.random.default_rng(1)
     base = 95 + rng.normal(0, 0.5, 8)
     arms = {name: (base, base + shift + rng.normal(0, 0.3, 8)) for name, shift in (("B", 0.5), ("C", 0.1), ("D", -0.4))}
     out = stats.compare_to_baseline(arms, margin=0.2, n_resamples=999)
-    raw = [out[a].t.pvalue for a in arms]
-    assert [out[a].p_zero_holm for a in arms] == pytest.approx(multipletests(raw, method="holm")[1])
-    assert all(c.n_comparisons == 3 and "Holm-adjusted over 3" in c.verdict.sentence for c in out.values())
+    for c in out.values():
+        assert c.n_comparisons == 3 and "Bonferroni over 3 comparisons" in c.verdict.sentence
+        assert c.p_decision["zero"] == pytest.approx(min(1.0, 3 * max(c.t.pvalue, 2.0 ** (1 - 8))))
+        assert c.p_decision["beyond"] == pytest.approx(min(1.0, 3 * max(c.minimum_effect.pvalue, 2.0 ** (1 - 8))))
 
 
 # -- degenerate data ----------------------------------------------------------------------------
@@ -255,7 +256,7 @@ def test_constant_nonzero_difference_is_exact_without_nan_or_warnings():
     assert c.t.pvalue == 0.0 and c.t.confidence_interval() == pytest.approx((step, step))
     assert c.d_z is None and c.noise.std_diff == 0.0
     assert c.verdict.code == "better"
-    assert "The difference is exact" in c.verdict.sentence
+    assert "Every seed moved by the same" in c.verdict.sentence
     assert _no_nan(c)
     # inside a wider margin the same exact shift is a real difference smaller than the margin
     assert stats.compare(A, A + step, margin=0.5).verdict.code == "smaller_than_margin"

@@ -135,3 +135,95 @@ def test_no_verdict_p_value_is_below_what_the_exact_sign_flip_test_can_reach():
             assert c.p_decision["zero"] >= 2.0 ** (1 - n_moved) - 1e-12
             assert c.p_decision["beyond"] >= 2.0 ** (1 - n) - 1e-12
             assert c.p_decision["equivalent"] >= 2.0 ** (-n) - 1e-12
+
+
+# -- 4. the margin: every claim at most alpha at its boundary ----------------------------------
+
+ALPHA, N_SIM, N_SEEDS = 0.05, 4000, 10
+
+
+def _simulate_claims(rho: float, auto: bool, rng_seed: int, margin: float = 0.5):
+    """Verdict codes of N_SIM two-arm experiments with the true difference AT the margin.
+
+    Each arm's seed std is 1 and the arms correlate rho across seeds. Auto: the margin is the
+    true seed std (1), estimated by the verdict from the same runs; given: ``margin``, declared.
+    The same functions compare() uses, on all experiments at once.
+    """
+    rng = np.random.default_rng(rng_seed)
+    true_margin = 1.0 if auto else margin
+    level = rng.normal(0, math.sqrt(rho), (N_SIM, N_SEEDS))
+    a = level + rng.normal(0, math.sqrt(1 - rho), (N_SIM, N_SEEDS))
+    b = level + true_margin + rng.normal(0, math.sqrt(1 - rho), (N_SIM, N_SEEDS))
+    d = b - a
+    if auto:
+        pooled = np.sqrt((a.var(axis=1, ddof=1) + b.var(axis=1, ddof=1)) / 2)
+        f_low, f_high = stats.margin_bound_factors(N_SEEDS - 1, ALPHA / 2)
+        p = stats.decision_pvalues(d, margin_beyond=pooled * f_high, margin_equivalent=pooled * f_low,
+                                   margin_share=0.5)
+    else:
+        p = stats.decision_pvalues(d, margin_beyond=margin, margin_equivalent=margin)
+    return stats.decide(p["zero"], p["beyond"], p["equivalent"], d.mean(axis=1), ALPHA)
+
+
+@pytest.mark.parametrize("auto", [True, False], ids=["auto", "declared"])
+@pytest.mark.parametrize("rho", [0.0, 0.5, 0.9])
+def test_margin_claims_at_the_boundary_err_at_most_alpha(rho, auto):
+    codes = _simulate_claims(rho, auto, rng_seed=int(rho * 10) + 100 * auto)
+    wrong_beyond = np.mean(codes == "better")  # the true difference is not beyond the margin
+    wrong_equivalent = np.mean(np.isin(codes, ["equivalent", "smaller_than_margin"]))  # nor inside it
+    assert wrong_beyond <= ALPHA + _tolerance(ALPHA, N_SIM)
+    assert wrong_equivalent <= ALPHA + _tolerance(ALPHA, N_SIM)
+
+
+def test_the_simulation_path_is_the_path_compare_takes():
+    rng = np.random.default_rng(8)
+    level = rng.normal(95, 0.8, N_SEEDS)
+    a, b = level + rng.normal(0, 0.2, N_SEEDS), level + 0.3 + rng.normal(0, 0.2, N_SEEDS)
+    c = stats.compare(a, b, n_resamples=199)
+    pooled = stats.pooled_seed_std([a, b])
+    f_low, f_high = stats.margin_bound_factors(N_SEEDS - 1, ALPHA / 2)
+    assert (c.margin.low, c.margin.high) == pytest.approx((pooled * f_low, pooled * f_high))
+    p = stats.decision_pvalues(b - a, margin_beyond=c.margin.high, margin_equivalent=c.margin.low, margin_share=0.5)
+    assert c.p_decision == pytest.approx(p)
+
+
+def test_an_estimated_margin_is_said_to_be_estimated():
+    rng = np.random.default_rng(9)
+    a = rng.normal(95, 0.5, 6)
+    c = stats.compare(a, a + rng.normal(0.05, 0.1, 6), n_resamples=199, unit=" pts")
+    assert "ESTIMATED FROM THE DATA" in c.margin.description
+    assert "rests on a margin ESTIMATED FROM THE DATA" in c.verdict.sentence
+    declared = stats.compare(a, a + rng.normal(0.05, 0.1, 6), margin=0.5, n_resamples=199)
+    assert "ESTIMATED" not in declared.verdict.sentence and "declared before the data" in declared.margin.description
+
+
+def test_an_auto_margin_below_one_test_example_is_flagged():
+    a = np.round((95 + np.array([0.0, 0.05, -0.05, 0.02, 0.0])) * 3.6) / 3.6  # barely varies
+    b = a + np.array([0, 1, 0, 0, 1]) * STEP
+    c = stats.compare(a, b, n_test=360, n_resamples=199)
+    assert c.margin.value < STEP
+    assert "smaller than one test example" in c.margin.description
+
+
+# -- 5. intervals agree with decisions when there are several arms -----------------------------
+
+
+def test_with_several_arms_the_interval_shown_decides_the_claim():
+    rng = np.random.default_rng(11)
+    seen = set()
+    for trial in range(25):
+        base = 95 + rng.normal(0, 0.6, 10)
+        pairs = {arm: (base, base + rng.uniform(-0.8, 0.8) + rng.normal(0, 0.25, 10)) for arm in "BCD"}
+        margin = 0.3
+        for c in stats.compare_to_baseline(pairs, margin=margin, n_resamples=199).values():
+            code = c.verdict.code
+            seen.add(code)
+            beyond, zero, equivalent = (c.intervals[k] for k in ("beyond", "zero", "equivalent"))
+            assert beyond.level == pytest.approx(1 - ALPHA / 3) and c.n_comparisons == 3
+            assert (code in ("better", "worse")) == (beyond.low > margin or beyond.high < -margin)
+            assert (code in ("equivalent", "smaller_than_margin")) == (-margin < equivalent.low and equivalent.high < margin)
+            assert (code in stats.DIFFERS) == (zero.low > 0 or zero.high < 0)
+            # raw and decision p-values are both in the sentence when they differ
+            if code == "better":
+                assert "raw p" in c.verdict.sentence and "decision p" in c.verdict.sentence
+    assert {"better", "worse", "undecided"} <= seen

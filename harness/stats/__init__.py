@@ -25,27 +25,32 @@ The package, bottom to top (each module imports only from those above it in this
     noise.py     seed noise, what pairing removed, the test set's own noise
     margins.py   the margin, minimum-effect test, TOST, multiple comparisons
     power.py     power and seeds needed
-    verdict.py   decide, compare, compare_to_baseline, the sentence
+    words.py     the verdict in words
+    verdict.py   decide, compare, compare_to_baseline
 """
 
 from ._core import (
     LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t,
 )
 from .margins import (
-    Margin, MinimumEffectResult, TOSTResult, holm, minimum_effect_test, pooled_seed_std, resolve_margin, tost,
+    Margin, MinimumEffectResult, TOSTResult, holm, margin_bound_factors, minimum_effect_test, pooled_seed_std,
+    resolve_margin, tost,
 )
-from .noise import NoiseFloor, noise_floor, test_set_floor
+from .noise import NoiseFloor, TestSetNoise, noise_floor, test_set_floor, test_set_noise
 from .paired import (
     BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci, effect_size_dz,
     paired_t, sign_flip_permutation, welch_t, wilcoxon_signed_rank,
 )
-from .power import SeedsNeeded, paired_t_power, seeds_needed, seeds_needed_for, seeds_to_settle_margin
+from .power import SeedsNeeded, paired_t_power, sd_interval, seeds_needed, seeds_needed_for, seeds_to_settle_margin
 from .verdict import (
-    DIFFERS, VERDICTS, PairedComparison, Verdict, compare, compare_to_baseline, decide, verdict_sentence,
+    DIFFERS, VERDICTS, DecisionInterval, PairedComparison, Verdict, compare, compare_to_baseline, decide,
+    decision_pvalues, sign_flip_floor,
 )
+from .words import beyond_test_set_sentence, verdict_sentence
 
 __all__ = [
-    "BootstrapResult", "ConfidenceInterval", "DIFFERS", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
+    "BootstrapResult", "ConfidenceInterval", "DIFFERS", "DecisionInterval", "TestSetNoise", "beyond_test_set_sentence",
+    "decision_pvalues", "margin_bound_factors", "sd_interval", "sign_flip_floor", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
     "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
     "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
     "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",

@@ -4,6 +4,7 @@ the vectorised one-sample t test. Everything else in the package imports from he
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from typing import NamedTuple
 
 import numpy as np
@@ -72,6 +73,27 @@ def difference_units(a, b) -> np.ndarray:
     if decimals is None:
         return np.zeros(len(a), dtype=np.int64)
     return np.round((b - a) * 10.0**decimals).astype(np.int64)
+
+
+class Result:
+    """Mixin for the result dataclasses: ``to_dict()`` gives plain Python (JSON-ready) values."""
+
+    def to_dict(self) -> dict:
+        return _plain({f.name: getattr(self, f.name) for f in fields(self)})
+
+
+def _plain(obj):
+    if hasattr(obj, "to_dict") and not isinstance(obj, type):
+        return obj.to_dict()
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # NamedTuple, e.g. ConfidenceInterval
+        return {k: _plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
 
 
 def _is_constant(x: np.ndarray) -> bool:

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._core import (
-    LARGE_N, ConfidenceInterval, _exact_pvalue, _exact_statistic, _is_constant, _pairs, difference_units,
+    LARGE_N, ConfidenceInterval, Result, _exact_pvalue, _exact_statistic, _is_constant, _pairs, difference_units,
     differences,
 )
 
 @dataclass(frozen=True)
-class TTestResult:
+class TTestResult(Result):
     """A t test of a mean difference (paired, one-sample or Welch)."""
 
     statistic: float  # +-inf when the differences do not vary and their mean is not the null value
@@ -99,7 +99,7 @@ def welch_t(a, b, *, confidence_level: float = 0.95) -> TTestResult:
 
 
 @dataclass(frozen=True)
-class WilcoxonResult:
+class WilcoxonResult(Result):
     statistic: float | None  # min(T+, T-) for the two-sided test; None when not run
     pvalue: float
     method: str  # how the p-value was computed, in words
@@ -167,7 +167,7 @@ def _mean_difference(x, y, axis=-1):
 
 
 @dataclass(frozen=True)
-class PermutationResult:
+class PermutationResult(Result):
     statistic: float  # the observed mean difference
     pvalue: float
     exact: bool  # all 2^n sign flips were enumerated
@@ -224,7 +224,7 @@ def sign_flip_permutation(a, b, *, n_resamples: int = 9999, seed: int = 0) -> Pe
 
 
 @dataclass(frozen=True)
-class BootstrapResult:
+class BootstrapResult(Result):
     low: float
     high: float
     confidence_level: float

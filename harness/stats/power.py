@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import MIN_PAIRS, POWER, _scalar
+from ._core import MIN_PAIRS, POWER, Result, _scalar
+
+
+@functools.lru_cache(maxsize=256)
+def _laguerre(df: float):
+    """Nodes x and weights w with E[g(V)] = sum w g(2x) for V chi-square with df (sum w = 1)."""
+    from scipy import special
+    x, w = special.roots_genlaguerre(96, df / 2 - 1)
+    return x, w / w.sum()
 
 
 def _t_tail(critical, df, noncentrality, upper: bool):
@@ -16,7 +25,7 @@ def _t_tail(critical, df, noncentrality, upper: bool):
     scipy 1.17's ``nct`` returns NaN in the far tail (e.g. effect/sd above ~3.3 at small n), which
     read as "no power" made seeds_needed run on. Where it does, integrate instead: with
     T = (Z + delta) / S, S = sqrt(V / df) and V chi-square, P(T > c) = E[Phi(delta - c S)], taken
-    over 400 equal-probability nodes of V (Gauss-Legendre in the chi-square's quantile).
+    by generalised Gauss-Laguerre quadrature over the chi-square density.
     """
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
     critical, df, noncentrality = np.broadcast_arrays(
@@ -26,12 +35,17 @@ def _t_tail(critical, df, noncentrality, upper: bool):
     tail = np.array(tail, dtype=float, ndmin=1)
     bad = ~np.isfinite(tail).reshape(-1)
     if bad.any():
+        flat = tail.reshape(-1)
         c, k, delta = (x.reshape(-1)[bad] for x in (critical, df, noncentrality))
-        nodes, weights = np.polynomial.legendre.leggauss(400)
-        u = (nodes + 1) / 2  # quantile levels in (0, 1)
-        s = np.sqrt(sps.chi2.ppf(u[None, :], k[:, None]) / k[:, None])
-        z = (delta[:, None] - c[:, None] * s) if upper else (-c[:, None] * s - delta[:, None])
-        tail.reshape(-1)[bad] = sps.norm.cdf(z) @ (weights / 2)
+        values = np.empty(len(c))
+        for dof in np.unique(k):
+            at = k == dof
+            x, w = _laguerre(float(dof))
+            s = np.sqrt(2 * x / dof)[None, :]  # S = sqrt(V / df) at the nodes, V = 2x
+            z = (delta[at, None] - c[at, None] * s) if upper else (-c[at, None] * s - delta[at, None])
+            values[at] = sps.norm.cdf(z) @ w
+        flat[bad] = values
+        tail = flat
     return np.clip(tail.reshape(np.shape(critical)), 0.0, 1.0)
 
 
@@ -108,8 +122,12 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
 
 
 @dataclass(frozen=True)
-class SeedsNeeded:
-    """Seeds for 80% power, if the differences are normal with the measured sd (see assumptions)."""
+class SeedsNeeded(Result):
+    """Seeds for 80% power, if the differences are normal with the measured sd (see assumptions).
+
+    Each count comes with a range: the same count at the two ends of a chi-square interval for
+    the sd of the differences (n - 1 df). From 3 seeds that range is wide, and says so.
+    """
 
     at_margin: int | None  # t test against 0 detects a true difference as large as the margin
     at_observed: int | None  # ... as large as the one observed
@@ -117,18 +135,57 @@ class SeedsNeeded:
     power: float
     alpha: float
     assumptions: str
+    # (count if the sd is at the low end, count if at the high end); None = more than a million
+    at_margin_range: tuple = (None, None)
+    at_observed_range: tuple = (None, None)
+    to_settle_margin_range: tuple = (None, None)
+    sd_range: tuple = (None, None)
+    sd_range_level: float = 0.95
+
+
+def sd_interval(sd: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Chi-square interval for a normal standard deviation estimated with n - 1 df."""
+    from scipy import stats as sps  # lazily: the analysis CLI starts faster
+    df = n - 1
+    tail = (1 - level) / 2
+    return (sd * math.sqrt(df / sps.chi2.ppf(1 - tail, df)), sd * math.sqrt(df / sps.chi2.ppf(tail, df)))
 
 
 def seeds_needed_for(mean_diff: float, std_diff: float, margin: float, *, alpha: float = 0.05,
-                     power: float = POWER) -> SeedsNeeded:
+                     power: float = POWER, n: int | None = None, margin_low: float | None = None,
+                     margin_high: float | None = None) -> SeedsNeeded:
+    """Seeds needed at the measured sd, and (given n, the pairs it was measured on) a range.
+
+    ``margin_low``/``margin_high``: the margins the equivalence and beyond claims are tested
+    against (they differ when the margin is estimated); the count to settle uses the one the
+    observed difference would be tested against.
+    """
+    low_m = margin if margin_low is None else margin_low
+    high_m = margin if margin_high is None else margin_high
+
+    def counts(sd):
+        settle_margin = high_m if abs(mean_diff) > high_m else low_m
+        return (seeds_needed(margin, sd, alpha=alpha, power=power),
+                seeds_needed(mean_diff, sd, alpha=alpha, power=power),
+                seeds_to_settle_margin(mean_diff, sd, settle_margin, alpha=alpha, power=power))
+
+    point = counts(std_diff)
+    ranges = [(None, None)] * 3
+    sd_range = (None, None)
+    if n is not None and n >= 2 and std_diff > 0:
+        sd_range = sd_interval(std_diff, n)
+        at_low, at_high = counts(sd_range[0]), counts(sd_range[1])
+        ranges = [(at_low[i], at_high[i]) for i in range(3)]
     return SeedsNeeded(
-        at_margin=seeds_needed(margin, std_diff, alpha=alpha, power=power),
-        at_observed=seeds_needed(mean_diff, std_diff, alpha=alpha, power=power),
-        to_settle_margin=seeds_to_settle_margin(mean_diff, std_diff, margin, alpha=alpha, power=power),
+        at_margin=point[0], at_observed=point[1], to_settle_margin=point[2],
         power=power, alpha=alpha,
         assumptions=(
-            f"normal paired differences with sd {std_diff:.3g} as measured, true difference as "
-            f"stated; paired t tests at alpha {alpha:g}; power {power:.0%} from the noncentral t "
-            f"distribution"
+            f"normal paired differences with sd {std_diff:.3g} as measured"
+            + (f" (95% interval {sd_range[0]:.3g} to {sd_range[1]:.3g} from {n} pairs, which gives the "
+               f"ranges)" if sd_range[0] is not None else "")
+            + f", true difference as stated; paired t tests at alpha {alpha:g}; power {power:.0%} from "
+            f"the noncentral t distribution"
         ),
+        at_margin_range=ranges[0], at_observed_range=ranges[1], to_settle_margin_range=ranges[2],
+        sd_range=sd_range,
     )
