@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.console import Console
-from statsmodels.stats.multitest import multipletests
 
 sys.path.insert(0, str(Path(__file__).parent))  # the factory lives beside the tests
 
@@ -43,9 +42,9 @@ def test_analysis_of_ten_seeds_has_the_documented_structure():
     a = analyze(F.make_results(values), **FAST)
     assert a["schema"] == SCHEMA
     assert list(a) == [
-        "schema", "experiment", "factor", "metric", "unit", "higher_is_better", "alpha", "baseline",
-        "margin", "arms", "noise_floor", "pairing_verified", "multiple_comparisons", "comparisons",
-        "not_compared", "excluded", "unreadable",
+        "schema", "experiment", "factor", "metric", "unit", "direction", "higher_is_better", "directions",
+        "alpha", "baseline", "margin", "arms", "noise_floor", "test_set_noise", "pairing_verified", "setup",
+        "multiple_comparisons", "comparisons", "curves", "not_compared", "excluded", "unreadable",
     ]
     assert (a["experiment"], a["factor"], a["baseline"]) == (F.EXPERIMENT, F.FACTOR, "A")
     assert list(a["arms"]) == ["A", "B"]
@@ -61,7 +60,8 @@ def test_analysis_of_ten_seeds_has_the_documented_structure():
     assert a["margin"]["source"] == "auto"
     assert a["margin"]["value"] == pytest.approx(a["noise_floor"]["pooled_seed_std"])
     assert c["verdict"]["code"] in stats.VERDICTS and c["verdict"]["sentence"]
-    assert c["holm"]["t"] == c["t"]["pvalue"]  # one comparison: Holm changes nothing
+    assert c["decision"]["n_comparisons"] == 1
+    assert c["decision"]["pvalues"]["zero"] == pytest.approx(max(c["t"]["pvalue"], 2.0 ** (1 - c["n_moved"])))
     assert a["excluded"] == [] and a["unreadable"] == []
     assert _finite_everywhere(a)
     # deterministic: the same input gives the same JSON text
@@ -201,17 +201,19 @@ def test_arms_follow_the_config_order_and_the_baseline_can_be_chosen():
         analyze(F.make_results(values), baseline="B", **FAST)
 
 
-def test_three_arms_are_each_compared_with_the_baseline_under_holm():
+def test_three_arms_are_each_compared_with_the_baseline_at_alpha_over_k():
     rng = np.random.default_rng(2)
     level = 95 + rng.normal(0, 0.8, 8)
     values = {arm: list(F.quantise(level + shift + rng.normal(0, 0.3, 8)))
               for arm, shift in (("A", 0), ("B", 0.6), ("C", 0.1))}
     a = analyze(F.make_results(values), **FAST)
     assert list(a["comparisons"]) == ["B", "C"]
-    raw = [a["comparisons"][arm]["t"]["pvalue"] for arm in ("B", "C")]
-    holm = [a["comparisons"][arm]["holm"]["t"] for arm in ("B", "C")]
-    assert holm == pytest.approx(multipletests(raw, method="holm")[1])
-    assert a["multiple_comparisons"]["comparisons"] == 2
+    for arm in ("B", "C"):
+        c = a["comparisons"][arm]
+        floor = 2.0 ** (1 - c["n_moved"])
+        assert c["decision"]["pvalues"]["zero"] == pytest.approx(min(1, 2 * max(c["t"]["pvalue"], floor)))
+        assert c["intervals"]["zero"]["level"] == pytest.approx(1 - 0.05 / 2)
+    assert a["multiple_comparisons"] == {**a["multiple_comparisons"], "method": "bonferroni", "comparisons": 2}
 
 
 def test_extra_is_merged_but_may_not_overwrite():
@@ -353,3 +355,56 @@ def test_main_no_write_only_prints(tmp_path, capsys):
     assert main([str(root), "--no-write", "--margin", "0.3", "--bootstrap-resamples", "999"]) == 0
     assert "given: 0.3 pts" in capsys.readouterr().out
     assert not (root / "analysis.json").exists()
+
+
+# -- metric directions: declared, never guessed (issue 10 item 7) -------------------------------
+
+
+def _rmse_results(shift=-0.05, declare=True):
+    rng = np.random.default_rng(4)
+    items = []
+    for seed in range(8):
+        level = 0.5 + rng.normal(0, 0.03)
+        for arm, delta in (("A", 0.0), ("B", shift)):
+            metrics = {"rmse": level + delta + rng.normal(0, 0.005), "test_loss": 0.3 + rng.normal(0, 0.01),
+                       "ece": 0.1 + delta + rng.normal(0, 0.002)}
+            items.append(F.make_result(seed, arm, None, metrics=metrics,
+                                       directions={"rmse": "min", "ece": "min"} if declare else {}))
+    return items
+
+
+def test_a_lower_is_better_metric_that_b_lowers_is_reported_better():
+    a = analyze(_rmse_results(), metric="rmse", margin=0.01, **FAST)
+    assert a["direction"] == "min" and a["higher_is_better"] is False
+    assert a["directions"] == {"rmse": "min", "ece": "min"}
+    c = a["comparisons"]["B"]
+    assert c["verdict"]["code"] == "better" and c["mean_diff"] < 0
+    # ece (declared min) is reported too; test_loss has no declared direction here, so it is not
+    assert set(c["other_metrics"]) == {"ece"}
+    assert c["other_metrics"]["ece"]["reading"] == "better" and c["other_metrics"]["ece"]["pvalue_holm"] < 0.05
+
+
+def test_the_name_decides_nothing_a_rising_loss_named_metric_declared_max_is_better():
+    items = _rmse_results(shift=+0.05)
+    a = analyze(items, metric="rmse", directions={"rmse": "max"}, margin=0.01, **FAST)
+    assert a["comparisons"]["B"]["verdict"]["code"] == "better"
+
+
+def test_a_primary_metric_without_a_declared_direction_is_refused_with_how_to_declare_it():
+    with pytest.raises(AnalysisError) as e:
+        analyze(_rmse_results(declare=False), metric="rmse", **FAST)
+    assert "stats.metrics.rmse=max" in str(e.value) and "--direction" in str(e.value)
+    with pytest.raises(AnalysisError, match="'max' or 'min'"):
+        analyze(_rmse_results(), metric="rmse", directions={"rmse": "down"}, **FAST)
+
+
+def test_cli_direction_for_a_metric_the_config_does_not_declare(tmp_path, capsys):
+    root = F.write_results(tmp_path / "exp", _rmse_results(declare=False))
+    assert main([str(root), "--metric", "rmse", "--no-write", "--bootstrap-resamples", "999"]) == 2
+    assert "no declared direction" in capsys.readouterr().err
+    assert main([str(root), "--metric", "rmse", "--direction", "min", "--margin", "0.01",
+                 "--bootstrap-resamples", "999"]) == 0
+    out = capsys.readouterr().out
+    assert "lower is better" in out and "B is better than A" in out
+    written = json.loads((root / "analysis.json").read_text())
+    assert written["directions"] == {"rmse": "min"} and written["direction"] == "min"
