@@ -398,6 +398,8 @@ def _arm_summary(arm, runs, results) -> dict:
         "std": float(v.std(ddof=1)) if len(v) >= 2 else None,
         "min": float(v.min()) if len(v) else None,
         "max": float(v.max()) if len(v) else None,
+        "ci": list(stats.mean_interval(v)) if len(v) >= 2 else None,  # t interval of the arm's mean
+        "values": [float(x) for x in v],
         "seeds": seeds,
     }
 

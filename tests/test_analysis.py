@@ -295,7 +295,11 @@ def test_seeds_needed_are_shown_when_undecided():
     assert c["verdict"]["code"] == "undecided"
     buffer = io.StringIO()
     report.render_table(a, Console(file=buffer, width=200))
-    assert f"{c['seeds_needed']['at_margin']} / {c['seeds_needed']['at_observed']}" in buffer.getvalue()
+    need = c["seeds_needed"]
+    low, high = need["at_margin_range"]
+    # from 5 seeds the count is uncertain: shown with its range over the sd's 95% interval
+    assert low < need["at_margin"] < high
+    assert f"{need['at_margin']} ({low} to {high}) / {need['at_observed']} (" in buffer.getvalue()
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -408,3 +412,101 @@ def test_cli_direction_for_a_metric_the_config_does_not_declare(tmp_path, capsys
     assert "lower is better" in out and "B is better than A" in out
     written = json.loads((root / "analysis.json").read_text())
     assert written["directions"] == {"rmse": "min"} and written["direction"] == "min"
+
+
+# -- the test set's own noise (issue 11, defect 7) ----------------------------------------------
+
+
+def _with_examples(n_seeds=6, gain=0.04, rng_seed=5, arms=("A", "B")):
+    """Results whose test_accuracy is exactly what their recorded per-example correctness gives."""
+    rng = np.random.default_rng(rng_seed)
+    difficulty = rng.normal(0, 1, F.N_TEST)
+    items = []
+    arm_values = {a: float(i) / 10 for i, a in enumerate(arms)}
+    for seed in range(n_seeds):
+        shift = rng.normal(0, 0.2)
+        for i, arm in enumerate(arms):
+            p = 1 / (1 + np.exp(-(2.5 + 3 * difficulty + shift + 30 * gain * i * rng.normal(1, 1, F.N_TEST))))
+            correct = rng.random(F.N_TEST) < p
+            r = F.make_result(seed, arm, float(100 * correct.mean()), arms=arm_values, examples=correct)
+            r["env"]["mode"] = "strict"
+            r["config"]["precision"] = "fp32"
+            items.append(r)
+    return items
+
+
+def test_recorded_examples_put_the_test_sets_noise_into_an_interval_and_a_verdict_line():
+    a = analyze(_with_examples(), **FAST)
+    assert a["test_set_noise"]["available"] and a["test_set_noise"]["n_examples"] == F.N_TEST
+    c = a["comparisons"]["B"]
+    ts = c["test_set"]
+    assert ts["se_test_set"] > 0 and ts["se_total"] >= ts["se_seeds"]
+    assert ts["mean_diff"] == pytest.approx(c["mean_diff"])
+    low, high = ts["distribution_ci"]
+    assert low < c["mean_diff"] < high and (high - low) > (c["intervals"]["zero"]["high"] - c["intervals"]["zero"]["low"])
+    assert c["verdict"]["beyond_test_set"].startswith("beyond this test set")
+    text = report.markdown(a)
+    assert "CI for the data distribution" in text and c["verdict"]["beyond_test_set"] in text
+    assert a["setup"] == {"determinism": ["strict"], "device": ["cpu"], "precision": ["fp32"], "threads": ["2"]}
+    assert "setup: determinism strict; device cpu; precision fp32; threads 2" in text
+
+
+def test_without_recorded_examples_the_report_says_the_test_set_is_not_in_the_intervals():
+    a = analyze(F.make_results(F.accuracies(6, shift=0.5)), **FAST)
+    assert a["test_set_noise"]["available"] is False
+    assert "not recorded" in a["test_set_noise"]["reason"]
+    assert a["comparisons"]["B"]["test_set"] is None and a["comparisons"]["B"]["verdict"]["beyond_test_set"] == ""
+    assert "test-set noise: not in the intervals: per-example correctness" in report.markdown(a)
+
+
+def test_examples_that_do_not_match_the_metric_are_not_used():
+    items = _with_examples()
+    items[3]["metrics"]["test_accuracy"] += 100 / F.N_TEST
+    a = analyze(items, **FAST)
+    assert a["test_set_noise"]["available"] is False and "not the same test set" in a["test_set_noise"]["reason"]
+
+
+# -- numbers a reader misreads (defect 8) --------------------------------------------------------
+
+
+def _table(a) -> str:
+    buffer = io.StringIO()
+    report.render_table(a, Console(file=buffer, width=1000))
+    return buffer.getvalue()
+
+
+def test_negative_correlation_and_a_constant_arm_are_worded_plainly():
+    level = np.array([95.0, 96.0, 94.0, 95.5, 94.5, 96.5])
+    a_vals = list(F.quantise(level))
+    b_vals = list(F.quantise(190.5 - level))  # B moves opposite to A across seeds: rho = -1
+    text = _table(analyze(F.make_results({"A": a_vals, "B": b_vals}), **FAST))
+    assert "negatively correlated, so pairing removed nothing" in text and "pairing left" not in text
+    constant = [95.0] * 6
+    text = _table(analyze(F.make_results({"A": constant, "B": a_vals}), **FAST))
+    assert "correlation undefined: A gives the same value in every seed" in text and "rho —" not in text
+
+
+def test_wilcoxon_variant_is_labelled_for_readers_of_r():
+    values = {"A": [95.0] * 8, "B": list(F.quantise([95.0, 95.0, 95.28, 95.28, 95.56, 94.72, 95.28, 95.56]))}
+    text = _table(analyze(F.make_results(values), **FAST))
+    assert "Wilcoxon signed-rank (Pratt)" in text and "R's wilcox.test(paired = TRUE) drops zeros" in text
+
+
+# -- figures (defect 9) -------------------------------------------------------------------------
+
+
+def test_the_figure_with_three_numeric_arms_has_verdict_title_pairs_dose_response_and_curves(tmp_path):
+    from harness.figures import figure
+
+    a = analyze(_with_examples(arms=("A", "B", "C")), **FAST)
+    fig = figure(a, title=report._title(a), fmt=report._Fmt(a))
+    pairs_ax, diffs_ax, dose_ax, curves_ax = fig.axes
+    assert "B vs A: " in fig._suptitle.get_text() and a["comparisons"]["C"]["verdict"]["code"].replace("_", " ") in fig._suptitle.get_text()
+    # each arm's lines stay within its own pair of columns: none passes through another arm
+    spans = [abs(line.get_xdata()[1] - line.get_xdata()[0]) for line in pairs_ax.lines]
+    assert len(spans) == 12 and max(spans) < 0.5
+    assert dose_ax.get_xlabel() == "loss.label_smoothing (factor value)"
+    assert len(curves_ax.lines) == 3  # one mean curve per arm, with its band
+    analyze_dir(F.write_results(tmp_path / "exp", _with_examples(arms=("A", "B", "C"))), **FAST)
+    md = (tmp_path / "exp" / "report.md").read_text()
+    assert "](analysis.png)" in md and "## Per seed" in md and "| seed | A | B | C | B - A | C - A |" in md

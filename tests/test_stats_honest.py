@@ -245,3 +245,46 @@ def test_the_bootstrap_interval_covers_at_least_93_percent_at_small_n(n):
     rate = covered / sims
     assert rate >= 0.93 - _tolerance(0.93, sims)
     assert "studentized" in r.method
+
+
+# -- 7. the test set's own noise ----------------------------------------------------------------
+
+
+def test_test_set_noise_reproduces_jordans_floor():
+    # Jordan 2024: a 94% model on 10,000 test examples has a test-set floor of 0.24 pts. When every
+    # seed makes the same predictions and the baseline is always right, all the noise in the
+    # difference is the test set's: its SE must be that floor.
+    n, seeds = 10_000, 4
+    correct = np.zeros(n, dtype=bool)
+    correct[: int(0.94 * n)] = True
+    b = np.tile(correct, (seeds, 1))
+    ts = stats.test_set_noise(np.ones_like(b), b)
+    assert ts.se_test_set == pytest.approx(stats.test_set_floor(94.0, n), rel=1e-3)
+    assert round(ts.se_test_set, 2) == 0.24 and ts.se_seeds == 0
+    assert ts.floor_arm == pytest.approx(stats.test_set_floor(94.0, n))
+
+
+def test_the_interval_for_the_data_distribution_covers_where_the_seed_interval_does_not():
+    # Test examples drawn from a population with example-specific effects of the arm; seeds add
+    # a shared shift and Bernoulli noise. The effect on the distribution is the population mean.
+    from scipy.special import ndtr
+
+    pop = np.random.default_rng(0)
+    u, tau = pop.normal(0, 1, 200_000), pop.normal(0, 1.5, 200_000)
+    truth = 100 * np.mean(ndtr(4 * (0.5 + u) + tau) - ndtr(4 * (0.5 + u)))
+    rng = np.random.default_rng(1)
+    sims, seeds, n = 250, 5, 400
+    covered_distribution = covered_seeds = 0
+    for _ in range(sims):
+        j = rng.integers(0, len(u), n)
+        shift = rng.normal(0, 0.15, (seeds, 1))
+        a = rng.random((seeds, n)) < ndtr(4 * (0.5 + u[j]) + shift)
+        b = rng.random((seeds, n)) < ndtr(4 * (0.5 + u[j]) + tau[j] + shift)
+        ts = stats.test_set_noise(a, b)
+        low, high = ts.confidence_interval()
+        covered_distribution += low <= truth <= high
+        low, high = stats.paired_t(100 * a.mean(axis=1), 100 * b.mean(axis=1)).confidence_interval()
+        covered_seeds += low <= truth <= high
+    assert covered_distribution / sims >= 0.95 - _tolerance(0.95, sims)
+    # the seed-only interval is about this test set: for the distribution it falls short
+    assert covered_seeds / sims <= 0.90

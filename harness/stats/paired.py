@@ -68,6 +68,18 @@ def paired_t(a, b, *, confidence_level: float = 0.95) -> TTestResult:
     )
 
 
+def mean_interval(x, confidence_level: float = 0.95) -> ConfidenceInterval:
+    """t interval of one arm's mean over seeds (for the dose-response figure); exact when sd is 0."""
+    from scipy import stats as sps  # lazily: the analysis CLI starts faster
+    x = np.asarray(x, dtype=float)
+    mean = float(x.mean())
+    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    if se == 0:
+        return ConfidenceInterval(mean, mean)
+    half = float(sps.t.ppf(0.5 + confidence_level / 2, len(x) - 1)) * se
+    return ConfidenceInterval(mean - half, mean + half)
+
+
 def welch_t(a, b, *, confidence_level: float = 0.95) -> TTestResult:
     """Unpaired Welch t test (``ttest_ind(equal_var=False)``): what ignoring the pairing would say."""
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
