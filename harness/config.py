@@ -147,7 +147,11 @@ class LoggerConfig:
 
 @dataclass
 class StatsConfig:
-    metric: str = "test_accuracy"  # a key of result.json's metrics
+    metric: str = "test_accuracy"  # a key of result.json's metrics: the primary one, it decides the verdict
+    # Direction of every metric the analysis reports: max (higher is better) or min. Never guessed
+    # from a name; an experiment declares its own, e.g. stats.metrics.rmse=min.
+    metrics: Dict[str, str] = field(
+        default_factory=lambda: {"test_accuracy": "max", "test_loss": "min", "train_loss": "min"})
     alpha: float = 0.05
     margin: Any = "auto"  # smallest effect that matters, in the metric's units; auto = seed noise floor
     baseline: Optional[str] = None  # arm the others are compared with; default: the first arm
