@@ -179,7 +179,7 @@ def power_rows(rng, experiments):
     for es, alpha, power in grid:
         n = stats.seeds_needed(es, 1.0, alpha=alpha, power=power)
         ok = n is not None and _reference_power(n, es, alpha) >= power - 1e-6
-        ok = ok and (n == stats.MIN_PAIRS or _reference_power(n - 1, es, alpha) < power + 1e-6)
+        ok = ok and (n == stats.fewest_seeds(alpha) or _reference_power(n - 1, es, alpha) < power + 1e-6)
         wrong += not ok
     if wrong:
         FAILED.append("seeds needed grid")

@@ -105,9 +105,10 @@ def test_seeds_needed_on_a_dense_grid_matches_the_integrated_power():
             assert n is not None and n <= previous  # a larger effect never needs more seeds
             previous = n
             assert _reference_power(n, es, alpha) >= 0.8 - 1e-6
-            if n > stats.MIN_PAIRS:
+            if n > stats.fewest_seeds(alpha):
                 assert _reference_power(n - 1, es, alpha) < 0.8 + 1e-6
-    assert stats.seeds_needed(3.5, 1.0) == stats.MIN_PAIRS
+    # a huge effect needs as few seeds as any claim can rest on: 6 at alpha 0.05 (2/2^5 > 0.05)
+    assert stats.seeds_needed(3.5, 1.0) == stats.fewest_seeds(0.05) == 6
 
 
 # -- 3. zero spread is not proof ----------------------------------------------------------------

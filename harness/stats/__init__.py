@@ -8,15 +8,21 @@ small frozen dataclasses in the style of scipy's result objects (``.statistic``,
 What a verdict means (``decide``), with m the margin (the smallest difference that matters):
 
     identical            every difference is exactly 0: the factor did not change the numerics
-    better / worse       the minimum-effect test rejects |effect| <= m (two-sided CI outside +-m)
-    smaller_than_margin  the t test rejects effect = 0 AND TOST rejects |effect| >= m:
+    better / worse       the minimum-effect test rejects |effect| <= m (CI outside +-m)
+    smaller_than_margin  the test against 0 rejects AND TOST rejects |effect| >= m:
                          a real difference, but inside +-m
     equivalent           TOST rejects |effect| >= m (and the test against 0 does not)
-    differs              the t test rejects effect = 0, but neither test about m decides
+    differs              the test against 0 rejects, but neither test about m decides
     undecided            nothing rejects; never read as "no effect"
 
+Each claim is decided by a decision p-value (``decision_pvalues``) whose error rate is at most
+alpha: never below the exact sign-flip test's smallest reachable p on the same pairs, alpha / k
+over k arms with intervals at that level, and for an estimated (auto) margin half of alpha spent
+on the margin's chi-square bound. docs/statistics.md gives the design and the simulated rates.
+
 Degenerate data is answered, never NaN'd: identical arms give p = 1 and no warnings; constant
-nonzero differences (sd 0) are an exact, deterministic shift (p = 0, a zero-width interval).
+nonzero differences (sd 0) give a zero-width t interval, but the verdict rests on the exact
+sign-flip test there (3 such seeds: p = 0.25, undecided).
 
 The package, bottom to top (each module imports only from those above it in this list):
 
@@ -41,7 +47,7 @@ from .paired import (
     BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci, effect_size_dz,
     mean_interval, paired_t, sign_flip_permutation, studentized_bootstrap, welch_t, wilcoxon_signed_rank,
 )
-from .power import SeedsNeeded, paired_t_power, sd_interval, seeds_needed, seeds_needed_for, seeds_to_settle_margin
+from .power import SeedsNeeded, fewest_seeds, paired_t_power, sd_interval, seeds_needed, seeds_needed_for, seeds_to_settle_margin
 from .verdict import (
     DIFFERS, VERDICTS, DecisionInterval, PairedComparison, Verdict, compare, compare_to_baseline, decide,
     decision_pvalues, sign_flip_floor,
@@ -50,7 +56,7 @@ from .words import beyond_test_set_sentence, verdict_sentence
 
 __all__ = [
     "BootstrapResult", "ConfidenceInterval", "DIFFERS", "DecisionInterval", "TestSetNoise", "beyond_test_set_sentence",
-    "decision_pvalues", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
+    "decision_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
     "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
     "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
     "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",

@@ -69,8 +69,21 @@ def paired_t_power(n, effect, sd, alpha: float = 0.05, *, null: float = 0.0, alt
     return _scalar(np.minimum(power, 1.0))
 
 
-def _smallest_n(power_at, gap: float, sd: float, one_sided_alpha: float, power: float, max_seeds: int):
-    """Smallest n >= MIN_PAIRS with power_at(n) >= power, or None beyond max_seeds."""
+def fewest_seeds(alpha: float, two_sided: bool = True) -> int:
+    """The fewest pairs with which the exact sign-flip test can reach p < alpha (at least MIN_PAIRS).
+
+    The verdict never claims more than that test can (its p is at least 2/2^n two-sided, 1/2^n
+    one-sided), so no count of seeds below this can settle anything: 6 at alpha 0.05 two-sided.
+    """
+    n = MIN_PAIRS
+    while (2.0 if two_sided else 1.0) / 2.0**n >= alpha:
+        n += 1
+    return n
+
+
+def _smallest_n(power_at, gap: float, sd: float, one_sided_alpha: float, power: float, max_seeds: int,
+                min_n: int = MIN_PAIRS):
+    """Smallest n >= min_n with power_at(n) >= power, or None beyond max_seeds."""
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
     if gap <= 0 or sd <= 0 or not math.isfinite(gap) or not math.isfinite(sd):
         return None
@@ -83,21 +96,22 @@ def _smallest_n(power_at, gap: float, sd: float, one_sided_alpha: float, power: 
         ns = np.arange(start, start + 64)
         hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
         if hit.size:
-            return max(MIN_PAIRS, int(ns[hit[0]]))
+            return max(min_n, int(ns[hit[0]]))
         start += 64
     return None
 
 
 def seeds_needed(effect: float, sd: float, *, alpha: float = 0.05, power: float = POWER,
                  max_seeds: int = 1_000_000) -> int | None:
-    """Seeds (pairs, at least MIN_PAIRS) for the two-sided t test against 0 to reach ``power``
-    when the true difference is ``effect``.
+    """Seeds for the two-sided t test against 0 to reach ``power`` when the true difference is
+    ``effect``; never fewer than the sign-flip floor allows a claim with (``fewest_seeds``).
 
     None when no number of seeds applies (effect 0; sd 0, an exact difference) or when more than
     ``max_seeds`` would be needed.
     """
     effect = abs(float(effect))
-    return _smallest_n(lambda n: paired_t_power(n, effect, sd, alpha), effect, sd, alpha / 2, power, max_seeds)
+    return _smallest_n(lambda n: paired_t_power(n, effect, sd, alpha), effect, sd, alpha / 2, power, max_seeds,
+                       fewest_seeds(alpha))
 
 
 def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: float = 0.05,
@@ -112,13 +126,13 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
     if effect > margin:
         def power_at(n):
             return paired_t_power(n, effect, sd, alpha / 2, null=margin, alternative="greater")
-        return _smallest_n(power_at, effect - margin, sd, alpha / 2, power, max_seeds)
+        return _smallest_n(power_at, effect - margin, sd, alpha / 2, power, max_seeds, fewest_seeds(alpha))
 
     def power_at(n):
         near = paired_t_power(n, effect, sd, alpha, null=margin, alternative="less")
         far = paired_t_power(n, effect, sd, alpha, null=-margin, alternative="greater")
         return near + far - 1
-    return _smallest_n(power_at, margin - effect, sd, alpha, power, max_seeds)
+    return _smallest_n(power_at, margin - effect, sd, alpha, power, max_seeds, fewest_seeds(alpha, False))
 
 
 @dataclass(frozen=True)

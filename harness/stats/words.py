@@ -35,7 +35,7 @@ def _seed_range(n, rng) -> str:
 def _pvalues(c, name: str, raw: float) -> str:
     """The raw p-value and the one the decision used, both labelled."""
     used = c.p_decision[name]
-    if abs(used - raw) <= 1e-12 * max(1.0, raw):
+    if abs(used - raw) <= 1e-9 * max(1.0, raw):  # the same test; rounding of d aside
         return _p(raw)
     return f"raw {_p(raw)}, decision {_p(used)}"
 
@@ -101,16 +101,22 @@ def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = T
         )
     else:
         need = c.seeds_needed
-        at_margin = (
-            f"about {_seed_range(need.at_margin, need.at_margin_range)} seeds would give {need.power:.0%} "
-            f"power to detect a true difference as large as the margin ({m.value:.3g}{u})"
-            if m.value > 0 else "with a margin of 0 equivalence cannot be shown"
-        )
-        at_observed = (
-            f"{_seed_range(need.at_observed, need.at_observed_range)} to detect one as large as the "
-            f"observed {_num(c.mean_diff)}{u}"
-            if c.mean_diff != 0 else "an observed difference of exactly 0 gives no effect size to plan for"
-        )
+        if c.exact:  # sd 0: there is no noise to plan seeds for
+            at_margin = "seeds needed cannot be planned from differences that do not vary"
+            at_observed = "more seeds will show whether they ever do"
+        elif m.value > 0:
+            at_margin = (
+                f"about {_seed_range(need.at_margin, need.at_margin_range)} seeds would give {need.power:.0%} "
+                f"power to detect a true difference as large as the margin ({m.value:.3g}{u})"
+            )
+        else:
+            at_margin = "with a margin of 0 equivalence cannot be shown"
+        if not c.exact:
+            at_observed = (
+                f"{_seed_range(need.at_observed, need.at_observed_range)} to detect one as large as the "
+                f"observed {_num(c.mean_diff)}{u}"
+                if c.mean_diff != 0 else "an observed difference of exactly 0 gives no effect size to plan for"
+            )
         s = (
             f"undecided: {effect} ({_interval(iv['zero'], u)}; t test against 0 {_pvalues(c, 'zero', c.t.pvalue)}); "
             f"the data show neither a difference nor equivalence within {within_m}, and a non-significant "
@@ -121,9 +127,9 @@ def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = T
         s += (
             f" Every seed moved by the same {_num(c.mean_diff)}{u} (sd of the differences 0): the t test "
             f"has no seed noise to test against, so the decision rests on the exact sign-flip test "
-            f"(p = {c.permutation.pvalue:.2g})."
+            f"(p = {c.floors['zero']:.2g} at best with {c.n_moved} pairs)."
         )
-    if m.estimated and code in ("better", "worse", "smaller_than_margin", "equivalent", "differs", "undecided"):
+    if m.estimated:
         s += (f" This verdict rests on a margin ESTIMATED FROM THE DATA ({m.value:.3g}{u}, the seed std; "
               f"bounds {m.low:.3g} to {m.high:.3g}{u}); declare a margin for a claim that does not.")
     if c.n_comparisons > 1:
