@@ -163,8 +163,10 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: M
     return _plain(out)
 
 
-def analyze_dir(root, *, write: bool = True, **kw) -> dict:  # kw: analyze's, e.g. metric, directions
+def analyze_dir(root, *, write: bool = True, directions: Mapping | None = None, **kw) -> dict:
     """Analyse every result.json under ``root``; write analysis.json, report.md, analysis.png there.
+
+    ``directions`` and the other keywords are analyze()'s.
 
     Raises results.ResultsError when root does not exist and AnalysisError when nothing under it
     can be analysed. A ``certificate.json`` in root (the reproducibility certificate) is included
@@ -187,7 +189,7 @@ def analyze_dir(root, *, write: bool = True, **kw) -> dict:  # kw: analyze's, e.
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
     unreadable += list(kw.pop("unreadable", ()))
-    analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)
+    analysis = analyze(loaded.results, directions=directions, unreadable=unreadable, extra=extra, **kw)
     if write:
         from harness import report  # matplotlib is only needed when writing
 

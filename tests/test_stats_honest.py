@@ -5,6 +5,7 @@ the simulated rate, never a hand-picked slack. scripts/bench_stats.py runs the s
 """
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -51,12 +52,22 @@ def test_permutation_pvalue_equals_full_enumeration_on_accuracy_data(n):
 
 
 def test_permutation_the_audited_n6_case_is_exact():
-    # differences of +1, +1, +2, +2, -1, +1 examples: the ties make many patterns equal
-    units = np.array([1, 1, 2, 2, -1, 1])
-    rng = np.random.default_rng(0)
-    a = _accuracies(rng, 6)
+    # the float-split sign patterns gave 0.6875 here; the exact enumeration gives 0.75
+    a = np.round(np.array([94.4444, 94.7222, 95.0, 94.4444, 95.0, 96.1111]) * 3.6) / 3.6
+    units = np.array([-1, -1, 1, 2, 1, 0])  # differences in test examples
     b = np.round((a + units * STEP) * 3.6) / 3.6
-    assert stats.sign_flip_permutation(a, b).pvalue == pytest.approx(_enumerated_pvalue(units), abs=1e-12)
+    assert _enumerated_pvalue(units) == 0.75
+    assert stats.sign_flip_permutation(a, b).pvalue == pytest.approx(0.75, abs=1e-12)
+
+
+def test_result_objects_have_to_dict():
+    rng = np.random.default_rng(3)
+    a = _accuracies(rng, 8)
+    c = stats.compare(a, a + rng.integers(0, 3, 8) * STEP, margin=0.5, n_resamples=199)
+    d = c.to_dict()
+    assert d["verdict"]["code"] == c.verdict.code and d["margin"]["source"] == "given"
+    assert d["intervals"]["zero"]["level"] == 0.95 and d["t"]["pvalue"] == c.t.pvalue
+    json.dumps(d)  # plain Python all the way down
 
 
 # -- 2. seeds needed for large effects ----------------------------------------------------------
