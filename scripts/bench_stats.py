@@ -218,6 +218,8 @@ def main(argv=None) -> int:
     p.add_argument("--experiments", type=int, default=20_000, help="simulated experiments per cell (default 20000)")
     p.add_argument("--bootstrap-experiments", type=int, default=5_000,
                    help="per bootstrap cell: each needs 999 resamples, so fewer (default 5000)")
+    p.add_argument("--test-set-experiments", type=int, default=1_000,
+                   help="for the test-set interval: each draws its own test set (default 1000)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     rng = np.random.default_rng(args.seed)
@@ -225,7 +227,7 @@ def main(argv=None) -> int:
     print(f"# bench_stats: alpha {ALPHA}, {args.experiments} experiments per cell, seed {args.seed}\n")
     for block in (null_rates(rng, args.experiments), margin_rates(rng, args.experiments),
                   bootstrap_coverage(rng, args.bootstrap_experiments), power_rows(rng, args.experiments),
-                  test_set_coverage(rng)):
+                  test_set_coverage(rng, args.test_set_experiments)):
         print("\n".join(block) + "\n", flush=True)
     print(f"{'all cells pass' if not FAILED else 'FAILED: ' + ', '.join(FAILED)} "
           f"({time.perf_counter() - started:.0f} s)")

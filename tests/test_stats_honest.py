@@ -302,3 +302,19 @@ def test_the_interval_for_the_data_distribution_covers_where_the_seed_interval_d
     assert covered_distribution / sims >= 0.95 - _tolerance(0.95, sims)
     # the seed-only interval is about this test set: for the distribution it falls short
     assert covered_seeds / sims <= 0.90
+
+
+def test_bench_stats_runs_small_and_every_cell_passes(capsys):
+    # The bench at a toy size (seeded, so deterministic): it must run, print every section, pass.
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_stats.py"
+    spec = importlib.util.spec_from_file_location("bench_stats", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    status = bench.main(["--experiments", "2000", "--bootstrap-experiments", "300", "--test-set-experiments", "100"])
+    out = capsys.readouterr().out
+    for section in ("### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "seeds needed on a grid of 360 points"):
+        assert section in out
+    assert status == 0 and "all cells pass" in out, out

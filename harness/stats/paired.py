@@ -251,8 +251,8 @@ def studentized_bootstrap(d, *, confidence_level: float = 0.95, n_resamples: int
     Each resample of the pairs gives t* = (mean* - mean) / se*; the interval is
     mean - q(1 - tail) se ... mean - q(tail) se (Efron & Tibshirani 1993, ch. 12). It pivots on the
     t statistic, so at n = 5..30 it keeps its level where BCa and percentile intervals fall short
-    (BCa covered 88% at n = 10; scripts/bench_stats.py). A resample with se* = 0 gives t* = 0 when
-    its mean equals the observed one, else +-inf.
+    (the audit: BCa covered 88% at n = 10; scripts/bench_stats.py measures this one). A resample
+    with se* = 0 gives t* = 0 when its mean equals the observed one, else +-inf.
     """
     rng = np.random.default_rng() if rng is None else rng
     d = np.asarray(d, dtype=float)
