@@ -231,6 +231,8 @@ def _seed_range(n, rng) -> str:
 def _bootstrap_detail(b: dict) -> str:
     if b["method"] == "none":
         return b["note"]
+    if b["method"] == "studentized":  # the row's label already says what it is
+        return f"bootstrap-t, {b['n_resamples']} resamples of the pairs, seed {b['seed']}"
     text = f"{b['method']}, {b['n_resamples']} resamples of the pairs, seed {b['seed']}"
     return f"{text}; {b['note']}" if b.get("note") else text
 
@@ -239,9 +241,8 @@ def _wilcoxon_detail(w: dict) -> str:
     # Say which variant, so that a reader who reruns R's wilcox.test knows why it prints another p.
     text = w["method"]
     if w.get("zero_method") == "pratt":
-        text += ("; zeros ranked then dropped (Pratt). R's wilcox.test(paired = TRUE) drops zeros before "
-                 "ranking and, with ties or zeros, uses a normal approximation with continuity correction: "
-                 "its p differs")
+        text += ("; Pratt: zeros ranked, then dropped. R's wilcox.test(paired = TRUE) drops zeros first "
+                 "and uses a normal approximation here, so it prints another p")
     return text
 
 
