@@ -36,12 +36,12 @@ def directions(results, given: Mapping | None, metric: str) -> dict[str, str]:
         if not isinstance(recorded, Mapping):
             continue
         for name, direction in recorded.items():
-            direction = str(direction)
+            direction = str(getattr(direction, "value", direction))  # a config enum records its value
             if name in declared and declared[name] != direction:
                 conflicts.append(f"{name}: {declared[name]} and {direction}")
             declared.setdefault(str(name), direction)
     for name, direction in (given or {}).items():
-        declared[str(name)] = str(direction)
+        declared[str(name)] = str(getattr(direction, "value", direction))
     if conflicts and not given:
         raise DirectionError(
             f"The results declare different directions for a metric ({'; '.join(sorted(set(conflicts)))}); "

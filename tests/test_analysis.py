@@ -389,9 +389,13 @@ def test_a_lower_is_better_metric_that_b_lowers_is_reported_better():
 
 
 def test_the_name_decides_nothing_a_rising_loss_named_metric_declared_max_is_better():
+    import enum
+
     items = _rmse_results(shift=+0.05)
     a = analyze(items, metric="rmse", directions={"rmse": "max"}, margin=0.01, **FAST)
     assert a["comparisons"]["B"]["verdict"]["code"] == "better"
+    Direction = enum.Enum("Direction", {"max": "max", "min": "min"})  # as a structured config declares it
+    assert analyze(items, metric="rmse", directions={"rmse": Direction.max}, margin=0.01, **FAST)["direction"] == "max"
 
 
 def test_a_primary_metric_without_a_declared_direction_is_refused_with_how_to_declare_it():
