@@ -2,8 +2,9 @@
 
 ``analyze(results)`` takes result dicts (the contract in results.py) and returns the content of
 analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
-writes analysis.json, report.md and analysis.png beside them. The statistics live in stats.py;
-here we only decide which values are compared with which, and refuse what cannot be compared:
+writes analysis.json, report.md and analysis.png beside them. The statistics live in harness/stats/,
+the other metrics, per-example records and curves are gathered in evidence.py; here we only decide
+which values are compared with which, and refuse what cannot be compared:
 
 - a failed run, or one whose metric is missing or not a finite number, is excluded and named;
 - a run without a partner of the same seed in the baseline arm is unpaired: dropped and named;
@@ -23,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import evidence, stats
 from harness import results as results_io
-from harness import stats
 
 SCHEMA = "harness.analysis/1"
 ANALYSIS_NAME = "analysis.json"
@@ -38,10 +39,17 @@ class AnalysisError(ValueError):
     """The results cannot be analysed as asked; the message says what and what is allowed."""
 
 
-def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto", baseline: str | None = None,
-            alpha: float = 0.05, bootstrap_resamples: int = 9999, bootstrap_seed: int = 0,
-            unreadable=(), extra: dict | None = None) -> dict:
-    """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared."""
+def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: Mapping | None = None,
+            margin="auto", baseline: str | None = None, alpha: float = 0.05, bootstrap_resamples: int = 9999,
+            bootstrap_seed: int = 0, unreadable=(), extra: dict | None = None) -> dict:
+    """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared.
+
+    ``metric`` is the primary metric: it decides the verdict. ``directions`` maps metric names to
+    "max" (higher is better) or "min"; the results' recorded ``config.stats.metrics`` declare them,
+    and ``directions`` adds to or overrides those. Nothing is guessed from a metric's name: the
+    primary metric must have a declared direction. Every other metric with a declared direction
+    that the results hold is reported beside the verdict.
+    """
     _check_options(metric, alpha, bootstrap_resamples)
     results = list(results)
     if not results:
@@ -60,6 +68,10 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
     _check_duplicates(results)
     _check_one_configuration_per_arm(results, arms)
     _check_metric_exists(results, metric)
+    try:
+        directions = evidence.directions(results, directions, metric)
+    except evidence.DirectionError as e:
+        raise AnalysisError(str(e)) from None
 
     usable, excluded = _usable_runs(results, metric)
     verified = _check_pairing(usable)
@@ -92,20 +104,24 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
         )
 
     unit = " pts" if "accuracy" in metric else ""
-    higher_is_better = not any(word in metric for word in ("loss", "error"))
+    higher_is_better = directions[metric] == "max"
     values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
+    n_test = _common_n_test(usable) if "accuracy" in metric else None
     try:
-        chosen = stats.resolve_margin(margin, [v for v in values.values() if len(v)], unit=unit)
+        chosen = stats.resolve_margin(margin, [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
+                                      resolution=100.0 / n_test if n_test else None)
     except ValueError as e:
         raise AnalysisError(f"Bad margin: {e}") from None
-    n_test = _common_n_test(usable) if "accuracy" in metric else None
+    examples, examples_note = evidence.examples(compared, by_arm, baseline, metric, unit)
     comparisons = stats.compare_to_baseline(
         {arm: (np.array([by_arm[baseline][s]["value"] for s in seeds]),
                np.array([by_arm[arm][s]["value"] for s in seeds]))
          for arm, seeds in compared.items()},
         margin=chosen, baseline=baseline, alpha=alpha, n_resamples=bootstrap_resamples,
         seed=bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
+        examples=examples,
     )
+    others_reported = evidence.other_metrics(usable, compared, baseline, metric, directions, alpha)
 
     out = {
         "schema": SCHEMA,
@@ -113,23 +129,29 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
         "factor": factor,
         "metric": metric,
         "unit": unit.strip(),
+        "direction": directions[metric],
         "higher_is_better": higher_is_better,
+        "directions": {name: directions[name] for name in [metric, *others_reported["metrics"]]},
         "alpha": alpha,
         "baseline": baseline,
-        "margin": {"value": chosen.value, "source": chosen.source, "description": chosen.description},
+        "margin": chosen.to_dict(),
         "arms": {arm: _arm_summary(arm, by_arm[arm], results) for arm in arms},
         "noise_floor": _noise_floor_block(values, chosen, n_test, metric),
+        "test_set_noise": examples_note,
         "pairing_verified": verified,
+        "setup": evidence.setup(usable),
         "multiple_comparisons": {
-            "method": "holm",
+            "method": "bonferroni",
             "comparisons": len(comparisons),
-            "note": "verdicts use Holm-adjusted p-values across the comparisons with the baseline "
-                    "(unchanged when there is one); confidence intervals are per comparison",
+            "note": "with k comparisons with the baseline each claim is tested at alpha / k, and the "
+                    "intervals that decide claims ('intervals') are at that level; 't.ci' is the "
+                    "unadjusted (1 - alpha) interval. Other metrics: Holm over all their comparisons",
         },
         "comparisons": {
-            arm: _comparison_block(c, compared[arm], by_arm, baseline, arm)
+            arm: _comparison_block(c, compared[arm], by_arm, baseline, arm, others_reported["by_arm"].get(arm, {}))
             for arm, c in comparisons.items()
         },
+        "curves": evidence.curves(usable, arms),
         "not_compared": not_compared,
         "excluded": excluded,
         "unreadable": [{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
@@ -143,8 +165,10 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
     return _plain(out)
 
 
-def analyze_dir(root, *, write: bool = True, **kw) -> dict:
+def analyze_dir(root, *, write: bool = True, directions: Mapping | None = None, **kw) -> dict:
     """Analyse every result.json under ``root``; write analysis.json, report.md, analysis.png there.
+
+    ``directions`` and the other keywords are analyze()'s.
 
     Raises results.ResultsError when root does not exist and AnalysisError when nothing under it
     can be analysed. A ``certificate.json`` in root (the reproducibility certificate) is included
@@ -167,7 +191,7 @@ def analyze_dir(root, *, write: bool = True, **kw) -> dict:
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
     unreadable += list(kw.pop("unreadable", ()))
-    analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)
+    analysis = analyze(loaded.results, directions=directions, unreadable=unreadable, extra=extra, **kw)
     if write:
         from harness import report  # matplotlib is only needed when writing
 
@@ -378,6 +402,8 @@ def _arm_summary(arm, runs, results) -> dict:
         "std": float(v.std(ddof=1)) if len(v) >= 2 else None,
         "min": float(v.min()) if len(v) else None,
         "max": float(v.max()) if len(v) else None,
+        "ci": list(stats.mean_interval(v)) if len(v) >= 2 else None,  # t interval of the arm's mean
+        "values": [float(x) for x in v],
         "seeds": seeds,
     }
 
@@ -402,7 +428,7 @@ def _noise_floor_block(values, margin, n_test, metric) -> dict:
     }
 
 
-def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -> dict:
+def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm, other_metrics) -> dict:
     t_low, t_high = c.t.confidence_interval()
     finals = [
         ((by_arm[baseline][s]["result"].get("fingerprints") or {}).get("final"),
@@ -426,15 +452,9 @@ def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -
         "mean_diff": c.mean_diff,
         "identical": c.identical,
         "exact": c.exact,
+        "n_moved": c.n_moved,
         "final_weights_identical": weights_identical,
-        "noise": {
-            "std_baseline": c.noise.std_a,
-            "std_arm": c.noise.std_b,
-            "std_diff": c.noise.std_diff,
-            "correlation": c.noise.correlation,
-            "unpaired_std_diff": c.noise.unpaired_std_diff,
-            "variance_ratio": c.noise.variance_ratio,
-        },
+        "noise": c.noise.to_dict(),
         "t": {
             "statistic": c.t.statistic, "pvalue": c.t.pvalue, "df": c.t.df,
             "confidence_level": c.t.confidence_level, "ci": [t_low, t_high], "note": c.t.note,
@@ -444,38 +464,37 @@ def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -
             "method": c.bootstrap.method, "n_resamples": c.bootstrap.n_resamples,
             "seed": c.bootstrap.seed, "note": c.bootstrap.note,
         },
-        "wilcoxon": {
-            "statistic": c.wilcoxon.statistic, "pvalue": c.wilcoxon.pvalue, "method": c.wilcoxon.method,
-            "zero_method": c.wilcoxon.zero_method, "n_zeros": c.wilcoxon.n_zeros, "ties": c.wilcoxon.ties,
-        },
-        "permutation": {
-            "statistic": c.permutation.statistic, "pvalue": c.permutation.pvalue,
-            "exact": c.permutation.exact, "n_resamples": c.permutation.n_resamples, "seed": c.permutation.seed,
-            "method": c.permutation.method,
-        },
+        "wilcoxon": c.wilcoxon.to_dict(),
+        "permutation": c.permutation.to_dict(),
         "welch": {
             "statistic": c.welch.statistic, "pvalue": c.welch.pvalue, "df": c.welch.df,
             "ci": list(c.welch.confidence_interval()), "note": c.welch.note,
         },
         "d_z": c.d_z,
-        "minimum_effect": {
-            "pvalue": c.minimum_effect.pvalue, "p_above": c.minimum_effect.p_above,
-            "p_below": c.minimum_effect.p_below,
+        "minimum_effect": c.minimum_effect.to_dict(),
+        "tost": c.tost.to_dict(),
+        "decision": {
+            "pvalues": c.p_decision,
+            "sign_flip_floors": c.floors,
+            "n_comparisons": c.n_comparisons,
+            "about": "what the verdict compares with alpha: max(raw p, the exact sign-flip test's "
+                     "smallest reachable p) x comparisons, and for claims about an estimated margin / "
+                     "its share of alpha",
         },
-        "tost": {"pvalue": c.tost.pvalue, "p_lower": c.tost.p_lower, "p_upper": c.tost.p_upper},
-        "holm": {
-            "t": c.p_zero_holm, "minimum_effect": c.p_minimum_effect_holm, "tost": c.p_tost_holm,
-        },
-        "verdict": {"code": c.verdict.code, "sentence": c.verdict.sentence},
-        "seeds_needed": {
-            "at_margin": c.seeds_needed.at_margin,
-            "at_observed": c.seeds_needed.at_observed,
-            "to_settle_margin": c.seeds_needed.to_settle_margin,
-            "power": c.seeds_needed.power,
-            "assumptions": c.seeds_needed.assumptions,
-        },
+        "intervals": {name: iv.to_dict() for name, iv in c.intervals.items()},
+        "verdict": c.verdict.to_dict(),
+        "test_set": _test_set_block(c),
+        "seeds_needed": c.seeds_needed.to_dict(),
+        "other_metrics": other_metrics,
         "pairs": [[s, by_arm[baseline][s]["value"], by_arm[arm][s]["value"]] for s in seeds],
     }
+
+
+def _test_set_block(c: stats.PairedComparison) -> dict | None:
+    if c.test_set is None:
+        return None
+    low, high = c.test_set.confidence_interval(c.intervals["zero"].level)
+    return dict(c.test_set.to_dict(), distribution_ci=[low, high], level=c.intervals["zero"].level)
 
 
 # -- small helpers ------------------------------------------------------------------------------

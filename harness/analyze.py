@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", metavar="DIR", help="folder holding result.json files (searched recursively)")
     p.add_argument("--metric", default="test_accuracy", help="key of result.json's metrics (default: test_accuracy)")
+    p.add_argument("--direction", choices=("max", "min"), default=None,
+                   help="direction of --metric: max (higher is better) or min (lower is better); default: "
+                        "what the results' config declares (stats.metrics.<name>); never guessed from the name")
     p.add_argument("--margin", type=_margin, default="auto",
                    help='smallest difference that matters, in the metric\'s units, or "auto" (the pooled seed std)')
     p.add_argument("--baseline", default=None, help="arm the others are compared with (default: the first arm)")
@@ -60,7 +63,8 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         analysis = analyze_dir(
-            args.dir, write=not args.no_write, metric=args.metric, margin=args.margin,
+            args.dir, write=not args.no_write, metric=args.metric,
+            directions={args.metric: args.direction} if args.direction else None, margin=args.margin,
             baseline=args.baseline, alpha=args.alpha, bootstrap_resamples=args.bootstrap_resamples,
             bootstrap_seed=args.bootstrap_seed,
         )

@@ -165,6 +165,7 @@ def stats_kwargs(cfg: DictConfig) -> dict:
     s = cfg.stats
     return {
         "metric": s.metric,
+        "directions": {str(k): getattr(v, "value", v) for k, v in s.metrics.items()},
         "margin": s.margin,
         "baseline": s.baseline,
         "alpha": s.alpha,

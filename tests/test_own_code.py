@@ -91,8 +91,9 @@ def test_an_unknown_key_of_a_builtin_component_exits_2_naming_it(tmp_path):
 
 
 def test_a_lower_is_better_metric_calls_the_arm_that_lowers_it_better(tmp_path, own_code_on_path):
-    # A trains (lr 3e-3); B barely moves (lr 1e-6), so A's test RMSE is far lower. Baseline B.
-    res = harness.run([*OWN, "logger=none", "ab.factor=optim.lr", "ab.arms={A: 3e-3, B: 1e-6}", "stats.baseline=B",
+    # A trains (lr 3e-3); B barely moves (lr 1e-6), so A's test RMSE is far lower. Baseline B. Six
+    # seeds: fewer cannot support any claim at alpha 0.05 (the exact sign-flip test's floor).
+    res = harness.run([*OWN, "logger=none", "ab.seeds=[0,1,2,3,4,5]", "ab.factor=optim.lr", "ab.arms={A: 3e-3, B: 1e-6}", "stats.baseline=B",
                        "repro.certificate=false"], config_dir=EXAMPLE / "conf", out_dir=tmp_path, verbose=False)
     comparison = res.to_dict()["comparisons"]["A"]
     assert comparison["mean_diff"] < 0  # A - B: A's RMSE is lower
