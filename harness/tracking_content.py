@@ -27,7 +27,7 @@ _COLUMNS = {
     "bootstrap_ci_low": ("bootstrap.ci.0",),
     "bootstrap_ci_high": ("bootstrap.ci.1",),
     "p_t": ("t.pvalue", "p_value"),
-    "p_t_holm": ("holm.t",),
+    "p_t_decision": ("decision.pvalues.zero",),  # raised to the exact floor, times the comparisons
     "p_wilcoxon": ("wilcoxon.pvalue",),
     "p_permutation": ("permutation.pvalue",),
     "p_minimum_effect": ("minimum_effect.pvalue",),
@@ -37,7 +37,7 @@ _COLUMNS = {
     "verdict_sentence": ("verdict.sentence",),
 }
 # key numbers that also go into the analysis run's summary, per comparison
-_SUMMARY_COLUMNS = ("n", "mean_diff", "ci_low", "ci_high", "p_t", "p_t_holm", "verdict", "verdict_sentence")
+_SUMMARY_COLUMNS = ("n", "mean_diff", "ci_low", "ci_high", "p_t", "p_t_decision", "verdict", "verdict_sentence")
 
 
 def _get(obj, path: str):
