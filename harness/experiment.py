@@ -27,7 +27,7 @@ import harness
 
 from . import data as data_mod
 from .determinism import DeterminismError, explain_nondeterministic_op
-from .results import RESULT_NAME, SCHEMA, atomic_write, read_json, run_dir, write_json
+from .results import RESULT_NAME, SCHEMA, atomic_write, load_steps, read_json, run_dir, write_json, write_result
 from .train import NonFiniteLoss, train_run
 
 # Keys that never change a run's numbers: excluded from the config hash (resume) and the guard.
@@ -322,7 +322,7 @@ def check_pairing(results: list[dict]) -> None:
 
 def certificate(first: dict, second: dict) -> dict:
     """Compare every per-step fingerprint of a run and its rerun."""
-    a, b = first["fingerprints"]["steps"], second["fingerprints"]["steps"]
+    a, b = load_steps(first), load_steps(second)
     n = len(a["loss"])
     diverged = {}
     for key in ("loss", "params"):
@@ -425,7 +425,7 @@ def run_experiment(
                 bar.done()
                 if weights is not None:
                     save_weights(path.parent / "weights.pt", weights)
-                write_json(path, result)
+                write_result(path, result)
                 log(_run_line(result))
                 if tracker is not None:
                     tracker.log_run(result)

@@ -2,32 +2,45 @@
 
 ``runs/seed=<S>/arm=<NAME>/result.json`` is a contract that users' scripts rely on. Keys:
 
-    schema         "harness.result/1"
+    schema         "harness.result/2" (version 1, which kept fingerprints.steps as two lists of hex
+                   strings, is still read: load_steps returns the same lists for both)
     experiment     experiment name
     seed, arm      the unit of pairing
     factor         the config path where arms differ; factor_value: this arm's value there
     status         "completed" | "failed"; error: {type, message, step} when failed
     metrics        test_accuracy (percentage points), test_loss (plain cross-entropy), train_loss,
                    n_test, n_train
-    fingerprints   init, data_order, final (16 hex digits each), steps: {loss: [8 hex digits of the
-                   float32 loss bits per step], params: [16 hex digits per step]}
+    fingerprints   init, data_order, final (16 hex digits each), steps: the per-step fingerprints in
+                   ONE packed field, {format: "hex-concat/base64", n, loss: base64 of the float32 loss
+                   bits of every step (4 bytes each), params: base64 of the 64-bit parameter digest
+                   of every step (8 bytes each)}. Read them with load_steps(result_or_path), which
+                   gives {loss: [8 hex digits per step], params: [16 hex digits per step]}; only the
+                   tools that need them (diff, golden, the certificate) do, so the analysis of a large
+                   tree parses one short string per run instead of two lists of hundreds of strings.
     pairing        which fingerprints arms of one seed must share: {init, data_order} -> bool
     curve          {step: [...], train_loss: [...]}
-    env            versions, device, threads, determinism flags, CUBLAS_WORKSPACE_CONFIG
+    env            versions, device, threads, determinism flags, CPU capability, CUBLAS_WORKSPACE_CONFIG
     timing         train_seconds, steps, steps_per_s, ms_per_step, total_seconds
     config         the resolved config of this arm; config_hash: its digest without seed and arm
+                   (config_digest(config)); base_hash: the same without the factor either
+                   (config_digest(config, exclude_factor=factor)): equal across the arms of one
+                   experiment. The analysis recomputes both from the config block (identity.py).
     code_version   harness version + digest of its source + torch version (for resume)
     examples       optional per-example outcome on the test split: {split, n, correct: base64 of
                    the bits (numpy packbits, little bit order)}; see pack_examples/example_correctness
     created        UTC time the file was written
 
 A reader never sees a half-written file: writes go to a temporary file in the same folder, are
-flushed to disk, then renamed over the target (atomic on POSIX).
+flushed to disk, then renamed over the target (atomic on POSIX). Written files get the mode the
+process's umask gives a new file (0644 under the usual 022), not mkstemp's private 0600, so
+teammates sharing a results folder can read them.
 """
 
 from __future__ import annotations
 
+import base64
 import gc
+import hashlib
 import json
 import math
 import os
@@ -35,8 +48,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEMA = "harness.result/1"
+SCHEMA = "harness.result/2"
+SCHEMA_V1 = "harness.result/1"
+READABLE_SCHEMAS = (SCHEMA, SCHEMA_V1)
 RESULT_NAME = "result.json"
+STEPS_FORMAT = "hex-concat/base64"  # the hex digits of every step, concatenated, as bytes, base64
+_STEP_DIGITS = {"loss": 8, "params": 16}
+
+# Config keys that never change a run's numbers: left out of config_hash and base_hash.
+# (The same list as experiment._NOT_IN_HASH; tests/test_identity.py holds the two together.)
+NOT_IN_IDENTITY = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name")
 
 
 class ResultsError(ValueError):
@@ -56,6 +77,7 @@ def atomic_write(path: str | os.PathLike, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600, and the rename keeps the mode
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -67,6 +89,20 @@ def atomic_write(path: str | os.PathLike, write) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (no window for threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
 
 
 def write_json(path: str | os.PathLike, obj) -> None:
@@ -85,6 +121,92 @@ def read_json(path: str | os.PathLike):
     with open(path, "rb") as f:
         data = f.read()
     return _orjson.loads(data) if _orjson is not None else json.loads(data)
+
+
+def write_result(path: str | os.PathLike, result: dict) -> None:
+    """Atomically write a result dict as result.json in the current format (steps packed).
+
+    ``result`` itself is not changed: a caller may keep using its per-step lists.
+    """
+    out = dict(result)
+    out.pop("_path", None)
+    out["schema"] = SCHEMA
+    fingerprints = out.get("fingerprints")
+    if isinstance(fingerprints, dict) and "steps" in fingerprints:
+        out["fingerprints"] = {**fingerprints, "steps": pack_steps(fingerprints["steps"])}
+    write_json(path, out)
+
+
+def read_result(path: str | os.PathLike) -> dict:
+    """One result file as a dict, with ``_path`` set so that load_steps can name it."""
+    obj = read_json(path)
+    if isinstance(obj, dict):
+        obj["_path"] = str(path)
+    return obj
+
+
+def pack_steps(steps):
+    """{loss: [hex], params: [hex]} -> the packed field; an already packed (or odd) value is kept."""
+    if not isinstance(steps, dict) or steps.get("format") == STEPS_FORMAT:
+        return steps
+    packed = {"format": STEPS_FORMAT, "n": None}
+    for key, digits in _STEP_DIGITS.items():
+        values = steps.get(key)
+        if not isinstance(values, list) or any(not isinstance(v, str) or len(v) != digits for v in values):
+            return steps  # not the shape we pack: keep it as it is, load_steps still reads it
+        try:
+            raw = bytes.fromhex("".join(values))
+        except ValueError:
+            return steps
+        packed[key] = base64.b64encode(raw).decode("ascii")
+        if packed["n"] is None:
+            packed["n"] = len(values)
+        elif packed["n"] != len(values):
+            return steps
+    return packed
+
+
+def load_steps(result_or_path) -> dict:
+    """The per-step fingerprints {loss: [8 hex digits], params: [16 hex digits]} of a result.
+
+    Takes a result dict (of either schema version, or fresh from training) or a result.json path.
+    A result without per-step fingerprints gives empty lists.
+    """
+    result = result_or_path if isinstance(result_or_path, dict) else read_json(result_or_path)
+    steps = (result.get("fingerprints") or {}).get("steps")
+    if not isinstance(steps, dict):
+        return {"loss": [], "params": []}
+    if steps.get("format") != STEPS_FORMAT:
+        return {"loss": list(steps.get("loss") or []), "params": list(steps.get("params") or [])}
+    out = {}
+    for key, digits in _STEP_DIGITS.items():
+        hexed = base64.b64decode(steps[key]).hex()
+        out[key] = [hexed[i:i + digits] for i in range(0, len(hexed), digits)]
+    return out
+
+
+def config_digest(config: dict, exclude_factor: str | None = None) -> str:
+    """config_hash (and, with exclude_factor, base_hash) of a plain resolved config dict.
+
+    The rule experiment.config_hash applies to an arm's config, on the plain dict a result's
+    ``config`` block holds: without the keys that never change the numbers (NOT_IN_IDENTITY) and
+    repro.certificate; without everything under ``exclude_factor`` when given.
+    """
+    d = {k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}
+    if isinstance(d.get("repro"), dict):
+        d["repro"] = {k: v for k, v in d["repro"].items() if k != "certificate"}
+    if exclude_factor:
+        d = {k: v for k, v in _flatten(d).items() if not (k == exclude_factor or k.startswith(exclude_factor + "."))}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _flatten(obj, prefix="") -> dict:
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out or {prefix[:-1]: {}}
+    return {prefix[:-1]: obj}
 
 
 def _finite(obj):
@@ -144,8 +266,8 @@ def _load_files(root: Path, loaded: LoadedResults) -> None:
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             loaded.unreadable.append((str(path), f"not valid JSON ({e})"))
             continue
-        if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
-            loaded.unreadable.append((str(path), f"not a {SCHEMA} file"))
+        if not isinstance(obj, dict) or obj.get("schema") not in READABLE_SCHEMAS:
+            loaded.unreadable.append((str(path), f"not a {SCHEMA} (or {SCHEMA_V1}) file"))
             continue
         obj["_path"] = str(path)
         loaded.results.append(obj)
