@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-resamples", type=int, default=9999, help="bootstrap and permutation resamples")
     p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
     p.add_argument("--no-write", action="store_true", help="print only; write nothing into DIR")
+    p.add_argument("--allow-mixed-identity", action="store_true",
+                   help="compare arms whose config outside the factor, code or environment differ "
+                        "(refused by default); what differs is recorded in analysis.json and the report")
     return p
 
 
@@ -62,7 +65,7 @@ def main(argv=None) -> int:
         analysis = analyze_dir(
             args.dir, write=not args.no_write, metric=args.metric, margin=args.margin,
             baseline=args.baseline, alpha=args.alpha, bootstrap_resamples=args.bootstrap_resamples,
-            bootstrap_seed=args.bootstrap_seed,
+            bootstrap_seed=args.bootstrap_seed, allow_mixed_identity=args.allow_mixed_identity,
         )
     except (AnalysisError, ResultsError) as e:
         print(f"harness.analyze: {e}", file=sys.stderr)

@@ -180,9 +180,12 @@ def _seeds(rs) -> str:
 
 
 def _files(rs, limit: int = 2) -> str:
-    paths = sorted(where(r) for r in rs)
+    """' (path, path and N more)' for results read from files, '' for bare dicts."""
+    paths = sorted(r["_path"] for r in rs if r.get("_path"))
+    if not paths:
+        return ""
     shown = ", ".join(paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+    return " (" + shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "") + ")"
 
 
 def check(results, *, baseline: str, others, allow_mixed: bool = False) -> dict:
@@ -247,13 +250,13 @@ def describe(groups, differences, by_comparison, problems, baseline) -> str:
                 f"{_short(ident.get(part))} for "
                 + ", ".join(f"arm {arm} seeds {_seeds([r for r in g if str(r.get('arm')) == arm])}"
                             for arm in sorted({str(r.get('arm')) for r in g}))
-                + f" ({_files(g)})"
+                + _files(g)
                 for ident, g in zip(idents, groups)
             )
             lines.append(f"{_LABELS[part]}: {shown}")
         config = config_differences(groups) if "base_hash" in differences else {}
         if config:
-            lines.append("the configs differ at " + "; ".join(
+            lines.append("The configs differ at " + "; ".join(
                 f"{k}: {' vs '.join(_short(v) for v in vals)}" for k, vals in list(config.items())[:8]))
         per = "; ".join(f"{arm} vs {baseline}: {', '.join(_LABELS[p].split(' (')[0] for p in ps) or 'nothing'}"
                         for arm, ps in by_comparison.items())
@@ -274,6 +277,8 @@ def describe(groups, differences, by_comparison, problems, baseline) -> str:
 
 
 def _short(value) -> str:
+    if value is None:
+        return "missing"
     text = _canonical(value) if not isinstance(value, (int, float)) or isinstance(value, bool) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

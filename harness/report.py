@@ -152,6 +152,14 @@ def sections(analysis: dict) -> list[Section]:
         s.notes.insert(0, f"verdict ({c['verdict']['code']}): {c['verdict']['sentence']}")
         out.append(s)
 
+    ident = analysis.get("identity") or {}
+    if ident.get("allowed_mixed"):
+        out.append(Section("MIXED IDENTITY (compared anyway, --allow-mixed-identity)", ["arm", "baseline", "differs"],
+                           [[arm, c["baseline"], ", ".join(c["differs"]) or "nothing"]
+                            for arm, c in (ident.get("comparisons") or {}).items()],
+                           notes=["these arms differ in more than the factor: a difference mixes the factor "
+                                  "with the parts named here"]
+                           + [f"{h['path']} {h['problem']}" for h in ident.get("hash_disagreements") or []]))
     if analysis.get("excluded"):
         out.append(Section("Excluded runs", ["seed", "arm", "reason"],
                            [[str(e["seed"]), str(e["arm"]), e["reason"]] for e in analysis["excluded"]]))
