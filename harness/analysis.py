@@ -163,7 +163,11 @@ def analyze_dir(root, *, write: bool = True, **kw) -> dict:
     When the analysis is refused, an earlier analysis.json, report.md and analysis.png that
     described other results are moved to superseded/analysis-<time>/ (they would look current).
     """
-    root = Path(root)
+    with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
+        return _analyze_dir(Path(root), write, kw)
+
+
+def _analyze_dir(root: Path, write: bool, kw: dict) -> dict:
     folder = root if root.is_dir() else root.parent
     loaded, unreadable = _load(root, folder)
     extra = dict(kw.pop("extra", None) or {})

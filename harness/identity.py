@@ -29,7 +29,18 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .results import config_digest
+from .results import NOT_IN_IDENTITY, config_digest
+
+try:  # a fast, canonical serialisation for keys and digests (10,000 results in a few ms)
+    import orjson as _orjson
+
+    def _key_bytes(obj) -> bytes:
+        return _orjson.dumps(obj, option=_orjson.OPT_SORT_KEYS | _orjson.OPT_NON_STR_KEYS, default=str)
+except ImportError:  # pragma: no cover - orjson is a dependency
+    def _key_bytes(obj) -> bytes:
+        return json.dumps(obj, sort_keys=True, default=str).encode()
+
+_DIGESTS: dict = {}  # (config without seed/arm, factor) -> (config_hash, base_hash): configs repeat
 
 # identity part -> the config path that, when it is (under) the factor, lets arms differ in it
 ENV_PARTS = {
@@ -85,15 +96,27 @@ def hashes(r) -> tuple:
     ``problem`` says when a recorded hash disagrees with the config block (the file was edited, or
     written under another hashing rule): such a result does not vouch for its own identity.
     """
+    cached = r.get("_hashes")
+    if cached is not None:
+        return cached
     config = r.get("config")
     recorded = (r.get("config_hash"), r.get("base_hash"))
     if not isinstance(config, dict):
-        return recorded[0], recorded[1], None
-    computed = (config_digest(config), config_digest(config, exclude_factor=factor_of(r)))
-    wrong = [f"{name} {old} (its config block gives {new})"
-             for name, old, new in zip(("config_hash", "base_hash"), recorded, computed)
-             if old is not None and old != new]
-    return computed[0], computed[1], ("records " + " and ".join(wrong)) if wrong else None
+        out = (recorded[0], recorded[1], None)
+    else:
+        factor = factor_of(r)
+        key = (_key_bytes({k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}), factor)
+        computed = _DIGESTS.get(key)
+        if computed is None:
+            if len(_DIGESTS) > 10_000:
+                _DIGESTS.clear()
+            computed = _DIGESTS[key] = (config_digest(config), config_digest(config, exclude_factor=factor))
+        wrong = [f"{name} {old} (its config block gives {new})"
+                 for name, old, new in zip(("config_hash", "base_hash"), recorded, computed)
+                 if old is not None and old != new]
+        out = (computed[0], computed[1], ("records " + " and ".join(wrong)) if wrong else None)
+    r["_hashes"] = out  # a private key, like _path: never written back
+    return out
 
 
 def _env_part(r, part):
@@ -110,10 +133,13 @@ def _env_part(r, part):
     return env.get(part[len("env."):])
 
 
-def identity(r, factor: str | None = None) -> dict:
+def identity(r) -> dict:
     """part -> value for one result; env parts the factor may change are left out, and so are the
     env parts a failed run never recorded (it may have failed before the environment was read)."""
-    factor = factor if factor is not None else factor_of(r)
+    cached = r.get("_identity")
+    if cached is not None:
+        return cached
+    factor = factor_of(r)
     out = {"base_hash": hashes(r)[1], "code_version": _canonical(r.get("code_version"))}
     for part, path in ENV_PARTS.items():
         if path is not None and factor and (_under(path, factor) or _under(factor, path)):
@@ -122,22 +148,35 @@ def identity(r, factor: str | None = None) -> dict:
         if value is None and r.get("status") != "completed":
             continue
         out[part] = value
+    r["_identity"] = out
     return out
 
 
+def _hashable(value):
+    return value if isinstance(value, (str, int, float, bool, type(None))) else _key_bytes(value)
+
+
 def _agrees(a: dict, b: dict) -> bool:
-    return all(_canonical(a[p]) == _canonical(b[p]) for p in PARTS if p in a and p in b)
+    return all(_hashable(a[p]) == _hashable(b[p]) for p in PARTS if p in a and p in b)
 
 
 def group(results) -> list[list[dict]]:
-    """The results split by identity, completed runs first deciding the identities; a failed run
-    joins the first identity it agrees with on every part it recorded."""
-    groups: list[tuple[dict, list]] = []
-    ordered = [r for r in results if r.get("status") == "completed"] + [r for r in results if r.get("status") != "completed"]
-    for r in ordered:
+    """The results split by identity, completed runs deciding the identities; a failed run joins
+    the first identity it agrees with on every part it recorded (or makes its own)."""
+    exact: dict[tuple, list] = {}
+    for r in results:
+        if r.get("status") == "completed":
+            key = r.get("_identity_key")
+            if key is None:
+                key = r["_identity_key"] = tuple((p, _hashable(v)) for p, v in identity(r).items())
+            exact.setdefault(key, []).append(r)
+    groups = [(identity(members[0]), members) for members in exact.values()]
+    for r in results:
+        if r.get("status") == "completed":
+            continue
         ident = identity(r)
         for head, members in groups:
-            if _agrees(head, ident) and (r.get("status") != "completed" or set(head) == set(ident)):
+            if _agrees(head, ident):
                 members.append(r)
                 break
         else:
@@ -205,8 +244,7 @@ def check(results, *, baseline: str, others, allow_mixed: bool = False) -> dict:
                 differences.append(part)
     by_comparison = {}
     for arm in others:
-        members = [r for r in results if str(r.get("arm")) in (baseline, arm)]
-        sub = group(members)
+        sub = group([r for r in results if str(r.get("arm")) in (baseline, arm)]) if len(groups) > 1 else [results]
         parts = []
         if len(sub) > 1:
             idents = [identity(g[0]) for g in sub]
@@ -306,10 +344,11 @@ def one_per_run(results) -> tuple[list[dict], list[dict]]:
         by_run.setdefault((r.get("seed"), str(r.get("arm"))), []).append(r)
     kept, copies, conflicts = [], [], []
     for (seed, arm), rs in by_run.items():
+        if len(rs) == 1:
+            kept.append(rs[0])
+            continue
         rs = sorted(rs, key=where)
         kept.append(rs[0])
-        if len(rs) == 1:
-            continue
         if len({_bits(r) for r in rs}) == 1:
             copies.append({"seed": seed, "arm": arm, "kept": where(rs[0]), "copies": [where(r) for r in rs[1:]]})
         else:
@@ -318,9 +357,9 @@ def one_per_run(results) -> tuple[list[dict], list[dict]]:
     finals: dict[str, list] = {}
     for r in kept:
         final = (r.get("fingerprints") or {}).get("final")
-        if r.get("status") == "completed" and final:
+        if final and r.get("status") == "completed":
             finals.setdefault(final, []).append(r)
-    relabelled = [rs for rs in finals.values() if len({r.get("seed") for r in rs}) > 1]
+    relabelled = [rs for rs in finals.values() if len(rs) > 1 and len({r.get("seed") for r in rs}) > 1]
     if conflicts or relabelled:
         parts = []
         if conflicts:
@@ -379,10 +418,10 @@ def certificate_for(cert, results):
 
 def inputs_digest(results) -> str:
     """A digest of which runs an analysis used: an old analysis.json with another one is stale."""
-    rows = sorted(_canonical([where(r), r.get("seed"), str(r.get("arm")), hashes(r)[0],
+    rows = sorted(_key_bytes([where(r), r.get("seed"), str(r.get("arm")), hashes(r)[0],
                               (r.get("fingerprints") or {}).get("final"), r.get("status"), r.get("metrics")])
                   for r in results)
-    return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16]
+    return hashlib.sha256(b"\n".join(rows)).hexdigest()[:16]
 
 
 __all__ = ["IdentityError", "PARTS", "certificate_for", "check", "config_differences", "group", "hashes",
