@@ -53,7 +53,6 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
     if not results:
         raise AnalysisError("There are no results to analyse: the list of result dicts is empty.")
     experiment, factor = _one_experiment(results)
-    results, copies = _check_duplicates(results)
     arms = _arm_order(results)
     if len(arms) < 2:
         raise AnalysisError(
@@ -68,6 +67,7 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
         ident = identity.check(results, baseline=baseline, others=others, allow_mixed=allow_mixed_identity)
     except identity.IdentityError as e:
         raise AnalysisError(str(e)) from None
+    results, copies = _check_duplicates(results)
     ident["copies"] = copies
     ident["inputs_digest"] = identity.inputs_digest(results)
     _check_one_configuration_per_arm(results, arms)

@@ -278,3 +278,32 @@ def test_config_digest_of_a_result_config_block_is_the_experiments_config_hash(c
         assert results.config_digest(block) == config_hash(arm_cfg)
         assert results.config_digest(block, exclude_factor="loss.label_smoothing") == \
             config_hash(arm_cfg, exclude_factor="loss.label_smoothing")
+
+
+# -- item 12: a small result.json, the per-step fingerprints in one packed field ---------------------
+
+
+def test_result_files_pack_the_steps_and_version_1_is_still_read(tmp_path, capsys):
+    items = _items(6)
+    steps = {"loss": [f"{i * 7919 % 2**32:08x}" for i in range(440)],
+             "params": [f"{i * 104729 % 2**64:016x}" for i in range(440)]}
+    for r in items:
+        r["fingerprints"]["steps"] = steps
+    v2 = tmp_path / "v2"
+    for r in items:
+        results.write_result(results.run_dir(v2, r["seed"], r["arm"]) / results.RESULT_NAME, r)
+    path = results.run_dir(v2, 0, "A") / results.RESULT_NAME
+    on_disk = json.loads(path.read_text())
+    assert on_disk["schema"] == "harness.result/2"
+    assert isinstance(on_disk["fingerprints"]["steps"]["loss"], str)  # one packed field, not 440 strings
+    assert results.load_steps(path) == steps and results.load_steps(on_disk) == steps
+    assert items[0]["fingerprints"]["steps"] is steps  # the caller's dict is left as it was
+
+    v1 = tmp_path / "v1"
+    for r in items:  # the previous contract: schema 1, two lists of hex strings
+        results.write_json(results.run_dir(v1, r["seed"], r["arm"]) / results.RESULT_NAME,
+                           {**r, "schema": "harness.result/1"})
+    assert path.stat().st_size < 0.6 * (results.run_dir(v1, 0, "A") / results.RESULT_NAME).stat().st_size
+    assert results.load_steps(results.run_dir(v1, 0, "A") / results.RESULT_NAME) == steps
+    assert _analyze(v1, "--no-write", capsys=capsys)[0] == 0
+    assert _analyze(v2, "--no-write", capsys=capsys)[0] == 0
