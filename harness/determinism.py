@@ -128,6 +128,7 @@ def capture_environment(settings: Settings, device: torch.device) -> dict:
         "device_name": torch.cuda.get_device_name(device) if cuda else _cpu_name(),
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the kernel set: other bits on AVX-512
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
         "mode": settings.mode,
