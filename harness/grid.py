@@ -228,7 +228,9 @@ def _lines(summary: dict) -> list[str]:
 
 
 def _num(x) -> str:
-    return "n/a" if x is None else f"{x:+.3g}"
+    if x is None:
+        return "n/a"
+    return "0" if abs(x) < 1e-9 else f"{x:+.3g}"  # a difference of equal values, up to float rounding
 
 
 def _p(x) -> str:

@@ -300,7 +300,8 @@ def describe(groups, differences, by_comparison, problems, baseline) -> str:
                         for arm, ps in by_comparison.items())
         parts.append(
             f"These results have {len(groups)} different identities, so a difference between arms would "
-            f"mix the factor with other changes. " + ". ".join(lines) + f". Per comparison, what differs: {per}."
+            f"mix the factor with other changes. " + ". ".join(lines) + "."
+            + (f" Per comparison, what differs: {per}." if per else "")
         )
     if problems:
         parts.append("Results whose recorded hash disagrees with their own config block: " + "; ".join(
