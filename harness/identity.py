@@ -418,8 +418,9 @@ def certificate_for(cert, results):
 
 
 def inputs_digest(results) -> str:
-    """A digest of which runs an analysis used: an old analysis.json with another one is stale."""
-    rows = sorted(_key_bytes([where(r), r.get("seed"), str(r.get("arm")), hashes(r)[0],
+    """A digest of which runs an analysis used: an old analysis.json with another one is stale.
+    (Not of where the files are: the same runs in another folder layout give the same analysis.)"""
+    rows = sorted(_key_bytes([r.get("seed"), str(r.get("arm")), hashes(r)[0],
                               (r.get("fingerprints") or {}).get("final"), r.get("status"), r.get("metrics")])
                   for r in results)
     return hashlib.sha256(b"\n".join(rows)).hexdigest()[:16]
