@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.analysis import analyze  # noqa: E402
-from harness.results import SCHEMA, SCHEMA_V1, config_digest, load_tree, pack_steps  # noqa: E402
+from harness.results import SCHEMA, SCHEMA_V1, config_digest, gc_paused, load_tree, pack_steps  # noqa: E402
 
 
 def synthetic_result(seed: int, arm: str, rng: random.Random, config: dict, env: dict) -> dict:
@@ -94,11 +94,12 @@ def measure(root: Path, n_files: int, version: int) -> dict:
     size = sum(f.stat().st_size for f in root.rglob("result.json"))
     print(f"bench_analyze: harness.result/{version}: {n_files} result files, {size / 1e6:.0f} MB "
           f"({size / n_files / 1e3:.1f} KB each), written in {time.perf_counter() - t:.1f} s to {root}")
-    t0 = time.perf_counter()
-    loaded = load_tree(root)
-    t1 = time.perf_counter()
-    analysis = analyze(loaded.results)
-    t2 = time.perf_counter()
+    with gc_paused():  # as harness.analyze does (analysis.analyze_dir)
+        t0 = time.perf_counter()
+        loaded = load_tree(root)
+        t1 = time.perf_counter()
+        analysis = analyze(loaded.results)
+        t2 = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t3 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "harness.analyze", str(root), "--no-write"],
