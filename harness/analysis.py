@@ -9,7 +9,12 @@ which values are compared with which, and refuse what cannot be compared:
 - a failed run, or one whose metric is missing or not a finite number, is excluded and named;
 - a run without a partner of the same seed in the baseline arm is unpaired: dropped and named;
 - arms of one seed must share the fingerprints the results' ``pairing`` says they share;
-- results of more than one experiment, or of two configurations in one arm, are not mixed.
+- results of more than one experiment, or of two configurations in one arm, are not mixed;
+- results of different identities (config outside the factor, code, the environment that decides
+  the bits) are not compared unless asked to, and then what differs is recorded (comparability.py);
+- the same (seed, arm) in several files counts once when the copies are bit-identical, and is
+  refused, with the files named, when they differ; a copy relabelled as another seed is refused;
+- a certificate.json made for another configuration is not reported as current.
 
 The output is deterministic (seeded resampling, no timestamps, no absolute paths), so analysing
 the same files twice gives a byte-identical analysis.json.
@@ -24,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import evidence, stats
+from harness import comparability, evidence, stats
 from harness import results as results_io
 
 SCHEMA = "harness.analysis/1"
@@ -41,14 +46,16 @@ class AnalysisError(ValueError):
 
 def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: Mapping | None = None,
             margin="auto", baseline: str | None = None, alpha: float = 0.05, bootstrap_resamples: int = 9999,
-            bootstrap_seed: int = 0, unreadable=(), extra: dict | None = None) -> dict:
+            bootstrap_seed: int = 0, unreadable=(), extra: dict | None = None,
+            allow_mixed_identity: bool = False) -> dict:
     """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared.
 
     ``metric`` is the primary metric: it decides the verdict. ``directions`` maps metric names to
     "max" (higher is better) or "min"; the results' recorded ``config.stats.metrics`` declare them,
     and ``directions`` adds to or overrides those. Nothing is guessed from a metric's name: the
     primary metric must have a declared direction. Every other metric with a declared direction
-    that the results hold is reported beside the verdict.
+    that the results hold is reported beside the verdict. Results of more than one identity
+    (comparability.py) are refused unless ``allow_mixed_identity``.
     """
     _check_options(metric, alpha, bootstrap_resamples)
     results = list(results)
@@ -65,7 +72,13 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: M
     if baseline not in arms:
         raise AnalysisError(f"The baseline arm {baseline!r} has no results; the arms are: {_names(arms)}.")
     others = [a for a in arms if a != baseline]
-    _check_duplicates(results)
+    try:
+        ident = comparability.check(results, baseline=baseline, others=others, allow_mixed=allow_mixed_identity)
+    except comparability.IdentityError as e:
+        raise AnalysisError(str(e)) from None
+    results, copies = _check_duplicates(results)
+    ident["copies"] = copies
+    ident["inputs_digest"] = comparability.inputs_digest(results)
     _check_one_configuration_per_arm(results, arms)
     _check_metric_exists(results, metric)
     try:
@@ -140,6 +153,7 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: M
         "test_set_noise": examples_note,
         "pairing_verified": verified,
         "setup": evidence.setup(usable),
+        "identity": ident,
         "multiple_comparisons": {
             "method": "bonferroni",
             "comparisons": len(comparisons),
@@ -172,26 +186,34 @@ def analyze_dir(root, *, write: bool = True, directions: Mapping | None = None, 
 
     Raises results.ResultsError when root does not exist and AnalysisError when nothing under it
     can be analysed. A ``certificate.json`` in root (the reproducibility certificate) is included
-    as ``certificate``.
+    as ``certificate`` when it was made for these results, else as a "not certified" record.
+    When the analysis is refused, an earlier analysis.json, report.md and analysis.png that
+    described other results are moved to superseded/analysis-<time>/ (they would look current).
     """
-    root = Path(root)
-    loaded = results_io.load_tree(root)
+    with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
+        return _analyze_dir(Path(root), write, {**kw, "directions": directions})
+
+
+def _analyze_dir(root: Path, write: bool, kw: dict) -> dict:
     folder = root if root.is_dir() else root.parent
-    unreadable = [(_relative(path, folder), reason) for path, reason in loaded.unreadable]
-    if not loaded.results:
-        if unreadable:
-            listed = "; ".join(f"{path}: {reason}" for path, reason in unreadable)
-            raise AnalysisError(f"No readable result.json under {root}: {listed}.")
-        raise AnalysisError(f"No result.json files under {root}.")
+    loaded, unreadable = _load(root, folder)
     extra = dict(kw.pop("extra", None) or {})
     certificate = folder / CERTIFICATE_NAME
     if certificate.is_file() and "certificate" not in extra:
         try:
-            extra["certificate"] = results_io.read_json(certificate)
+            extra["certificate"] = comparability.certificate_for(results_io.read_json(certificate), loaded.results)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
     unreadable += list(kw.pop("unreadable", ()))
-    analysis = analyze(loaded.results, directions=directions, unreadable=unreadable, extra=extra, **kw)
+    try:
+        analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)
+    except AnalysisError as e:
+        moved = set_aside_stale_outputs(folder, loaded.results) if write else None
+        if moved:
+            raise AnalysisError(f"{e} The earlier analysis in {folder} described other results; it was "
+                                f"moved to {moved.relative_to(folder).as_posix()}/ so that it does not "
+                                f"look current.") from None
+        raise
     if write:
         from harness import report  # matplotlib is only needed when writing
 
@@ -199,6 +221,51 @@ def analyze_dir(root, *, write: bool = True, directions: Mapping | None = None, 
         report.write_markdown(analysis, folder / REPORT_NAME)
         report.write_figure(analysis, folder / FIGURE_NAME)
     return analysis
+
+
+def _load(root: Path, folder: Path):
+    """Every result under root, with ``_path`` relative to folder; AnalysisError when there are none."""
+    loaded = results_io.load_tree(root)
+    unreadable = [(_relative(path, folder), reason) for path, reason in loaded.unreadable]
+    if not loaded.results:
+        if unreadable:
+            listed = "; ".join(f"{path}: {reason}" for path, reason in unreadable)
+            raise AnalysisError(f"No readable result.json under {root}: {listed}.")
+        raise AnalysisError(f"No result.json files under {root}.")
+    prefix = str(folder) + "/"
+    for r in loaded.results:  # named in messages and in analysis.json, never as absolute paths
+        path = r["_path"]
+        r["_path"] = path[len(prefix):] if path.startswith(prefix) else _relative(path, folder)
+    return loaded, unreadable
+
+
+OUTPUT_NAMES = (ANALYSIS_NAME, REPORT_NAME, FIGURE_NAME)
+
+
+def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES) -> Path | None:
+    """Move earlier analysis outputs that describe other results than ``results`` aside.
+
+    They stay where they are when analysis.json's inputs digest matches these results (the
+    analysis was refused for another reason, e.g. a bad option). Returns the folder they went to.
+    """
+    present = [folder / name for name in names if (folder / name).is_file()]
+    if not present:
+        return None
+    try:
+        old = results_io.read_json(folder / names[0])
+        if (old.get("identity") or {}).get("inputs_digest") == comparability.inputs_digest(results):
+            return None
+    except (OSError, ValueError, AttributeError):
+        pass
+    import os
+    from datetime import datetime, timezone
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    dest = folder / "superseded" / f"analysis-{stamp}"
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in present:
+        os.replace(path, dest / path.name)
+    return dest
 
 
 # -- checks -------------------------------------------------------------------------------------
@@ -241,17 +308,12 @@ def _arm_order(results) -> list[str]:
     return [a for a in order if a in present] + sorted(present - set(order))
 
 
-def _check_duplicates(results) -> None:
-    seen: dict[tuple, int] = {}
-    for r in results:
-        key = (r.get("seed"), str(r.get("arm")))
-        seen[key] = seen.get(key, 0) + 1
-    doubled = [f"seed {s} arm {a} ({n} files)" for (s, a), n in seen.items() if n > 1]
-    if doubled:
-        raise AnalysisError(
-            f"The same (seed, arm) appears in more than one result file: {', '.join(doubled)}. Each "
-            f"pair must come from one run; point the analysis at a folder that holds one copy."
-        )
+def _check_duplicates(results) -> tuple[list, list]:
+    """One result per (seed, arm): bit-identical copies merged (and listed), conflicts refused."""
+    try:
+        return comparability.one_per_run(results)
+    except comparability.IdentityError as e:
+        raise AnalysisError(str(e)) from None
 
 
 def _check_one_configuration_per_arm(results, arms) -> None:
@@ -261,8 +323,9 @@ def _check_one_configuration_per_arm(results, arms) -> None:
     for arm in arms:
         hashes: dict[str, list] = {}
         for r in results:
-            if str(r.get("arm")) == arm and r.get("config_hash") is not None:
-                hashes.setdefault(str(r["config_hash"]), []).append(r.get("seed"))
+            config_hash = comparability.hashes(r)[0]  # recomputed from the result's config block
+            if str(r.get("arm")) == arm and config_hash is not None:
+                hashes.setdefault(str(config_hash), []).append(r.get("seed"))
         if len(hashes) > 1:
             parts = ", ".join(f"{h} for seeds {_names(_seed_sorted(s))}" for h, s in sorted(hashes.items()))
             mixed.append(f"arm {arm}: {parts}")

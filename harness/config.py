@@ -180,9 +180,20 @@ def replace_whole_arms(cfg, overrides) -> None:
                 cfg.ab.arms = OmegaConf.create(value)
 
 
-def _dirname(override_dirname: str) -> str:
-    """Hydra folder name from the overrides that define the experiment; 'default' when none."""
-    return override_dirname.replace("/", "_") or "default"
+def _dirname(override_dirname: str, *job) -> str:
+    """Hydra folder name from the overrides that define the experiment; 'default' when none.
+
+    Booleans are written in lower case (``repro.certificate=False`` and ``=false`` are one folder).
+    With ``seed`` and ``arm`` (a sweep's job folder): ``<grid point>/seed=S,arm=A``, naming what the
+    job holds (either left out when the job runs all of them) instead of Hydra's job number.
+    """
+    import re
+
+    name = re.sub(r"(?<=[=,])(True|False)(?=,|$)", lambda m: m.group(1).lower(), override_dirname).replace("/", "_")
+    if not job:
+        return name or "default"
+    held = ",".join(f"{key}={value}" for key, value in zip(("seed", "arm"), job) if value is not None)
+    return "/".join(part for part in (name, held or "all") if part)
 
 
 CONFIG_MODULE = "harness.conf"  # the configs shipped inside the package (pkg://harness.conf)

@@ -96,6 +96,14 @@ def sections(analysis: dict) -> list[Section]:
     for name, c in analysis["comparisons"].items():
         out.append(_comparison_section(analysis, name, c, f))
 
+    ident = analysis.get("identity") or {}
+    if ident.get("allowed_mixed"):
+        out.append(Section("MIXED IDENTITY (compared anyway, --allow-mixed-identity)", ["arm", "baseline", "differs"],
+                           [[arm, c["baseline"], ", ".join(c["differs"]) or "nothing"]
+                            for arm, c in (ident.get("comparisons") or {}).items()],
+                           notes=["these arms differ in more than the factor: a difference mixes the factor "
+                                  "with the parts named here"]
+                           + [f"{h['path']} {h['problem']}" for h in ident.get("hash_disagreements") or []]))
     if analysis.get("excluded"):
         out.append(Section("Excluded runs", ["seed", "arm", "reason"],
                            [[str(e["seed"]), str(e["arm"]), e["reason"]] for e in analysis["excluded"]]))

@@ -188,7 +188,9 @@ class WandbTracker:
         complete = False
         try:
             fingerprints = result.get("fingerprints") or {}
-            losses = decode_loss_bits((fingerprints.get("steps") or {}).get("loss") or [])
+            from .results import load_steps
+
+            losses = decode_loss_bits(load_steps(result)["loss"])
             metrics = {f"metrics/{k}": v for k, v in (result.get("metrics") or {}).items() if _is_number(v)}
             last = len(losses)
             every = self.options["history_every"]

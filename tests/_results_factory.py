@@ -79,7 +79,8 @@ def make_result(seed, arm: str, value, *, experiment: str = EXPERIMENT, factor: 
         "env": {"device": "cpu", "threads": 2, "torch": "2.x"},
         "timing": {"train_seconds": 1.0, "steps": 3, "steps_per_s": 3.0, "ms_per_step": 333.3, "total_seconds": 1.2},
         "config": config,
-        "config_hash": _hex("config", experiment, factor, factor_value),
+        "config_hash": results.config_digest(config),
+        "base_hash": results.config_digest(config, exclude_factor=factor),
         "code_version": {"harness": "0.1.0", "source": "0" * 16, "torch": "2.x"},
         "created": "2025-01-01T00:00:00Z",
     }

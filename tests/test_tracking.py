@@ -22,6 +22,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness import tracking
+from harness.results import load_steps
 
 from . import wandb_reader
 
@@ -354,7 +355,7 @@ def test_experiment_offline_end_to_end(tmp_path):
     run = runs["seed=1 arm=B"]
     assert run.job_type == "B" and run.group == runs["analysis"].group
     assert run.config["loss"]["label_smoothing"] == 0.1 and run.config["env"] == result["env"]
-    steps = result["fingerprints"]["steps"]["loss"]
+    steps = load_steps(result)["loss"]  # result.json packs them (harness.result/2)
     assert [row["_step"] for row in run.history] == list(range(1, len(steps) + 1))
     assert [float32_bits(row["train/loss"]) for row in run.history] == steps
     assert run.summary["metrics/test_accuracy"] == result["metrics"]["test_accuracy"]
