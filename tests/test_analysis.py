@@ -9,6 +9,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+from harness import results as results_io
 import pytest
 from rich.console import Console
 
@@ -441,6 +443,9 @@ def _with_examples(n_seeds=6, gain=0.04, rng_seed=5, arms=("A", "B")):
             r = F.make_result(seed, arm, float(100 * correct.mean()), arms=arm_values, examples=correct)
             r["env"]["mode"] = "strict"
             r["config"]["precision"] = "fp32"
+            # the recorded hashes are of the config block (the analysis recomputes and compares them)
+            r["config_hash"] = results_io.config_digest(r["config"])
+            r["base_hash"] = results_io.config_digest(r["config"], exclude_factor=r["factor"])
             items.append(r)
     return items
 
