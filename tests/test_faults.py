@@ -47,26 +47,16 @@ def test_ctrl_c_says_what_is_safe_and_how_to_resume_and_resume_works(tmp_path):
 
 def test_a_full_disk_names_the_file_and_keeps_what_was_written(tmp_path, monkeypatch):
     import harness.experiment as experiment
-
-    real = experiment.write_json
-
-    def full_after_two(path, obj):
-        if path.name == "result.json" and len(list(tmp_path.rglob("result.json"))) >= 2:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, obj)
-
-    # the error the atomic writer raises names its file; the harness turns it into a message
     from harness import results
 
-    def write_json(path, obj):
-        try:
-            full_after_two(path, obj)
-        except OSError as e:
-            if e.filename is None:
-                e.filename = str(path)
-            raise
+    real = experiment.write_result
 
-    monkeypatch.setattr(experiment, "write_json", write_json)
+    def full_after_two(path, result):
+        if len(list(tmp_path.rglob("result.json"))) >= 2:  # the disk fills up at the third result
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))  # as atomic_write names it
+        real(path, result)
+
+    monkeypatch.setattr(experiment, "write_result", full_after_two)
     with pytest.raises(HarnessError) as e:
         harness.run([*FAST, "repro.certificate=false"], out_dir=tmp_path, verbose=False)
     text = str(e.value)
@@ -106,7 +96,7 @@ def test_a_bad_value_in_a_sweep_is_one_paragraph_before_any_job(tmp_path):
     ("stats.baseline=Z", "stats.baseline='Z' is not an arm"),
     ("optim.lr=-1", "Invalid learning rate: -1"),
     ("ab.arms.B=1.5", "ab.arms.B: loss.label_smoothing=1.5 must be in [0, 1)"),
-    ("loss.focal_gamma=-1", "loss.focal_gamma=-1.0 must be >= 0"),
+    ("loss.focal_gamma=-1", "loss.focal_gamma=-1 must be >= 0"),
     ("model._target_=harness.builtin.models.SmallCnn", "harness.builtin.models has no 'SmallCnn'"),
     ("ab.arms={A: 0.0}", "ab.arms has 1 arm(s) (A)"),
 ])
