@@ -162,6 +162,14 @@ class Config:
     repro: ReproConfig = field(default_factory=ReproConfig)
 
 
+def compose_error(e: Exception) -> str:
+    """Hydra's message says what; its cause (OmegaConf's) often says why, e.g. the allowed values."""
+    text = str(e).split("Config search path")[0]
+    if e.__cause__ is not None and str(e.__cause__) not in text:
+        text += f" ({str(e.__cause__).splitlines()[0]})"
+    return " ".join(text.split()).rstrip(".") + "."
+
+
 def replace_whole_arms(cfg, overrides) -> None:
     """``ab.arms={A: 0.0}`` on the command line means exactly these arms.
 

@@ -58,11 +58,9 @@ def compose_config(overrides: list[str], config_dirs=()):
     try:
         return compose(overrides, config_dirs=config_dirs)
     except (HydraException, OmegaConfBaseException) as e:
-        # Hydra's message says what; its cause (OmegaConf's) often says why, e.g. the allowed keys.
-        text = str(e).split("Config search path")[0]
-        if e.__cause__ is not None and str(e.__cause__) not in text:
-            text += f" ({str(e.__cause__).splitlines()[0]})"
-        text = " ".join(text.split()).rstrip(".") + "."
+        from .config import compose_error
+
+        text = compose_error(e)
         raise BadInput(
             f"the overrides {' '.join(overrides) or '(none)'} do not compose a config: {text} "
             "Overrides are the same as for python -m harness, e.g. train.max_steps=50 optim.lr=0.1 +experiment=loss_ab."
