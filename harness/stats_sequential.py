@@ -45,7 +45,9 @@ DECISIONS = ("continue", "better", "worse", "equivalent", "futile", "undecided")
 CONTINUE, BETTER, WORSE, EQUIVALENT, FUTILE, UNDECIDED = range(6)
 SPENDINGS = ("pocock", "obrien-fleming", "hsd")
 _GRID = 601  # points of the integration grid on [-8, c_k] (Simpson)
-_FUTILITY_POINTS = 9  # effects inside the interval at which the chance to settle is evaluated
+_FUTILITY_POINTS = 9
+_PATHS = 2**17  # simulated paths that calibrate the t-scale boundaries
+_CALIBRATION_SEED = 20261130  # effects inside the interval at which the chance to settle is evaluated
 
 
 def _spend(kind: str, gamma: float, a1: float, t: np.ndarray) -> np.ndarray:
@@ -96,18 +98,51 @@ def _normal_bounds(info: tuple, increments: tuple) -> tuple:
     return tuple(bounds)
 
 
+@lru_cache(maxsize=64)
+def _t_bounds(looks: tuple, increments: tuple, fallback: tuple) -> tuple:
+    """The same spending on the t scale, where the variance is estimated at every look.
+
+    Carrying the normal boundaries' nominal levels to the t scale keeps each look's level but
+    not the joint one (measured: 0.056 instead of 0.050 at 45 looks). The t statistics of normal
+    differences are pivotal (their joint law under the tested effect does not involve sigma), so
+    the boundaries are calibrated on _PATHS simulated paths with a fixed seed: c_k is the value
+    that the paths not yet stopped cross with frequency increments[k]. Where an increment is too
+    small to resolve (under 25 paths), the carried normal value is kept.
+    """
+    rng = np.random.default_rng(_CALIBRATION_SEED)
+    n = np.array(looks)
+    x = rng.standard_normal((_PATHS, int(n[-1])))
+    s1 = np.cumsum(x, axis=1)[:, n - 1]
+    s2 = np.cumsum(x * x, axis=1)[:, n - 1]
+    del x
+    mean = s1 / n
+    t = mean * np.sqrt(n) / np.sqrt(np.maximum((s2 - n * mean**2) / (n - 1), 1e-300))
+    open_ = np.ones(_PATHS, dtype=bool)
+    bounds = []
+    for k, inc in enumerate(increments):
+        hits = int(round(inc * _PATHS))
+        tk = t[open_, k]
+        if hits < 25 or hits >= tk.size:
+            c = float(fallback[k])
+        else:
+            c = float(np.partition(tk, tk.size - hits)[tk.size - hits - 1: tk.size - hits + 1].mean())
+        bounds.append(c)
+        open_ &= ~(t[:, k] > c)
+    return tuple(bounds)
+
+
 @dataclass(frozen=True)
 class SequentialDesign:
     """A sequential paired comparison, declared before any data. Raises ValueError on bad values."""
 
     max_seeds: int = 50
-    seeds_per_look: int = 1
+    seeds_per_look: int = 2
     min_seeds: int = 6
     alpha: float = 0.05
     margin: float | None = None  # the smallest effect of interest, metric units, declared up front
     direction: str = "max"  # "max": higher is better; "min": lower is better
     equivalence: bool = True  # whether "equivalent within +-margin" may be claimed
-    spending: str = "hsd"
+    spending: str = "pocock"
     gamma: float = 1.0  # Hwang-Shih-DeCani parameter (spending="hsd" only)
     futility: float = 0.05  # stop as futile when no plausible effect settles a claim with >= this chance
     arms: int = 1  # arms compared with the baseline; alpha is split evenly (Bonferroni)
@@ -173,10 +208,10 @@ class SequentialDesign:
         a1 = self.one_sided_alpha
         cum = _spend(self.spending, self.gamma, a1, np.array(looks) / self.max_seeds)
         cum[-1] = a1  # all of it is spent by the last look
-        inc = np.diff(np.concatenate([[0.0], cum]))
-        z = np.array(_normal_bounds(tuple(float(n) for n in looks), tuple(inc.tolist())))
-        nominal = sps.norm.sf(z)
-        crit = sps.t.isf(nominal, np.array(looks) - 1)
+        inc = tuple(np.diff(np.concatenate([[0.0], cum])).tolist())
+        z = np.array(_normal_bounds(tuple(float(n) for n in looks), inc))
+        crit = np.array(_t_bounds(looks, inc, tuple(sps.t.isf(sps.norm.sf(z), np.array(looks) - 1))))
+        nominal = sps.t.sf(crit, np.array(looks) - 1)
         return tuple(zip(looks, z.tolist(), nominal.tolist(), crit.tolist()))
 
     @property
