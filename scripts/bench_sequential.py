@@ -178,7 +178,7 @@ def robustness(rng):
 
 def arms(rng):
     k = 3
-    des = SequentialDesign(margin=None, equivalence=False, arms=k, **LOOK)
+    des = SequentialDesign(margin=None, equivalence=False, arms=k, **{**LOOK, "min_seeds": 7})
     print(f"\n6. {k} arms against one baseline (shared baseline: differences correlated 0.5), "
           f"alpha split by Bonferroni ({des.one_sided_alpha:.4f} per side and arm), min_seeds "
           f"{des.min_seeds}")
