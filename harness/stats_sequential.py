@@ -286,6 +286,8 @@ class Look:
     nominal_alpha: float  # one-sided nominal level of this look
     margin: float | None
     chance_to_settle: float  # the futility statistic (1.0 at the last look or with futility off)
+    skewness: float  # sample skewness of the differences: the boundaries assume normal ones, and
+    # strong skew (|skewness| >~ 1) inflates the error of claims against the long tail's opposite
     decision: str
     arm: str | None = None
 
@@ -304,9 +306,10 @@ def _look(design, k, n, d, arm):
     sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
     lo, hi, code, settle = evaluate(design, n, mean, sd)
     _, _, nominal, crit = design.boundaries[k]
+    skew = float(sps.skew(d, bias=False)) if sd > 0 and n > 2 else 0.0
     return Look(look=k + 1, n=n, estimate=mean, sd=sd, interval=(float(lo), float(hi)),
                 level=1.0 - 2.0 * design.one_sided_alpha, critical=crit, nominal_alpha=nominal,
-                margin=design.margin, chance_to_settle=float(settle), decision=DECISIONS[int(code)],
+                margin=design.margin, chance_to_settle=float(settle), skewness=skew, decision=DECISIONS[int(code)],
                 arm=arm)
 
 
