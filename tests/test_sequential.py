@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from harness.stats_sequential import (BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign,
-                                      _normal_bounds, _spend, evaluate, next_seeds, replay,
-                                      replay_arms, sequential_look, simulate)
+                                      evaluate, next_seeds, replay, replay_arms, sequential_look,
+                                      simulate)
+from harness.stats_sequential_bounds import _normal_bounds, _spend
 
 ALPHA = 0.05
 SIMS = 4000  # experiments per simulated cell: SE of a rate near 0.05 is 0.0034
