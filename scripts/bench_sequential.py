@@ -71,7 +71,7 @@ def superiority(rng):
     print(f"\n1. Better/worse than 0 (no margin), alpha {ALPHA}, looks at {des.looks[0]}, "
           f"{des.looks[1]}, ... {MAX} (Pocock-type spending), {EXPERIMENTS} experiments per row")
     print(f"{'effect':>7} {'better':>7} {'worse':>7} {'futile':>7} {'undec':>7} {'E[seeds]':>9}"
-          f" {'fixed-50 power':>15} {'fixed n, same power':>20} {'ratio':>6}")
+          f" {'fixed-50 power':>15} {'fixed n, same power':>20} {'ratio':>6} {'(vs n at power .99)':>20}")
     for eff in EFFECTS:
         d = draws(rng, eff, experiments=BOUNDARY_EXPERIMENTS if eff == 0 else EXPERIMENTS)
         code, used = simulate(des, d)
@@ -84,7 +84,8 @@ def superiority(rng):
                      f"{len(d)} experiments)")
         else:
             fp50, nfix, r = ratio_to_fixed(b, used, d)
-            line += f" {fp50:15.3f} {str(nfix):>20} {r:6.2f}"
+            _, n99, r99 = ratio_to_fixed(min(b, 0.99), used, d)
+            line += f" {fp50:15.3f} {str(nfix):>20} {r:6.2f} {f'{r99:.2f} (n {n99})':>20}"
         print(line)
 
 
