@@ -139,6 +139,11 @@ class SequentialDesign:
                 return c
         raise ValueError(f"{n} seeds is not a look of this design; the looks are {self.looks}.")
 
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "SequentialDesign":
+        """The design stored with a run (``to_dict``), for resuming: derived keys are ignored."""
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if not k.startswith("_") and k in d})
+
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
         d["looks"] = list(self.looks)

@@ -54,7 +54,9 @@ def test_looks_schedule_and_next_seeds():
     d = SequentialDesign(max_seeds=20, min_seeds=6, seeds_per_look=4, margin=1.0)
     assert d.looks == (6, 10, 14, 18, 20)  # the last look is always at max_seeds
     assert [next_seeds(d, n) for n in (0, 6, 7, 18, 20)] == [6, 4, 3, 2, 0]
-    json.dumps(d.to_dict())
+    stored = json.loads(json.dumps(d.to_dict()))  # stored with the run, compared on resume
+    assert SequentialDesign.from_dict(stored) == d
+    assert SequentialDesign.from_dict({**stored, "alpha": 0.1}) != d
 
 
 def test_normal_boundaries_match_published_obrien_fleming_values():
@@ -73,6 +75,9 @@ def test_false_positive_rate_under_the_null_at_most_alpha():
     code, used = simulate(d, np.random.default_rng(1).standard_normal((SIMS, 30)))
     fpr = np.isin(code, [BETTER, WORSE]).mean()
     assert fpr <= tol(ALPHA)
+    # under the null most runs end as futile or undecided, and futility saves seeds
+    assert (code == DECISIONS.index("futile")).mean() > 0.5 and used.mean() < 30
+    assert (code == DECISIONS.index("undecided")).any()
     # the same data, a fixed-N t test peeked at every look: the inflation this module prevents
     from scipy import stats as sps
     x = np.random.default_rng(1).standard_normal((SIMS, 30))
