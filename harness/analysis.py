@@ -164,6 +164,12 @@ def analyze_dir(root, *, write: bool = True, **kw) -> dict:
             extra["certificate"] = results_io.read_json(certificate)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
+    sequential = folder / "sequential.json"  # the looks of a sequential run (harness/sequential.py)
+    if sequential.is_file() and "sequential" not in extra:
+        try:
+            extra["sequential"] = results_io.read_json(sequential)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            unreadable.append(("sequential.json", f"not valid JSON ({e})"))
     unreadable += list(kw.pop("unreadable", ()))
     analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)
     if write:
