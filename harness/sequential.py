@@ -5,7 +5,8 @@
 The loop: validate the design (ab.sequential) and every setting before anything is written; then,
 over and over, read the result files, replay the looks (harness.sequential_plan, with the
 statistics of harness.stats_sequential), and run the next batch -- the next seeds for the baseline
-and every arm still running -- with ``harness.experiment.run_experiment`` narrowed to them. It stops
+and every arm still running -- with ``harness.experiment.run_experiment`` narrowed to each seed
+(``seed=S``, and ``arm=A`` once an arm has stopped), the units a sweep's jobs run. It stops
 when every arm is settled (or past the failure budget), writes ``sequential.json`` (every look of
 every arm) and ``sequential.png`` (the running interval against the margin), and analyses the
 results with the looks in analysis.json. A killed run continued with the same command skips the
@@ -55,11 +56,43 @@ def prepare(cfg: DictConfig, where: Path, *, stored: Optional[Path] = None):
     return design, baseline, arms
 
 
-def narrowed(cfg: DictConfig, seeds: list, arm: Optional[str] = None) -> DictConfig:
-    """A copy of cfg that runs only these seeds (and one arm): the unit run_experiment resumes."""
+def refresh(cfg: DictConfig, root: Path, say: Callable[[str], None] = print) -> int:
+    """Move aside results of another config or code than this one's (resume's rule), failed ones too.
+
+    The plan reads every result file under root, so this is where a changed config or code makes
+    a seed run again; a failed run of the same config and code stays (it counts as a failure).
+    """
+    from .experiment import supersede
+    from .identity import config_hash
+    from .results import find_result_files
+    from .runner import code_of
+
+    arms = arm_configs(cfg)
+    ident = {a: (config_hash(c), code_of(c)["version"]) for a, c in arms.items()}
+    moved = 0
+    for path in find_result_files(root) if root.exists() else []:
+        try:
+            r = read_json(path)
+        except (OSError, ValueError):
+            continue  # the analysis names unreadable files
+        want = ident.get(str(r.get("arm")))
+        if want and (r.get("config_hash"), r.get("code_version")) != want:
+            dest = supersede(path)
+            moved += 1
+            say(f"seed={r.get('seed')} arm={r.get('arm')}: result of another config or code moved to {dest}; "
+                "it runs again when its seed is reached")
+    return moved
+
+
+def narrowed(cfg: DictConfig, seed: int, arm: Optional[str] = None) -> DictConfig:
+    """A copy of cfg narrowed to one seed (and one arm), as a sweep job is: what run_experiment runs.
+
+    ab.seeds stays as given (it is the order of seeds, and a seed past it is still a valid unit),
+    so results record the same config in process and through the sweeper.
+    """
     sub = copy.deepcopy(cfg)
     with open_dict(sub):
-        sub.ab.seeds = list(seeds)
+        sub.seed = int(seed)
         sub.arm = arm
     return sub
 
@@ -76,6 +109,7 @@ def run_sequential(cfg: DictConfig, out_dir: Path, *, say: Callable[[str], None]
     say(f"sequential: looks at {_looks(design)} seeds, alpha {design.alpha:g}, margin "
         f"{design.margin if design.margin is not None else 'none (better/worse than 0)'}, {design.spending} spending")
 
+    refresh(cfg, out_dir, say)
     results, skipped, failed, cert = [], [], [], None
     while True:
         loaded = load_tree(out_dir).results if (out_dir / "runs").exists() else []
@@ -87,9 +121,10 @@ def run_sequential(cfg: DictConfig, out_dir: Path, *, say: Callable[[str], None]
             break
         say(f"sequential: next batch, seeds {_names(p.batch_seeds)} for arms {', '.join(p.batch_arms)}")
         every_arm = len(p.batch_arms) == len(arms) + 1
-        units = [None] if every_arm else p.batch_arms  # all arms in one call, else one call per arm
-        for arm in units:
-            outcome = run_experiment(narrowed(cfg, p.batch_seeds, arm), out_dir, log=say, tracker=tracker,
+        # seed by seed, every arm of a seed before the next seed (as a sweep's jobs would be)
+        units = [(seed, arm) for seed in p.batch_seeds for arm in ([None] if every_arm else p.batch_arms)]
+        for seed, arm in units:
+            outcome = run_experiment(narrowed(cfg, seed, arm), out_dir, log=say, tracker=tracker,
                                      certify=certify, certificate_dir=out_dir)
             certify = False  # one certificate per invocation, from the first batch that runs
             cert = outcome.certificate or cert
@@ -197,5 +232,6 @@ def write_figure(block: dict, path) -> None:
         ax.set_xlabel("seeds (pairs) at the look")
         ax.set_ylabel(f"{arm} - {block['baseline']}{unit}")
         ax.set_title(f"{arm} vs {block['baseline']}: {a['decision']}")
-        ax.legend(loc="best", fontsize=8)
+        if margin or looks:
+            ax.legend(loc="best", fontsize=8)
     atomic_write(path, lambda out: fig.savefig(out, format="png"))

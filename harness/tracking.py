@@ -46,7 +46,8 @@ from pathlib import Path
 log = logging.getLogger("harness.tracking")
 
 MODES = ("offline", "online", "disabled")
-_ARTIFACT_FILES = ("analysis.json", "report.md", "analysis.png", "certificate.json", "experiment.json")
+_ARTIFACT_FILES = ("analysis.json", "report.md", "analysis.png", "certificate.json", "experiment.json",
+                   "sequential.json", "sequential.png")
 # wandb's old names for its modes (still accepted in WANDB_MODE)
 _MODE_ALIASES = {"dryrun": "offline", "run": "online"}
 
@@ -262,6 +263,8 @@ class WandbTracker:
                 data["figure"] = wandb.Image(str(figure))
             if data:
                 run.log(data, step=0)
+            for step, row in sequential_history(analysis):  # a sequential run's looks, _step = seeds
+                run.log(row, step=step)
             run.summary.update(analysis_summary(analysis))
             artifact = self._artifact(analysis, out_dir)
             if artifact is not None:
@@ -422,6 +425,20 @@ def comparison_table(comparisons: list[dict]) -> tuple[list[str], list[list]]:
             picks[column] = path
     rows = [[_cell(_get(c, path)) for path in picks.values()] for c in comparisons]
     return list(picks), rows
+
+
+def sequential_history(analysis: dict) -> list[tuple[int, dict]]:
+    """The looks of a sequential run as history rows: (seeds at the look, sequential/<arm>/... values)."""
+    seq = analysis.get("sequential")
+    rows: dict[int, dict] = {}
+    for arm, a in ((seq or {}).get("arms") or {}).items() if isinstance(seq, dict) else ():
+        for x in a.get("looks") or []:
+            row = rows.setdefault(int(x["n"]), {})
+            lo, hi = x["interval"]
+            row.update({f"sequential/{arm}/estimate": x["estimate"], f"sequential/{arm}/lower": lo,
+                        f"sequential/{arm}/upper": hi, f"sequential/{arm}/critical": x["critical"],
+                        f"sequential/{arm}/decision": x["decision"]})
+    return sorted(rows.items())
 
 
 def analysis_summary(analysis: dict) -> dict:
