@@ -137,7 +137,7 @@ class SequentialConfig:
     # The smallest effect that matters, in the metric's units (accuracy: points), declared before
     # the data. Claims are "better/worse beyond the margin" and "equivalent within it"; null: only
     # better/worse than 0 (no equivalence claims). Never estimated from the data (no "auto").
-    margin: Optional[float] = None
+    margin: Any = None  # Any, so that margin=auto gets our sentence rather than a type error
     equivalence: Optional[bool] = None  # may "equivalent" be claimed? null: yes when a margin is declared
     spending: str = "pocock"  # alpha-spending function: pocock | obrien-fleming | hsd
     gamma: float = 1.0  # the Hwang-Shih-DeCani parameter (spending=hsd only; -4 is like obrien-fleming)
