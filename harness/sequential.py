@@ -111,8 +111,13 @@ def run_sequential(cfg: DictConfig, out_dir: Path, *, say: Callable[[str], None]
 
     refresh(cfg, out_dir, say)
     results, skipped, failed, cert = [], [], [], None
+    last = None
     while True:
         loaded = load_tree(out_dir).results if (out_dir / "runs").exists() else []
+        if last is not None and len(loaded) <= last:  # a batch that left no result would repeat forever
+            raise ExperimentError(f"a batch of seeds left no new result file under {out_dir / 'runs'}; "
+                                  "the result files of the last batch cannot be read (see the log).")
+        last = len(loaded)
         p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms, metric=metric,
                     max_failures=budget)
         _write(out_dir, design, p, cfg, loaded, "running")

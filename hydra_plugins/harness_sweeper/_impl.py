@@ -73,10 +73,15 @@ class SequentialSweeperImpl:
 
         idx = self._next_job_idx(root)
         returns, job_failures = [], []
+        last = None
         while True:
             loaded = load_tree(root).results
             p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms,
                         metric=cfg.stats.metric, max_failures=budget)
+            if last is not None and len(loaded) <= last[0] and len(job_failures) == last[1] and not p.done:
+                p.stopped = (f"the last batch's jobs completed but left no new result file under {root}; "
+                             "check the jobs' logs (a job folder per job).")  # else it would repeat forever
+            last = (len(loaded), len(job_failures))
             if not p.stopped and job_failures and len(job_failures) + len(p.failed) > budget:
                 p.stopped = (f"{len(job_failures)} job(s) failed before writing a result "
                              f"({'; '.join(job_failures[:3])}) and {len(p.failed)} run(s) failed, more than "
