@@ -189,6 +189,12 @@ def sequential_sections(analysis: dict) -> list[Section]:
         f"{d.get('spending')} spending, futility {d.get('futility')}; each look's interval covers the true "
         f"difference at every look at once, so the decision keeps its error rate wherever the run stopped. "
         f"The fixed-N tests above, on the same seeds, do not account for the looks.")
+    skewed = [f"{arm} {a['looks'][-1]['skewness']:+.2f}" for arm, a in seq["arms"].items()
+              if a.get("looks") and abs(a["looks"][-1].get("skewness") or 0.0) >= 1.0]
+    if skewed:  # the boundaries assume normal differences; skew inflates the error (docs/sequential.md)
+        s.notes.append(f"skewed differences at the last look ({', '.join(skewed)}): the boundaries assume normal "
+                       f"differences, and skew of 1 raises the error rate to ~0.07 at alpha 0.05; prefer "
+                       f"spending=obrien-fleming or a larger min_seeds for this metric.")
     if seq.get("stopped"):
         s.notes.append(f"stopped unsettled: {seq['stopped']}")
     return [s]

@@ -64,6 +64,18 @@ def test_in_process_run_stops_when_settled_and_drops_the_worse_arm(reference):
     assert "Sequential looks (settled)" in report and "sequential decision (worse): C is worse than A" in report
 
 
+def test_report_flags_skewed_differences(reference):
+    import copy
+
+    from harness.report import sequential_sections
+
+    analysis = read_json(reference / "analysis.json")
+    assert not any("skewed" in n for n in sequential_sections(analysis)[0].notes)
+    skewed = copy.deepcopy(analysis)
+    skewed["sequential"]["arms"]["B"]["looks"][-1]["skewness"] = -1.4
+    assert any(n.startswith("skewed differences at the last look (B -1.40)") for n in sequential_sections(skewed)[0].notes)
+
+
 def test_killed_run_continues_at_the_right_look_with_the_same_decisions(tmp_path, reference, capsys):
     out = tmp_path / "killed"
     args = SEQ + [f"hydra.run.dir={out}"]
