@@ -2,6 +2,8 @@
 
 import harness  # noqa: F401  - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
@@ -18,4 +20,11 @@ def main(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # Ctrl-C: say what is safe and how to resume, not a traceback (results are written atomically)
+        from harness.app import interrupted_message
+
+        print(f"\nharness: {interrupted_message()}\n", file=sys.stderr)
+        raise SystemExit(130) from None

@@ -2,13 +2,19 @@
 
 ``analyze(results)`` takes result dicts (the contract in results.py) and returns the content of
 analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
-writes analysis.json, report.md and analysis.png beside them. The statistics live in stats.py;
-here we only decide which values are compared with which, and refuse what cannot be compared:
+writes analysis.json, report.md and analysis.png beside them. The statistics live in harness/stats/,
+the other metrics, per-example records and curves are gathered in evidence.py; here we only decide
+which values are compared with which, and refuse what cannot be compared:
 
 - a failed run, or one whose metric is missing or not a finite number, is excluded and named;
 - a run without a partner of the same seed in the baseline arm is unpaired: dropped and named;
 - arms of one seed must share the fingerprints the results' ``pairing`` says they share;
-- results of more than one experiment, or of two configurations in one arm, are not mixed.
+- results of more than one experiment, or of two configurations in one arm, are not mixed;
+- results of different identities (config outside the factor, code, the environment that decides
+  the bits) are not compared unless asked to, and then what differs is recorded (comparability.py);
+- the same (seed, arm) in several files counts once when the copies are bit-identical, and is
+  refused, with the files named, when they differ; a copy relabelled as another seed is refused;
+- a certificate.json made for another configuration is not reported as current.
 
 The output is deterministic (seeded resampling, no timestamps, no absolute paths), so analysing
 the same files twice gives a byte-identical analysis.json.
@@ -23,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import comparability, evidence, stats
 from harness import results as results_io
-from harness import stats
 
 SCHEMA = "harness.analysis/1"
 ANALYSIS_NAME = "analysis.json"
@@ -38,10 +44,19 @@ class AnalysisError(ValueError):
     """The results cannot be analysed as asked; the message says what and what is allowed."""
 
 
-def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto", baseline: str | None = None,
-            alpha: float = 0.05, bootstrap_resamples: int = 9999, bootstrap_seed: int = 0,
-            unreadable=(), extra: dict | None = None) -> dict:
-    """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared."""
+def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: Mapping | None = None,
+            margin="auto", baseline: str | None = None, alpha: float = 0.05, bootstrap_resamples: int = 9999,
+            bootstrap_seed: int = 0, unreadable=(), extra: dict | None = None,
+            allow_mixed_identity: bool = False) -> dict:
+    """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared.
+
+    ``metric`` is the primary metric: it decides the verdict. ``directions`` maps metric names to
+    "max" (higher is better) or "min"; the results' recorded ``config.stats.metrics`` declare them,
+    and ``directions`` adds to or overrides those. Nothing is guessed from a metric's name: the
+    primary metric must have a declared direction. Every other metric with a declared direction
+    that the results hold is reported beside the verdict. Results of more than one identity
+    (comparability.py) are refused unless ``allow_mixed_identity``.
+    """
     _check_options(metric, alpha, bootstrap_resamples)
     results = list(results)
     if not results:
@@ -57,9 +72,19 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
     if baseline not in arms:
         raise AnalysisError(f"The baseline arm {baseline!r} has no results; the arms are: {_names(arms)}.")
     others = [a for a in arms if a != baseline]
-    _check_duplicates(results)
+    try:
+        ident = comparability.check(results, baseline=baseline, others=others, allow_mixed=allow_mixed_identity)
+    except comparability.IdentityError as e:
+        raise AnalysisError(str(e)) from None
+    results, copies = _check_duplicates(results)
+    ident["copies"] = copies
+    ident["inputs_digest"] = comparability.inputs_digest(results)
     _check_one_configuration_per_arm(results, arms)
     _check_metric_exists(results, metric)
+    try:
+        directions = evidence.directions(results, directions, metric)
+    except evidence.DirectionError as e:
+        raise AnalysisError(str(e)) from None
 
     usable, excluded = _usable_runs(results, metric)
     verified = _check_pairing(usable)
@@ -92,20 +117,24 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
         )
 
     unit = " pts" if "accuracy" in metric else ""
-    higher_is_better = not any(word in metric for word in ("loss", "error"))
+    higher_is_better = directions[metric] == "max"
     values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
+    n_test = _common_n_test(usable) if "accuracy" in metric else None
     try:
-        chosen = stats.resolve_margin(margin, [v for v in values.values() if len(v)], unit=unit)
+        chosen = stats.resolve_margin(margin, [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
+                                      resolution=100.0 / n_test if n_test else None)
     except ValueError as e:
         raise AnalysisError(f"Bad margin: {e}") from None
-    n_test = _common_n_test(usable) if "accuracy" in metric else None
+    examples, examples_note = evidence.examples(compared, by_arm, baseline, metric, unit)
     comparisons = stats.compare_to_baseline(
         {arm: (np.array([by_arm[baseline][s]["value"] for s in seeds]),
                np.array([by_arm[arm][s]["value"] for s in seeds]))
          for arm, seeds in compared.items()},
         margin=chosen, baseline=baseline, alpha=alpha, n_resamples=bootstrap_resamples,
         seed=bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
+        examples=examples,
     )
+    others_reported = evidence.other_metrics(usable, compared, baseline, metric, directions, alpha)
 
     out = {
         "schema": SCHEMA,
@@ -113,27 +142,36 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
         "factor": factor,
         "metric": metric,
         "unit": unit.strip(),
+        "direction": directions[metric],
         "higher_is_better": higher_is_better,
+        "directions": {name: directions[name] for name in [metric, *others_reported["metrics"]]},
         "alpha": alpha,
         "baseline": baseline,
-        "margin": {"value": chosen.value, "source": chosen.source, "description": chosen.description},
+        "margin": chosen.to_dict(),
         "arms": {arm: _arm_summary(arm, by_arm[arm], results) for arm in arms},
         "noise_floor": _noise_floor_block(values, chosen, n_test, metric),
+        "test_set_noise": examples_note,
         "pairing_verified": verified,
+        "setup": evidence.setup(usable),
+        "identity": ident,
         "multiple_comparisons": {
-            "method": "holm",
+            "method": "bonferroni",
             "comparisons": len(comparisons),
-            "note": "verdicts use Holm-adjusted p-values across the comparisons with the baseline "
-                    "(unchanged when there is one); confidence intervals are per comparison",
+            "note": "with k comparisons with the baseline each claim is tested at alpha / k, and the "
+                    "intervals that decide claims ('intervals') are at that level; 't.ci' is the "
+                    "unadjusted (1 - alpha) interval. Other metrics: Holm over all their comparisons",
         },
         "comparisons": {
-            arm: _comparison_block(c, compared[arm], by_arm, baseline, arm)
+            arm: _comparison_block(c, compared[arm], by_arm, baseline, arm, others_reported["by_arm"].get(arm, {}))
             for arm, c in comparisons.items()
         },
+        "curves": evidence.curves(usable, arms),
         "not_compared": not_compared,
         "excluded": excluded,
         "unreadable": [{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
     }
+    # runs whose data files were trusted without their checksums (data.verify=false): the report says so
+    out["data_unverified"] = sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results)
     for key, value in (extra or {}).items():
         if key in out:
             raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")
@@ -141,27 +179,29 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", margin="auto"
     return _plain(out)
 
 
-def analyze_dir(root, *, write: bool = True, **kw) -> dict:
+def analyze_dir(root, *, write: bool = True, directions: Mapping | None = None, **kw) -> dict:
     """Analyse every result.json under ``root``; write analysis.json, report.md, analysis.png there.
+
+    ``directions`` and the other keywords are analyze()'s.
 
     Raises results.ResultsError when root does not exist and AnalysisError when nothing under it
     can be analysed. A ``certificate.json`` in root (the reproducibility certificate) is included
-    as ``certificate``.
+    as ``certificate`` when it was made for these results, else as a "not certified" record.
+    When the analysis is refused, an earlier analysis.json, report.md and analysis.png that
+    described other results are moved to superseded/analysis-<time>/ (they would look current).
     """
-    root = Path(root)
-    loaded = results_io.load_tree(root)
+    with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
+        return _analyze_dir(Path(root), write, {**kw, "directions": directions})
+
+
+def _analyze_dir(root: Path, write: bool, kw: dict) -> dict:
     folder = root if root.is_dir() else root.parent
-    unreadable = [(_relative(path, folder), reason) for path, reason in loaded.unreadable]
-    if not loaded.results:
-        if unreadable:
-            listed = "; ".join(f"{path}: {reason}" for path, reason in unreadable)
-            raise AnalysisError(f"No readable result.json under {root}: {listed}.")
-        raise AnalysisError(f"No result.json files under {root}.")
+    loaded, unreadable = _load(root, folder)
     extra = dict(kw.pop("extra", None) or {})
     certificate = folder / CERTIFICATE_NAME
     if certificate.is_file() and "certificate" not in extra:
         try:
-            extra["certificate"] = results_io.read_json(certificate)
+            extra["certificate"] = comparability.certificate_for(results_io.read_json(certificate), loaded.results)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
     sequential = folder / "sequential.json"  # the looks of a sequential run (harness/sequential.py)
@@ -171,7 +211,15 @@ def analyze_dir(root, *, write: bool = True, **kw) -> dict:
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append(("sequential.json", f"not valid JSON ({e})"))
     unreadable += list(kw.pop("unreadable", ()))
-    analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)
+    try:
+        analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)
+    except AnalysisError as e:
+        moved = set_aside_stale_outputs(folder, loaded.results) if write else None
+        if moved:
+            raise AnalysisError(f"{e} The earlier analysis in {folder} described other results; it was "
+                                f"moved to {moved.relative_to(folder).as_posix()}/ so that it does not "
+                                f"look current.") from None
+        raise
     if write:
         from harness import report  # matplotlib is only needed when writing
 
@@ -179,6 +227,51 @@ def analyze_dir(root, *, write: bool = True, **kw) -> dict:
         report.write_markdown(analysis, folder / REPORT_NAME)
         report.write_figure(analysis, folder / FIGURE_NAME)
     return analysis
+
+
+def _load(root: Path, folder: Path):
+    """Every result under root, with ``_path`` relative to folder; AnalysisError when there are none."""
+    loaded = results_io.load_tree(root)
+    unreadable = [(_relative(path, folder), reason) for path, reason in loaded.unreadable]
+    if not loaded.results:
+        if unreadable:
+            listed = "; ".join(f"{path}: {reason}" for path, reason in unreadable)
+            raise AnalysisError(f"No readable result.json under {root}: {listed}.")
+        raise AnalysisError(f"No result.json files under {root}.")
+    prefix = str(folder) + "/"
+    for r in loaded.results:  # named in messages and in analysis.json, never as absolute paths
+        path = r["_path"]
+        r["_path"] = path[len(prefix):] if path.startswith(prefix) else _relative(path, folder)
+    return loaded, unreadable
+
+
+OUTPUT_NAMES = (ANALYSIS_NAME, REPORT_NAME, FIGURE_NAME)
+
+
+def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES) -> Path | None:
+    """Move earlier analysis outputs that describe other results than ``results`` aside.
+
+    They stay where they are when analysis.json's inputs digest matches these results (the
+    analysis was refused for another reason, e.g. a bad option). Returns the folder they went to.
+    """
+    present = [folder / name for name in names if (folder / name).is_file()]
+    if not present:
+        return None
+    try:
+        old = results_io.read_json(folder / names[0])
+        if (old.get("identity") or {}).get("inputs_digest") == comparability.inputs_digest(results):
+            return None
+    except (OSError, ValueError, AttributeError):
+        pass
+    import os
+    from datetime import datetime, timezone
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    dest = folder / "superseded" / f"analysis-{stamp}"
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in present:
+        os.replace(path, dest / path.name)
+    return dest
 
 
 # -- checks -------------------------------------------------------------------------------------
@@ -221,17 +314,12 @@ def _arm_order(results) -> list[str]:
     return [a for a in order if a in present] + sorted(present - set(order))
 
 
-def _check_duplicates(results) -> None:
-    seen: dict[tuple, int] = {}
-    for r in results:
-        key = (r.get("seed"), str(r.get("arm")))
-        seen[key] = seen.get(key, 0) + 1
-    doubled = [f"seed {s} arm {a} ({n} files)" for (s, a), n in seen.items() if n > 1]
-    if doubled:
-        raise AnalysisError(
-            f"The same (seed, arm) appears in more than one result file: {', '.join(doubled)}. Each "
-            f"pair must come from one run; point the analysis at a folder that holds one copy."
-        )
+def _check_duplicates(results) -> tuple[list, list]:
+    """One result per (seed, arm): bit-identical copies merged (and listed), conflicts refused."""
+    try:
+        return comparability.one_per_run(results)
+    except comparability.IdentityError as e:
+        raise AnalysisError(str(e)) from None
 
 
 def _check_one_configuration_per_arm(results, arms) -> None:
@@ -241,8 +329,9 @@ def _check_one_configuration_per_arm(results, arms) -> None:
     for arm in arms:
         hashes: dict[str, list] = {}
         for r in results:
-            if str(r.get("arm")) == arm and r.get("config_hash") is not None:
-                hashes.setdefault(str(r["config_hash"]), []).append(r.get("seed"))
+            config_hash = comparability.hashes(r)[0]  # recomputed from the result's config block
+            if str(r.get("arm")) == arm and config_hash is not None:
+                hashes.setdefault(str(config_hash), []).append(r.get("seed"))
         if len(hashes) > 1:
             parts = ", ".join(f"{h} for seeds {_names(_seed_sorted(s))}" for h, s in sorted(hashes.items()))
             mixed.append(f"arm {arm}: {parts}")
@@ -382,6 +471,8 @@ def _arm_summary(arm, runs, results) -> dict:
         "std": float(v.std(ddof=1)) if len(v) >= 2 else None,
         "min": float(v.min()) if len(v) else None,
         "max": float(v.max()) if len(v) else None,
+        "ci": list(stats.mean_interval(v)) if len(v) >= 2 else None,  # t interval of the arm's mean
+        "values": [float(x) for x in v],
         "seeds": seeds,
     }
 
@@ -406,7 +497,7 @@ def _noise_floor_block(values, margin, n_test, metric) -> dict:
     }
 
 
-def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -> dict:
+def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm, other_metrics) -> dict:
     t_low, t_high = c.t.confidence_interval()
     finals = [
         ((by_arm[baseline][s]["result"].get("fingerprints") or {}).get("final"),
@@ -430,15 +521,9 @@ def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -
         "mean_diff": c.mean_diff,
         "identical": c.identical,
         "exact": c.exact,
+        "n_moved": c.n_moved,
         "final_weights_identical": weights_identical,
-        "noise": {
-            "std_baseline": c.noise.std_a,
-            "std_arm": c.noise.std_b,
-            "std_diff": c.noise.std_diff,
-            "correlation": c.noise.correlation,
-            "unpaired_std_diff": c.noise.unpaired_std_diff,
-            "variance_ratio": c.noise.variance_ratio,
-        },
+        "noise": c.noise.to_dict(),
         "t": {
             "statistic": c.t.statistic, "pvalue": c.t.pvalue, "df": c.t.df,
             "confidence_level": c.t.confidence_level, "ci": [t_low, t_high], "note": c.t.note,
@@ -448,38 +533,37 @@ def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm) -
             "method": c.bootstrap.method, "n_resamples": c.bootstrap.n_resamples,
             "seed": c.bootstrap.seed, "note": c.bootstrap.note,
         },
-        "wilcoxon": {
-            "statistic": c.wilcoxon.statistic, "pvalue": c.wilcoxon.pvalue, "method": c.wilcoxon.method,
-            "zero_method": c.wilcoxon.zero_method, "n_zeros": c.wilcoxon.n_zeros, "ties": c.wilcoxon.ties,
-        },
-        "permutation": {
-            "statistic": c.permutation.statistic, "pvalue": c.permutation.pvalue,
-            "exact": c.permutation.exact, "n_resamples": c.permutation.n_resamples, "seed": c.permutation.seed,
-            "method": c.permutation.method,
-        },
+        "wilcoxon": c.wilcoxon.to_dict(),
+        "permutation": c.permutation.to_dict(),
         "welch": {
             "statistic": c.welch.statistic, "pvalue": c.welch.pvalue, "df": c.welch.df,
             "ci": list(c.welch.confidence_interval()), "note": c.welch.note,
         },
         "d_z": c.d_z,
-        "minimum_effect": {
-            "pvalue": c.minimum_effect.pvalue, "p_above": c.minimum_effect.p_above,
-            "p_below": c.minimum_effect.p_below,
+        "minimum_effect": c.minimum_effect.to_dict(),
+        "tost": c.tost.to_dict(),
+        "decision": {
+            "pvalues": c.p_decision,
+            "sign_flip_floors": c.floors,
+            "n_comparisons": c.n_comparisons,
+            "about": "what the verdict compares with alpha: max(raw p, the exact sign-flip test's "
+                     "smallest reachable p) x comparisons, and for claims about an estimated margin / "
+                     "its share of alpha",
         },
-        "tost": {"pvalue": c.tost.pvalue, "p_lower": c.tost.p_lower, "p_upper": c.tost.p_upper},
-        "holm": {
-            "t": c.p_zero_holm, "minimum_effect": c.p_minimum_effect_holm, "tost": c.p_tost_holm,
-        },
-        "verdict": {"code": c.verdict.code, "sentence": c.verdict.sentence},
-        "seeds_needed": {
-            "at_margin": c.seeds_needed.at_margin,
-            "at_observed": c.seeds_needed.at_observed,
-            "to_settle_margin": c.seeds_needed.to_settle_margin,
-            "power": c.seeds_needed.power,
-            "assumptions": c.seeds_needed.assumptions,
-        },
+        "intervals": {name: iv.to_dict() for name, iv in c.intervals.items()},
+        "verdict": c.verdict.to_dict(),
+        "test_set": _test_set_block(c),
+        "seeds_needed": c.seeds_needed.to_dict(),
+        "other_metrics": other_metrics,
         "pairs": [[s, by_arm[baseline][s]["value"], by_arm[arm][s]["value"]] for s in seeds],
     }
+
+
+def _test_set_block(c: stats.PairedComparison) -> dict | None:
+    if c.test_set is None:
+        return None
+    low, high = c.test_set.confidence_interval(c.intervals["zero"].level)
+    return dict(c.test_set.to_dict(), distribution_ci=[low, high], level=c.intervals["zero"].level)
 
 
 # -- small helpers ------------------------------------------------------------------------------

@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", metavar="DIR", help="folder holding result.json files (searched recursively)")
     p.add_argument("--metric", default="test_accuracy", help="key of result.json's metrics (default: test_accuracy)")
+    p.add_argument("--direction", choices=("max", "min"), default=None,
+                   help="direction of --metric: max (higher is better) or min (lower is better); default: "
+                        "what the results' config declares (stats.metrics.<name>); never guessed from the name")
     p.add_argument("--margin", type=_margin, default="auto",
                    help='smallest difference that matters, in the metric\'s units, or "auto" (the pooled seed std)')
     p.add_argument("--baseline", default=None, help="arm the others are compared with (default: the first arm)")
@@ -53,17 +56,39 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-resamples", type=int, default=9999, help="bootstrap and permutation resamples")
     p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
     p.add_argument("--no-write", action="store_true", help="print only; write nothing into DIR")
+    p.add_argument("--allow-mixed-identity", action="store_true",
+                   help="compare arms whose config outside the factor, code or environment differ "
+                        "(refused by default); what differs is recorded in analysis.json and the report")
+    p.add_argument("--grid", action="store_true",
+                   help="DIR holds one A/B at several settings (a sweep over e.g. optim.lr): analyse each "
+                        "setting on its own and write grid.json, grid.md and grid.png (Holm across the grid)")
     return p
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if args.grid and args.allow_mixed_identity:
+        print("harness.analyze: --grid analyses each setting on its own; --allow-mixed-identity compares "
+              "across them. Choose one.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    options = dict(write=not args.no_write, metric=args.metric, margin=args.margin, baseline=args.baseline,
+                   alpha=args.alpha, bootstrap_resamples=args.bootstrap_resamples,
+                   bootstrap_seed=args.bootstrap_seed,
+                   directions={args.metric: args.direction} if args.direction else None)
     try:
-        analysis = analyze_dir(
-            args.dir, write=not args.no_write, metric=args.metric, margin=args.margin,
-            baseline=args.baseline, alpha=args.alpha, bootstrap_resamples=args.bootstrap_resamples,
-            bootstrap_seed=args.bootstrap_seed,
-        )
+        if args.grid:
+            from harness.grid import SCHEMA as GRID_SCHEMA
+            from harness.grid import analyze_grid_dir, render_grid
+
+            analysis = analyze_grid_dir(args.dir, **options)
+            if analysis.get("schema") == GRID_SCHEMA:
+                render_grid(analysis)
+                if not args.no_write:
+                    print(f"wrote grid.json, grid.md and grid.png into {args.dir}, and each setting's "
+                          "analysis into its own folder")
+                return 0
+        else:
+            analysis = analyze_dir(args.dir, allow_mixed_identity=args.allow_mixed_identity, **options)
     except (AnalysisError, ResultsError) as e:
         print(f"harness.analyze: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

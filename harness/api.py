@@ -101,7 +101,7 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
     from omegaconf.errors import OmegaConfBaseException
 
     from .app import execute
-    from .config import compose
+    from .config import compose, compose_error, replace_whole_arms
     from .experiment import ExperimentError
     from .results import load_tree
 
@@ -111,7 +111,8 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
         try:
             cfg = compose(overrides, config_dirs=[config_dir] if config_dir else ())
         except (HydraException, OmegaConfBaseException) as e:
-            raise HarnessError(f"the overrides {list(overrides)} do not compose a config: {e}") from None
+            raise HarnessError(f"the overrides {list(overrides)} do not compose a config: {compose_error(e)}") from None
+        replace_whole_arms(cfg, overrides)
     out = Path(out_dir) if out_dir is not None else _default_out_dir(cfg, overrides)
     log = logging.getLogger("harness")
     say = (lambda m: print(m, flush=True)) if verbose else log.debug
@@ -119,6 +120,10 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
         done = execute(cfg, out, say=say, show_table=verbose)
     except ExperimentError as e:
         raise HarnessError(str(e)) from None
+    except OSError as e:
+        from .app import storage_message
+
+        raise HarnessError(storage_message(e, out, again="harness.run(...) with the same arguments")) from None
     results = [r for r in load_tree(out).results] if (out / "runs").exists() else done.outcome.results
     if done.analysis_error and verbose:
         print(done.analysis_error)

@@ -10,7 +10,6 @@ process exits with status 1 after printing everything it could compute.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,9 @@ from .experiment import ExperimentError, Outcome, run_experiment
 
 log = logging.getLogger("harness")
 
+# The folder this process is writing results into (for the message after Ctrl-C).
+CURRENT: dict = {}
+
 
 def _say(msg: str) -> None:
     log.info(msg)
@@ -30,15 +32,6 @@ def _say(msg: str) -> None:
 def fail(message: str, code: int = 2) -> None:
     print(f"\nharness: error: {message}\n", file=sys.stderr)
     raise SystemExit(code)
-
-
-def group_name(cfg: DictConfig, folder: Path) -> str:
-    """wandb group: the experiment and its results folder (one run or one sweep)."""
-    try:
-        rel = os.path.relpath(folder)
-    except ValueError:
-        rel = str(folder)
-    return f"{cfg.experiment_name}:{rel}"[:127]
 
 
 @dataclass
@@ -58,7 +51,10 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
 
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
-    tracker = tracking.open_tracker(cfg, out_dir, group=group_name(cfg, sweep_root))
+    try:
+        tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
+    except tracking.TrackingConfigError as e:
+        raise ExperimentError(str(e)) from None
     try:
         certify = cfg.repro.certificate and _owns_certificate(cfg)
         if cfg.ab.sequential.enabled and not narrowed and not multirun:
@@ -96,19 +92,26 @@ def run(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from .config import replace_whole_arms
     from .determinism import spread_over_gpus
+    from .watchdog import exit_with_parent
 
     hc = HydraConfig.get()
+    replace_whole_arms(cfg, hc.overrides.task)
     out_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_root = Path(hc.sweep.dir) if multirun else out_dir
     if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
+        exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/watchdog.py)
+    CURRENT["folder"] = sweep_root
     if multirun and cfg.ab.sequential.enabled and "harness_sweeper" not in str(hc.sweeper.get("_target_", "")):
         log.warning("ab.sequential.enabled=true is ignored by this sweeper: each job runs its seed and arm. "
                     "Add seeds until settled with -m hydra/sweeper=harness_sequential (or without -m).")
     try:
         done = execute(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
+    except OSError as e:
+        fail(storage_message(e, sweep_root), code=1)
     except ExperimentError as e:
         if multirun:
             log.error(f"harness: error: {e}")
@@ -125,6 +128,39 @@ def run(cfg: DictConfig) -> dict:
     return {"out_dir": str(out_dir), "completed": len(done.outcome.results) - len(failed), "failed": len(failed)}
 
 
+def resume_command() -> str:
+    import shlex
+
+    return "python -m harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _completed_under(folder: Optional[Path]) -> str:
+    if folder is None or not Path(folder).exists():
+        return "No result was completed yet."
+    from .results import load_tree
+
+    try:
+        done = [r for r in load_tree(folder).results if r.get("status") == "completed"]
+    except Exception:  # noqa: BLE001 - a message, not an analysis
+        return f"The results under {folder} are as they were written."
+    return (f"The {len(done)} completed result(s) under {folder} are intact (a result file is written whole "
+            "or not at all).")
+
+
+def storage_message(e: OSError, folder: Optional[Path], again: Optional[str] = None) -> str:
+    what = {28: "the disk is full", 122: "the disk quota is exceeded", 30: "the file system is read-only",
+            13: "permission denied"}.get(e.errno, e.strerror or str(e))
+    return (f"could not write {e.filename or 'a file'}: {what}. {_completed_under(folder)} "
+            f"Free some space (or choose another output folder) and run the same command again to resume: "
+            f"{again or resume_command()}")
+
+
+def interrupted_message() -> str:
+    folder = CURRENT.get("folder")
+    return (f"interrupted. {_completed_under(folder)} The run in progress was not saved. Run the same command "
+            f"again to resume (completed runs are skipped): {resume_command()}")
+
+
 def _owns_certificate(cfg: DictConfig) -> bool:
     """Within a sweep, the job that runs the first seed's first arm reruns it for the certificate."""
     first_seed = cfg.ab.seeds[0] if len(cfg.ab.seeds) else None
@@ -136,6 +172,7 @@ def stats_kwargs(cfg: DictConfig) -> dict:
     s = cfg.stats
     return {
         "metric": s.metric,
+        "directions": {str(k): getattr(v, "value", v) for k, v in s.metrics.items()},
         "margin": s.margin,
         "baseline": s.baseline,
         "alpha": s.alpha,

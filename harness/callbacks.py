@@ -1,39 +1,100 @@
-"""Hydra callback: analyse a finished sweep at its root.
+"""Hydra callback: one folder per sweep, job folders named by what they hold, the analysis at the end.
 
-Hydra skips ``on_multirun_end`` when any job failed, which is why jobs record failures in their
-result files instead of raising; ``python -m harness.analyze SWEEP_DIR`` gives the same analysis
-whenever this callback could not run.
+``on_multirun_start`` (in the launching process, before any job is made) pins what every job's
+folder is computed from, so that all jobs of one sweep land under ONE folder whatever they sweep:
+
+- ``hydra.sweep.dir``: the folder the launcher names from the command line (conf/config.yaml), passed
+  to every job as a literal. Without this, a job resolves the folder again from its own overrides
+  (``optim.lr=0.01`` instead of ``optim.lr=0.01,0.05``; ``repro.certificate=False`` instead of
+  ``false``) and a grid lands in one folder per grid point while the analysis looks in another.
+- the job folder (``hydra.sweep.subdir``) names the grid point (the swept overrides other than seed
+  and arm) and the (seed, arm) it holds: ``optim.lr=0.05/seed=2,arm=B``. Fixed overrides are left
+  out of it (the sweep folder names them). Resume then finds a run where it was, whatever job
+  number Hydra gives it this time.
+
+``on_multirun_end`` analyses the sweep folder: one A/B, or, when it holds several settings around the
+A/B (a grid), each grid point on its own plus a summary (grid.py). Hydra skips it when any job
+failed, which is why jobs record failures in their result files instead of raising;
+``python -m harness.analyze SWEEP_DIR [--grid]`` gives the same analysis whenever it could not run.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import uuid
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict, read_write
 
 log = logging.getLogger("harness")
 
+NOT_GRID_KEYS = ("seed", "arm")  # a grid point is every swept key but these
+
+
+def _quoted(text: str) -> str:
+    return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def pin_sweep(config: DictConfig) -> None:
+    """Add the hydra overrides that make every job of this sweep use one folder (see module doc)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    fixed = [o.key_or_group for o in parsed if not o.is_sweep_override()]
+    exclude = list(config.hydra.job.config.override_dirname.exclude_keys)
+    exclude += [k for k in fixed if k not in exclude]
+    sweep_dir = str(config.hydra.sweep.dir)
+    with read_write(config.hydra), open_dict(config.hydra):
+        config.hydra.overrides.hydra.append(f"hydra.sweep.dir={_quoted(sweep_dir)}")
+        config.hydra.overrides.hydra.append(
+            "hydra.job.config.override_dirname.exclude_keys=[" + ",".join(_quoted(k) for k in exclude) + "]"
+        )
+
 
 class AnalyzeSweep(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        # Inherited by every job (in this process, a pool's workers, submitit's subprocesses):
+        # the sweep's id, under which its jobs share wandb's online outcome (tracking.OnlineGate),
+        # and this process's pid, which a pool worker's watchdog watches (harness/watchdog.py).
+        from .tracking import SWEEP_ENV
+        from .watchdog import LAUNCHER_ENV
+
+        os.environ[SWEEP_ENV] = uuid.uuid4().hex[:12]
+        os.environ[LAUNCHER_ENV] = str(os.getpid())
+        pin_sweep(config)
+
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        from .analysis import AnalysisError, analyze_dir
-        from .app import _stats_kwargs, group_name
+        from .analysis import AnalysisError
+        from .app import stats_kwargs
+        from .grid import analyze_grid_dir, render_grid
         from .report import render_table
-        from .tracking import open_tracker
+        from .tracking import TrackingConfigError, open_tracker
 
         if "harness_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
             return  # the sequential sweeper analysed the sweep itself, with its looks
         root = Path(config.hydra.sweep.dir)
         try:
-            analysis = analyze_dir(root, **_stats_kwargs(config))
+            analysis = analyze_grid_dir(root, **stats_kwargs(config))
         except AnalysisError as e:
             log.error(f"sweep analysis of {root} failed: {e}")
+            analysis = None
+        grid = analysis is not None and str(analysis.get("schema", "")).startswith("harness.grid")
+        if grid:
+            render_grid(analysis)
+        elif analysis is not None:
+            render_table(analysis)
+        try:
+            tracker = open_tracker(config, root, sweep_root=root)
+        except TrackingConfigError as e:
+            log.error(f"harness: error: {e}")
             return
-        render_table(analysis)
-        tracker = open_tracker(config, root, group=group_name(config, root))
-        tracker.log_analysis(analysis, root)
-        for w in tracker.close():
+        if analysis is not None and not grid:
+            tracker.log_analysis(analysis, root)
+        for w in tracker.close():  # also the sweep's one `wandb sync` hint for its jobs' runs
             log.warning(w)
-        log.info(f"sweep analysis: {root / 'analysis.json'}")
+        if grid:
+            log.info(f"sweep analysis: {root / 'grid.json'} (and analysis.json in each grid point's folder)")
+        elif analysis is not None:
+            log.info(f"sweep analysis: {root / 'analysis.json'}")

@@ -118,7 +118,14 @@ def instantiate(node, /, **call_site) -> Any:
         names, var_kw = parameters(resolve_callable(node["_target_"], "_target_"))
         if not var_kw:
             call_site = {k: v for k, v in call_site.items() if k in names}
-    return hydra_instantiate(node, _convert_="all", **call_site)
+    from hydra.errors import InstantiationException
+
+    try:
+        return hydra_instantiate(node, _convert_="all", **call_site)
+    except InstantiationException as e:
+        if e.__cause__ is not None:
+            raise e.__cause__  # the target's own error (its type and message), not Hydra's wrapper
+        raise
 
 
 def targets(cfg) -> list[str]:

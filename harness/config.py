@@ -80,7 +80,9 @@ class WandbConfig:
     # a digits step ~2.5 ms: every step would add ~25% to the experiment. The exact loss of every
     # step is in result.json (fingerprints.steps.loss); 1 logs them all.
     history_every: int = 10
-    tags: List[str] = field(default_factory=list)
+    tags: List[str] = field(default_factory=list)  # empty: $WANDB_TAGS
+    group: Optional[str] = None  # null: $WANDB_RUN_GROUP, else <experiment>:<folder name>:<hash of its path>
+    name: Optional[str] = None  # prefix of every run's name; null: $WANDB_NAME, else none
 
 
 @dataclass
@@ -183,9 +185,46 @@ class Config:
     repro: ReproConfig = field(default_factory=ReproConfig)
 
 
-def _dirname(override_dirname: str) -> str:
-    """Hydra folder name from the overrides that define the experiment; 'default' when none."""
-    return override_dirname.replace("/", "_") or "default"
+def compose_error(e: Exception) -> str:
+    """Hydra's message says what; its cause (OmegaConf's) often says why, e.g. the allowed values."""
+    text = str(e).split("Config search path")[0]
+    if e.__cause__ is not None and str(e.__cause__) not in text:
+        text += f" ({str(e.__cause__).splitlines()[0]})"
+    return " ".join(text.split()).rstrip(".") + "."
+
+
+def replace_whole_arms(cfg, overrides) -> None:
+    """``ab.arms={A: 0.0}`` on the command line means exactly these arms.
+
+    Hydra merges a mapping given for a mapping key, so the experiment's own arms would silently
+    stay; an override that assigns ab.arms as a whole (not ab.arms.B=..., +ab.arms.C=...) replaces them.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf, open_dict
+
+    for text in overrides:
+        if not str(text).split("=", 1)[0].lstrip("+") == "ab.arms":
+            continue
+        value = OverridesParser.create().parse_override(str(text)).value()
+        if isinstance(value, dict):
+            with open_dict(cfg):
+                cfg.ab.arms = OmegaConf.create(value)
+
+
+def _dirname(override_dirname: str, *job) -> str:
+    """Hydra folder name from the overrides that define the experiment; 'default' when none.
+
+    Booleans are written in lower case (``repro.certificate=False`` and ``=false`` are one folder).
+    With ``seed`` and ``arm`` (a sweep's job folder): ``<grid point>/seed=S,arm=A``, naming what the
+    job holds (either left out when the job runs all of them) instead of Hydra's job number.
+    """
+    import re
+
+    name = re.sub(r"(?<=[=,])(True|False)(?=,|$)", lambda m: m.group(1).lower(), override_dirname).replace("/", "_")
+    if not job:
+        return name or "default"
+    held = ",".join(f"{key}={value}" for key, value in zip(("seed", "arm"), job) if value is not None)
+    return "/".join(part for part in (name, held or "all") if part)
 
 
 CONFIG_MODULE = "harness.conf"  # the configs shipped inside the package (pkg://harness.conf)

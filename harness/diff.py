@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .results import RESULT_NAME, SCHEMA, find_result_files, read_json, write_json
+from .results import READABLE_SCHEMAS, RESULT_NAME, SCHEMA, find_result_files, load_steps, read_json, write_json
 
 EXIT_SAME, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
 WEIGHTS_NAME = "weights.pt"
@@ -73,7 +73,7 @@ def load_run(arg: str) -> Run:
         result = read_json(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DiffError(f"{path}: not a readable JSON file ({e}).") from None
-    if not isinstance(result, dict) or result.get("schema") != SCHEMA:
+    if not isinstance(result, dict) or result.get("schema") not in READABLE_SCHEMAS:
         raise DiffError(f"{path}: not a harness result file (expected \"schema\": \"{SCHEMA}\").")
     if result.get("status") != "completed":
         error = (result.get("error") or {}).get("message", "no error recorded")
@@ -99,7 +99,7 @@ def _load_weights(path: Path) -> Optional[dict]:
 
 
 def _steps(result: dict) -> dict:
-    return result.get("fingerprints", {}).get("steps", {"loss": [], "params": []})
+    return load_steps(result)
 
 
 def loss_value(bits: str) -> float:

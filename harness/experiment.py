@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .identity import config_hash, describe_code_change, flatten as _flatten, plain as _plain, under as _under
-from .results import RESULT_NAME, atomic_write, read_json, run_dir, write_json
+from .results import RESULT_NAME, atomic_write, load_steps, read_json, run_dir, write_json, write_result
 from .runner import code_of, run_one
 
 _FACTOR_FORBIDDEN = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name", "repro")
@@ -221,7 +221,7 @@ def check_pairing(results: list[dict]) -> None:
 
 def certificate(first: dict, second: dict) -> dict:
     """Compare every per-step fingerprint of a run and its rerun."""
-    a, b = first["fingerprints"]["steps"], second["fingerprints"]["steps"]
+    a, b = load_steps(first), load_steps(second)
     n = len(a["loss"])
     diverged = {}
     for key in ("loss", "params"):
@@ -285,11 +285,13 @@ def run_experiment(
         raise ExperimentError(str(e)) from None
     seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
     arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
-    write_json(out_dir / "experiment.json", {
+    described = {
         "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
         "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
         "seeds": seeds, "config": _plain(cfg),
-    })
+    }
+    if _read_or_none(out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
+        write_json(out_dir / "experiment.json", described)  # unchanged: not rewritten (read-only media)
     from .progress import RunProgress
 
     results, skipped, failed = [], [], []
@@ -318,7 +320,7 @@ def run_experiment(
                 bar.done()
                 if weights is not None:
                     save_weights(path.parent / "weights.pt", weights)
-                write_json(path, result)
+                write_result(path, result)
                 log(_run_line(result))
                 if tracker is not None:
                     tracker.log_run(result)
@@ -355,6 +357,13 @@ def _certify(arms, results, out_dir, log) -> Optional[dict]:
     write_json(out_dir / "certificate.json", cert)
     log(cert["line"])
     return cert
+
+
+def _read_or_none(path: Path):
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _run_line(r: dict) -> str:

@@ -31,7 +31,7 @@ import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is impo
 from omegaconf import OmegaConf
 
 from .diff import differences, first_difference, loss_value
-from .results import read_json, write_json
+from .results import load_steps, read_json, write_json
 
 GOLDEN_SCHEMA = "harness.golden/1"
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
@@ -58,11 +58,9 @@ def compose_config(overrides: list[str], config_dirs=()):
     try:
         return compose(overrides, config_dirs=config_dirs)
     except (HydraException, OmegaConfBaseException) as e:
-        # Hydra's message says what; its cause (OmegaConf's) often says why, e.g. the allowed keys.
-        text = str(e).split("Config search path")[0]
-        if e.__cause__ is not None and str(e.__cause__) not in text:
-            text += f" ({str(e.__cause__).splitlines()[0]})"
-        text = " ".join(text.split()).rstrip(".") + "."
+        from .config import compose_error
+
+        text = compose_error(e)
         raise BadInput(
             f"the overrides {' '.join(overrides) or '(none)'} do not compose a config: {text} "
             "Overrides are the same as for python -m harness, e.g. train.max_steps=50 optim.lr=0.1 +experiment=loss_ab."
@@ -154,7 +152,7 @@ def golden_record(result: dict, overrides: list[str], config_dirs=()) -> dict:
             "init": fp["init"],
             "data_order": fp["data_order"],
             "final": fp["final"],
-            "steps": fp["steps"],
+            "steps": load_steps(result),
         },
     }
 
@@ -174,7 +172,7 @@ def load_golden(path: str) -> dict:
 
 def compare(golden: dict, result: dict) -> dict:
     """Step-by-step comparison of a rerun with the golden, and what differs around it."""
-    g, r = golden["fingerprints"], result["fingerprints"]
+    g, r = golden["fingerprints"], {**result["fingerprints"], "steps": load_steps(result)}
     loss_step = first_difference(g["steps"]["loss"], r["steps"]["loss"])
     params_step = first_difference(g["steps"]["params"], r["steps"]["params"])
     steps = [s for s in (loss_step, params_step) if s is not None]
@@ -221,7 +219,7 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
     ls, ps = cmp["first_loss_step"], cmp["first_params_step"]
     if ls is not None:
         if ls <= min(n_g, n_r):
-            a, b = golden["fingerprints"]["steps"]["loss"][ls - 1], result["fingerprints"]["steps"]["loss"][ls - 1]
+            a, b = golden["fingerprints"]["steps"]["loss"][ls - 1], load_steps(result)["loss"][ls - 1]
             detail.append(f"loss bits from step {ls} ({loss_value(a):.9g} [{a}] in the golden, {loss_value(b):.9g} [{b}] now)")
         else:
             detail.append(f"the run has {n_r} steps, the golden {n_g}")

@@ -22,8 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 
 import harness
 
-# Keys that never change a run's numbers: excluded from the config hash (resume) and the guard.
-NOT_IN_HASH = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name")
+from .results import NOT_IN_IDENTITY as NOT_IN_HASH  # never change a run's numbers  # noqa: F401
+from .results import config_digest
 
 
 def plain(cfg) -> dict:
@@ -44,13 +44,9 @@ def under(key: str, path: str) -> bool:
 
 
 def config_hash(arm_cfg: DictConfig, exclude_factor: Optional[str] = None) -> str:
-    d = {k: v for k, v in plain(arm_cfg).items() if k not in NOT_IN_HASH}
-    repro = d.get("repro", {})
-    for key in ("certificate", "code_paths", "code_git"):  # how we check, not what runs
-        repro.pop(key, None)
-    if exclude_factor:
-        d = {k: v for k, v in flatten(d).items() if not under(k, exclude_factor)}
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """The digest resume and the analysis compare: results.config_digest of the plain config (one
+    rule, so a result's recorded hash can be recomputed from its own config block)."""
+    return config_digest(plain(arm_cfg), exclude_factor)
 
 
 # -- code ---------------------------------------------------------------------------------------

@@ -101,10 +101,9 @@ def check_train_fn(cfg: DictConfig) -> list[str]:
     return []
 
 
-def check_components(arm_cfg: DictConfig, seen: dict, arm: str | None = None) -> list[str]:
-    """Each _target_ node of one arm (nodes already checked for another arm are skipped)."""
+def check_components(arm_cfg: DictConfig, seen: dict) -> list[str]:
+    """Each _target_ node of one arm (a node already checked for another arm gives the same answer)."""
     p: list[str] = []
-    factor = str(arm_cfg.ab.factor) if "ab" in arm_cfg else ""
     builtin = arm_cfg.train.fn == BUILTIN_LOOP
     for key, call_site, required in (("data", (), builtin), ("model", (), builtin), ("loss", (), builtin),
                                       ("optim", ("params",), builtin), ("scheduler", ("optimizer",), False)):
@@ -119,13 +118,12 @@ def check_components(arm_cfg: DictConfig, seen: dict, arm: str | None = None) ->
             continue
         ident = (key, str(OmegaConf.to_container(node, resolve=True)))
         if ident in seen:
+            p += seen[ident]
             continue
-        # a problem in the node the arms change is that arm's: say so
-        where = f"ab.arms.{arm}: " if arm and (factor == key or factor.startswith(key + ".")) else ""
         before = len(p)
         try:
             check_node(node, key, call_site)
-            seen[ident] = _build_cheap(key, node, arm_cfg, builtin)
+            _build_cheap(key, node, arm_cfg, builtin)
         except ComponentError as e:
             p.append(str(e))
         except ValueError as e:
@@ -140,7 +138,7 @@ def check_components(arm_cfg: DictConfig, seen: dict, arm: str | None = None) ->
             else:
                 p.append(f"{key}: {node['_target_']} refused its arguments {_kwargs(node)}: "
                          f"{type(cause).__name__}: {cause}")
-        p[before:] = [where + x for x in p[before:]]
+        seen[ident] = p[before:]
     return p
 
 
@@ -181,10 +179,14 @@ def preflight(cfg: DictConfig, arms: dict) -> None:
     problems = check_settings(cfg, list(arms))
     problems += check_train_fn(cfg)
     seen: dict = {}
-    for name, arm_cfg in arms.items():
-        for problem in check_components(arm_cfg, seen, name):
-            if problem not in problems:
-                problems.append(problem)
+    per_arm = {name: check_components(arm_cfg, seen) for name, arm_cfg in arms.items()}
+    for name, found in per_arm.items():
+        for problem in found:
+            # a problem in every arm is the config's; in some arms only, it comes from their values
+            shared = all(problem in other for other in per_arm.values())
+            text = problem if shared else f"ab.arms.{name}: {problem}"
+            if text not in problems:
+                problems.append(text)
     if cfg.repro.code_paths:
         from pathlib import Path
 

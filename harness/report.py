@@ -71,11 +71,12 @@ def _seeds(n) -> str:
 
 
 def headline(analysis: dict) -> str:
-    direction = "higher is better" if analysis.get("higher_is_better", True) else "lower is better"
+    direction = analysis.get("direction") or ("max" if analysis.get("higher_is_better", True) else "min")
+    words = "higher is better" if direction == "max" else "lower is better"
     unit = f"{analysis['unit']}, " if analysis.get("unit") else ""
     return (
         f"{analysis.get('experiment')}: factor {analysis.get('factor')}, metric {analysis['metric']} "
-        f"({unit}{direction}), baseline {analysis['baseline']}, alpha {analysis['alpha']:g}"
+        f"({unit}{words}, declared {direction}), baseline {analysis['baseline']}, alpha {analysis['alpha']:g}"
     )
 
 
@@ -91,67 +92,18 @@ def sections(analysis: dict) -> list[Section]:
             f"{f.value(arm['mean'])} ± {f.value(arm['std'])}", f.value(arm["min"]), f.value(arm["max"]),
         ])
     out.append(arms)
-
-    floor = analysis["noise_floor"]
-    margin = analysis["margin"]
-    noise = Section("Noise floor", ["", "", ""], show_header=False)
-    for name, std in floor["seed_std"].items():
-        noise.rows.append([f"seed std, {name}", f"{f.value(std)}{f.unit}", "std across seeds (ddof=1)"])
-    noise.rows.append(["seed std, pooled", f"{f.value(floor['pooled_seed_std'])}{f.unit}", "over the arms"])
-    if floor.get("test_set_floor") is not None:
-        noise.rows.append([
-            "test-set floor", f"{f.value(floor['test_set_floor'])}{f.unit}",
-            f"binomial sqrt(p(1-p)/n), n_test = {floor['n_test']}",
-        ])
-    noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}", margin["source"]])
-    noise.notes.append(f"margin: {margin['description']}")
-    if analysis.get("pairing_verified"):
-        noise.notes.append(
-            "pairing verified: " + " and ".join(analysis["pairing_verified"])
-            + " fingerprints are equal across arms in every seed"
-        )
-    out.append(noise)
-
-    k = analysis.get("multiple_comparisons", {}).get("comparisons", 1)
+    out.append(_noise_section(analysis, f))
     for name, c in analysis["comparisons"].items():
-        s = Section(f"{name} vs {c['baseline']} ({c['n_pairs']} paired seeds)", ["", "", ""], show_header=False)
-        level = f"{c['t']['confidence_level']:.0%}"
-        s.rows += [
-            [f"mean difference {name} - {c['baseline']}", f"{f.signed(c['mean_diff'])}{f.unit}",
-             f"means {f.value(c['mean_arm'])} vs {f.value(c['mean_baseline'])}"],
-            [f"t {level} CI", f.interval(c["t"]["ci"]), c["t"]["note"] or f"paired t, df {_num(c['t']['df'], 'g')}"],
-            [f"bootstrap {level} CI", f.interval(c["bootstrap"]["ci"]), _bootstrap_detail(c["bootstrap"])],
-            ["sd of differences", f"{f.value(c['noise']['std_diff'])}{f.unit}", _pairing_detail(c["noise"], f)],
-            ["p, paired t", _p(c["t"]["pvalue"]), "against 0"],
-            ["p, Wilcoxon signed-rank", _p(c["wilcoxon"]["pvalue"]), c["wilcoxon"]["method"]],
-            ["p, sign-flip permutation", _p(c["permutation"]["pvalue"]), _permutation_detail(c["permutation"])],
-            ["p, Welch (unpaired)", _p(c["welch"]["pvalue"]), "what ignoring the pairing would say"],
-            ["effect size d_z", _num(c["d_z"]), "mean / sd of the differences"],
-            ["p, beyond the margin", _p(c["minimum_effect"]["pvalue"]), f"minimum-effect test, H0: |Δ| ≤ {f.value(margin['value'])}"],
-            ["p, within the margin", _p(c["tost"]["pvalue"]), f"TOST, H0: |Δ| ≥ {f.value(margin['value'])}"],
-        ]
-        if k > 1:
-            h = c["holm"]
-            s.rows.append([
-                "Holm-adjusted p", f"{_p(h['t'])} / {_p(h['minimum_effect'])} / {_p(h['tost'])}",
-                f"t / beyond / within, over {k} comparisons",
-            ])
-        if c.get("final_weights_identical"):
-            s.rows.append(["final weights", "bitwise identical", "in every paired seed"])
-        if c["verdict"]["code"] in UNDECIDED:
-            need = c["seeds_needed"]
-            if c["verdict"]["code"] == "differs":
-                s.rows.append(["seeds needed", _seeds(need["to_settle_margin"]),
-                               "to settle the margin if the true difference is as observed"])
-            else:
-                s.rows.append(["seeds needed", f"{_seeds(need['at_margin'])} / {_seeds(need['at_observed'])}",
-                               "to detect a difference the size of the margin / of the observed one"])
-            s.notes.append(f"seeds needed assume: {need['assumptions']}")
-        if c.get("missing_seeds"):
-            s.notes.append(f"baseline seeds without a partner in {name}: {', '.join(map(str, c['missing_seeds']))}")
-        s.notes.insert(0, f"verdict ({c['verdict']['code']}): {c['verdict']['sentence']}")
-        out.append(s)
+        out.append(_comparison_section(analysis, name, c, f))
 
+    ident = analysis.get("identity") or {}
+    if ident.get("allowed_mixed"):
+        out.append(Section("MIXED IDENTITY (compared anyway, --allow-mixed-identity)", ["arm", "baseline", "differs"],
+                           [[arm, c["baseline"], ", ".join(c["differs"]) or "nothing"]
+                            for arm, c in (ident.get("comparisons") or {}).items()],
+                           notes=["these arms differ in more than the factor: a difference mixes the factor "
+                                  "with the parts named here"]
+                           + [f"{h['path']} {h['problem']}" for h in ident.get("hash_disagreements") or []]))
     if analysis.get("excluded"):
         out.append(Section("Excluded runs", ["seed", "arm", "reason"],
                            [[str(e["seed"]), str(e["arm"]), e["reason"]] for e in analysis["excluded"]]))
@@ -161,6 +113,10 @@ def sections(analysis: dict) -> list[Section]:
     if analysis.get("unreadable"):
         out.append(Section("Unreadable files", ["path", "reason"],
                            [[u["path"], u["reason"]] for u in analysis["unreadable"]]))
+    if analysis.get("data_unverified"):
+        out.append(Section("Data", [], show_header=False, notes=[
+            f"data not verified: {analysis['data_unverified']} run(s) loaded their data files without checking "
+            "the official checksums (data.verify=false)"]))
     certificate = analysis.get("certificate")
     if isinstance(certificate, dict) and certificate.get("line"):
         out.append(Section("Reproducibility", [], notes=[str(certificate["line"])], show_header=False))
@@ -200,11 +156,139 @@ def sequential_sections(analysis: dict) -> list[Section]:
     return [s]
 
 
+def _noise_section(analysis: dict, f: _Fmt) -> Section:
+    floor = analysis["noise_floor"]
+    margin = analysis["margin"]
+    noise = Section("Noise floor", ["", "", ""], show_header=False)
+    for name, std in floor["seed_std"].items():
+        noise.rows.append([f"seed std, {name}", f"{f.value(std)}{f.unit}", "std across seeds (ddof=1)"])
+    noise.rows.append(["seed std, pooled", f"{f.value(floor['pooled_seed_std'])}{f.unit}", "over the arms"])
+    if floor.get("test_set_floor") is not None:
+        noise.rows.append([
+            "test-set floor", f"{f.value(floor['test_set_floor'])}{f.unit}",
+            f"binomial sqrt(p(1-p)/n), n_test = {floor['n_test']} (Jordan 2024)",
+        ])
+    if margin["source"] == "auto":
+        noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}",
+                           f"ESTIMATED FROM THE DATA; 'beyond' against ±{f.value(margin['high'])}, "
+                           f"'equivalent' against ±{f.value(margin['low'])}"])
+    else:
+        noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}", "declared before the data"])
+    noise.notes.append(f"margin: {margin['description']}")
+    ts = analysis.get("test_set_noise") or {}
+    if ts and not ts.get("available"):
+        noise.notes.append(f"test-set noise: not in the intervals: {ts.get('reason')}")
+    if analysis.get("pairing_verified"):
+        noise.notes.append(
+            "pairing verified: " + " and ".join(analysis["pairing_verified"])
+            + " fingerprints are equal across arms in every seed"
+        )
+    setup = analysis.get("setup") or {}
+    if any(setup.values()):
+        noise.notes.append("setup: " + "; ".join(f"{k} {', '.join(v) or '—'}" for k, v in setup.items()))
+    return noise
+
+
+def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
+    margin = analysis["margin"]
+    k = c.get("decision", {}).get("n_comparisons", 1)
+    s = Section(f"{name} vs {c['baseline']} ({c['n_pairs']} paired seeds)", ["", "", ""], show_header=False)
+    level = f"{c['t']['confidence_level']:.0%}"
+    p_dec = c["decision"]["pvalues"]
+    iv = c["intervals"]
+    s.rows += [
+        [f"mean difference {name} - {c['baseline']}", f"{f.signed(c['mean_diff'])}{f.unit}",
+         f"means {f.value(c['mean_arm'])} vs {f.value(c['mean_baseline'])}"],
+        [f"t {level} CI", f.interval(c["t"]["ci"]),
+         c["t"]["note"] or f"paired t, df {_num(c['t']['df'], 'g')}" + (", unadjusted" if k > 1 else "")],
+    ]
+    if k > 1 or margin["source"] == "auto":
+        s.rows += [
+            [f"decision CI, vs 0 ({_pct(iv['zero']['level'])})", f.interval([iv["zero"]["low"], iv["zero"]["high"]]),
+             iv["zero"]["about"]],
+            [f"decision CI, beyond ({_pct(iv['beyond']['level'])})",
+             f.interval([iv["beyond"]["low"], iv["beyond"]["high"]]), f"against ±{f.value(iv['beyond']['margin'])}"],
+            [f"decision CI, within ({_pct(iv['equivalent']['level'])})",
+             f.interval([iv["equivalent"]["low"], iv["equivalent"]["high"]]), f"against ±{f.value(iv['equivalent']['margin'])}"],
+        ]
+    s.rows += [
+        [f"studentized bootstrap {level} CI", f.interval(c["bootstrap"]["ci"]), _bootstrap_detail(c["bootstrap"])],
+        ["sd of differences", f"{f.value(c['noise']['std_diff'])}{f.unit}", _pairing_detail(c["noise"], f, analysis, name)],
+        ["p, paired t (raw)", _p(c["t"]["pvalue"]), f"against 0; decision p {_p(p_dec['zero'])}"],
+        ["p, Wilcoxon signed-rank (Pratt)", _p(c["wilcoxon"]["pvalue"]), _wilcoxon_detail(c["wilcoxon"])],
+        ["p, sign-flip permutation", _p(c["permutation"]["pvalue"]), _permutation_detail(c["permutation"])],
+        ["p, Welch (unpaired)", _p(c["welch"]["pvalue"]), "what ignoring the pairing would say"],
+        ["effect size d_z", _num(c["d_z"]), "mean / sd of the differences"],
+        ["p, beyond the margin (raw)", _p(c["minimum_effect"]["pvalue"]),
+         f"minimum-effect test, H0: |Δ| ≤ {f.value(c['minimum_effect']['margin'])}; decision p {_p(p_dec['beyond'])}"],
+        ["p, within the margin (raw)", _p(c["tost"]["pvalue"]),
+         f"TOST, H0: |Δ| ≥ {f.value(c['tost']['margin'])}; decision p {_p(p_dec['equivalent'])}"],
+    ]
+    ts = c.get("test_set")
+    if ts:
+        s.rows += [
+            ["test-set SE of the difference", f"{f.value(ts['se_test_set'])}{f.unit}",
+             f"seed SE {f.value(ts['se_seeds'])}{f.unit}; {ts['discordant']:.3g} examples disagree per seed "
+             f"(McNemar SE of one seed {f.value(ts['mcnemar_se'])}{f.unit})"],
+            [f"CI for the data distribution ({_pct(ts['level'])})", f.interval(ts["distribution_ci"]),
+             f"seeds x test examples, df {ts['df']:.3g}"],
+        ]
+    if c.get("final_weights_identical"):
+        s.rows.append(["final weights", "bitwise identical", "in every paired seed"])
+    need = c["seeds_needed"]
+    if c["verdict"]["code"] in UNDECIDED:
+        if c["verdict"]["code"] == "differs":
+            s.rows.append(["seeds needed", _seed_range(need["to_settle_margin"], need.get("to_settle_margin_range")),
+                           "to settle the margin if the true difference is as observed"])
+        else:
+            s.rows.append(["seeds needed",
+                           f"{_seed_range(need['at_margin'], need.get('at_margin_range'))} / "
+                           f"{_seed_range(need['at_observed'], need.get('at_observed_range'))}",
+                           "to detect a difference the size of the margin / of the observed one"])
+        s.notes.append(f"seeds needed assume: {need['assumptions']}")
+    for metric, o in (c.get("other_metrics") or {}).items():
+        s.rows.append([f"other metric: {metric} ({o['direction']})", f"{o['mean_diff']:+.4g} {_plain_interval(o['ci'])}",
+                       f"{o['reading']}; p {_p(o['pvalue'])}, Holm p {_p(o['pvalue_holm'])} ({o['n_pairs']} pairs)"])
+    if c.get("missing_seeds"):
+        s.notes.append(f"baseline seeds without a partner in {name}: {', '.join(map(str, c['missing_seeds']))}")
+    if c["verdict"].get("beyond_test_set"):
+        s.notes.insert(0, c["verdict"]["beyond_test_set"])
+    s.notes.insert(0, f"verdict ({c['verdict']['code']}): {c['verdict']['sentence']}")
+    return s
+
+
+def _pct(level: float) -> str:
+    return f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"
+
+
+def _plain_interval(ci) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return "—"
+    return f"[{ci[0]:+.4g}, {ci[1]:+.4g}]"
+
+
+def _seed_range(n, rng) -> str:
+    if not rng or (rng[0] is None and rng[1] is None):
+        return _seeds(n)
+    return f"{_seeds(n)} ({_seeds(rng[0])} to {_seeds(rng[1])})"
+
+
 def _bootstrap_detail(b: dict) -> str:
     if b["method"] == "none":
         return b["note"]
+    if b["method"] == "studentized":  # the row's label already says what it is
+        return f"bootstrap-t, {b['n_resamples']} resamples of the pairs, seed {b['seed']}"
     text = f"{b['method']}, {b['n_resamples']} resamples of the pairs, seed {b['seed']}"
     return f"{text}; {b['note']}" if b.get("note") else text
+
+
+def _wilcoxon_detail(w: dict) -> str:
+    # Say which variant, so that a reader who reruns R's wilcox.test knows why it prints another p.
+    text = w["method"]
+    if w.get("zero_method") == "pratt":
+        text += ("; Pratt: zeros ranked, then dropped. R's wilcox.test(paired = TRUE) drops zeros first "
+                 "and uses a normal approximation here, so it prints another p")
+    return text
 
 
 def _permutation_detail(p: dict) -> str:
@@ -215,12 +299,21 @@ def _permutation_detail(p: dict) -> str:
     return f"{p['n_resamples']} random sign patterns, seed {p['seed']}"
 
 
-def _pairing_detail(noise: dict, f: _Fmt) -> str:
+def _pairing_detail(noise: dict, f: _Fmt, analysis: dict, arm: str) -> str:
     rho = noise.get("correlation")
-    text = f"rho {_num(rho, '.2f')} between arms; unpaired {f.value(noise['unpaired_std_diff'])}{f.unit}"
-    if noise.get("variance_ratio") is not None:
-        text += f": pairing left {noise['variance_ratio']:.0%} of the variance"
-    return text
+    unpaired = f"unpaired {f.value(noise['unpaired_std_diff'])}{f.unit}"
+    if rho is None:
+        constant = [name for name, key in ((analysis["baseline"], "std_a"), (arm, "std_b")) if noise.get(key) == 0]
+        return (f"correlation undefined: {' and '.join(constant) or 'an arm'} gives the same value in every seed; "
+                f"{unpaired}")
+    ratio = noise.get("variance_ratio")
+    text = f"rho {rho:.2f} between arms; {unpaired}"
+    if ratio is None:
+        return text
+    if ratio <= 1:
+        return f"{text}: pairing removed {1 - ratio:.0%} of the variance"
+    return (f"{text}: the arms are negatively correlated, so pairing removed nothing; the differences "
+            f"vary {ratio:.2g}x as much as unpaired ones would")
 
 
 # -- terminal -----------------------------------------------------------------------------------
@@ -249,9 +342,12 @@ def render_table(analysis: dict, console: Console | None = None) -> None:
 # -- markdown -----------------------------------------------------------------------------------
 
 
-def markdown(analysis: dict) -> str:
+def markdown(analysis: dict, figure: str | None = "analysis.png") -> str:
+    """report.md: the figure, the same sections as the terminal, then every seed's values."""
     lines = [f"# Analysis: {analysis.get('experiment')}", "", headline(analysis), ""]
-    for s in sections(analysis):
+    if figure:
+        lines += [f"![{_cell(_title(analysis))}]({figure})", ""]
+    for s in [*sections(analysis), per_seed(analysis)]:
         lines += [f"## {s.title}", ""]
         if s.rows:
             header = s.columns if s.show_header else [""] * len(s.columns)
@@ -262,6 +358,36 @@ def markdown(analysis: dict) -> str:
         for note in s.notes:
             lines += [f"**{note}**" if note.startswith("verdict") else note, ""]
     return "\n".join(lines)
+
+
+def per_seed(analysis: dict) -> Section:
+    """Every seed's value per arm and its difference with the baseline."""
+    f = _Fmt(analysis)
+    base = analysis["baseline"]
+    arms = analysis["arms"]
+    by_arm = {name: dict(zip(map(str, a.get("seeds", [])), a.get("values", []))) for name, a in arms.items()}
+    others = [name for name in arms if name != base]
+    seeds = []
+    for a in arms.values():
+        seeds += [str(x) for x in a.get("seeds", []) if str(x) not in seeds]
+    s = Section("Per seed", ["seed", *arms, *[f"{o} - {base}" for o in others]])
+    for seed in seeds:
+        row = [seed] + [f.value(by_arm[name].get(seed)) for name in arms]
+        for o in others:
+            a, b = by_arm[base].get(seed), by_arm[o].get(seed)
+            row.append(f.signed(b - a) if a is not None and b is not None else "—")
+        s.rows.append(row)
+    return s
+
+
+def _title(analysis: dict) -> str:
+    """One line per comparison with its verdict: the figure's title and the image's alt text."""
+    parts = []
+    f = _Fmt(analysis)
+    for name, c in analysis["comparisons"].items():
+        parts.append(f"{name} vs {c['baseline']}: {c['verdict']['code'].replace('_', ' ')} "
+                     f"({f.signed(c['mean_diff'])}{f.unit})")
+    return "; ".join(parts)
 
 
 def _cell(text: str) -> str:
@@ -277,42 +403,9 @@ def write_markdown(analysis: dict, path) -> None:
 
 
 def write_figure(analysis: dict, path) -> None:
-    """PNG: (left) each seed's baseline -> arm line; (right) the differences, t CI and ±margin."""
-    # Figure + the Agg canvas directly: no pyplot, so no global backend or figure state is touched.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """PNG of the analysis (see harness/figures.py): verdict in the title, arms vs baseline,
+    differences with their deciding intervals, dose-response, learning curves."""
+    from .figures import figure
 
-    f = _Fmt(analysis)
-    baseline = analysis["baseline"]
-    comparisons = analysis["comparisons"]
-    margin = analysis["margin"]["value"]
-    fig = Figure(figsize=(10, 4.2), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    left, right = fig.subplots(1, 2)
-
-    for j, c in enumerate(comparisons.values(), start=1):
-        for _, a, b in c["pairs"]:
-            color = "tab:green" if b > a else "tab:red" if b < a else "0.5"
-            left.plot([0, j], [a, b], color=color, alpha=0.6, linewidth=1, marker="o", markersize=3)
-    left.set_xticks(range(len(comparisons) + 1), [baseline, *comparisons])
-    left.set_xlim(-0.3, len(comparisons) + 0.3)
-    left.set_ylabel(analysis["metric"] + (f" ({f.unit.strip()})" if f.unit else ""))
-    left.set_title("each seed, baseline → arm")
-
-    right.axhspan(-margin, margin, color="0.88", label=f"±margin {f.value(margin)}{f.unit}")
-    right.axhline(0, color="0.3", linewidth=0.8)
-    for j, c in enumerate(comparisons.values()):
-        diffs = [b - a for _, a, b in c["pairs"]]
-        spread = [j - 0.15 + 0.3 * i / max(1, len(diffs) - 1) for i in range(len(diffs))]
-        right.scatter(spread, diffs, s=16, color="tab:blue", alpha=0.7, zorder=3)
-        low, high = c["t"]["ci"]
-        if low is not None and high is not None:
-            mean = c["mean_diff"]
-            right.errorbar([j + 0.3], [mean], yerr=[[mean - low], [high - mean]], fmt="s", color="black",
-                           capsize=4, zorder=4, label="mean, t CI" if j == 0 else None)
-    right.set_xticks(range(len(comparisons)), [f"{arm} - {baseline}" for arm in comparisons])
-    right.set_xlim(-0.5, len(comparisons) - 0.3)
-    right.set_ylabel("difference" + (f" ({f.unit.strip()})" if f.unit else ""))
-    right.set_title("differences per seed")
-    right.legend(loc="best", fontsize=8)
+    fig = figure(analysis, title=_title(analysis), fmt=_Fmt(analysis))
     atomic_write(path, lambda out: fig.savefig(out, format="png"))

@@ -2,32 +2,45 @@
 
 ``runs/seed=<S>/arm=<NAME>/result.json`` is a contract that users' scripts rely on. Keys:
 
-    schema         "harness.result/1"
+    schema         "harness.result/2" (version 1, which kept fingerprints.steps as two lists of hex
+                   strings, is still read: load_steps returns the same lists for both)
     experiment     experiment name
     seed, arm      the unit of pairing
     factor         the config path where arms differ; factor_value: this arm's value there
     status         "completed" | "failed"; error: {type, message, step} when failed
     metrics        test_accuracy (percentage points), test_loss (plain cross-entropy), train_loss,
                    n_test, n_train
-    fingerprints   init, data_order, final (16 hex digits each), steps: {loss: [8 hex digits of the
-                   float32 loss bits per step], params: [16 hex digits per step]}
+    fingerprints   init, data_order, final (16 hex digits each), steps: the per-step fingerprints in
+                   ONE packed field, {format: "hex-concat/base64", n, loss: base64 of the float32 loss
+                   bits of every step (4 bytes each), params: base64 of the 64-bit parameter digest
+                   of every step (8 bytes each)}. Read them with load_steps(result_or_path), which
+                   gives {loss: [8 hex digits per step], params: [16 hex digits per step]}; only the
+                   tools that need them (diff, golden, the certificate) do, so the analysis of a large
+                   tree parses one short string per run instead of two lists of hundreds of strings.
     pairing        which fingerprints arms of one seed must share: {init, data_order} -> bool
     curve          {step: [...], train_loss: [...]}
-    env            versions, device, threads, determinism flags, CUBLAS_WORKSPACE_CONFIG
+    env            versions, device, threads, determinism flags, CPU capability, CUBLAS_WORKSPACE_CONFIG
     timing         train_seconds, steps, steps_per_s, ms_per_step, total_seconds
     config         the resolved config of this arm; config_hash: its digest without seed and arm
+                   (config_digest(config)); base_hash: the same without the factor either
+                   (config_digest(config, exclude_factor=factor)): equal across the arms of one
+                   experiment. The analysis recomputes both from the config block (identity.py).
     code_version   harness version + digest of its source + torch version (for resume)
     examples       optional per-example outcome on the test split: {split, n, correct: base64 of
                    the bits (numpy packbits, little bit order)}; see pack_examples/example_correctness
     created        UTC time the file was written
 
 A reader never sees a half-written file: writes go to a temporary file in the same folder, are
-flushed to disk, then renamed over the target (atomic on POSIX).
+flushed to disk, then renamed over the target (atomic on POSIX). Written files get the mode the
+process's umask gives a new file (0644 under the usual 022), not mkstemp's private 0600, so
+teammates sharing a results folder can read them.
 """
 
 from __future__ import annotations
 
+import base64
 import gc
+import hashlib
 import json
 import math
 import os
@@ -35,8 +48,17 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEMA = "harness.result/1"
+SCHEMA = "harness.result/2"
+SCHEMA_V1 = "harness.result/1"
+READABLE_SCHEMAS = (SCHEMA, SCHEMA_V1)
 RESULT_NAME = "result.json"
+STEPS_FORMAT = "hex-concat/base64"  # the hex digits of every step, concatenated, as bytes, base64
+_STEP_DIGITS = {"loss": 8, "params": 16}
+
+# Config keys that never change a run's numbers: left out of config_hash and base_hash.
+# (The same list as experiment._NOT_IN_HASH; tests/test_identity.py holds the two together.)
+NOT_IN_IDENTITY = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name")
+REPRO_NOT_IN_IDENTITY = ("certificate", "code_paths", "code_git")
 
 
 class ResultsError(ValueError):
@@ -56,17 +78,34 @@ def atomic_write(path: str | os.PathLike, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600, and the rename keeps the mode
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(path)  # a full disk fails in write(), which names no file: name ours
         raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (no window for threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
 
 
 def write_json(path: str | os.PathLike, obj) -> None:
@@ -85,6 +124,93 @@ def read_json(path: str | os.PathLike):
     with open(path, "rb") as f:
         data = f.read()
     return _orjson.loads(data) if _orjson is not None else json.loads(data)
+
+
+def write_result(path: str | os.PathLike, result: dict) -> None:
+    """Atomically write a result dict as result.json in the current format (steps packed).
+
+    ``result`` itself is not changed: a caller may keep using its per-step lists.
+    """
+    out = dict(result)
+    out.pop("_path", None)
+    out["schema"] = SCHEMA
+    fingerprints = out.get("fingerprints")
+    if isinstance(fingerprints, dict) and "steps" in fingerprints:
+        out["fingerprints"] = {**fingerprints, "steps": pack_steps(fingerprints["steps"])}
+    write_json(path, out)
+
+
+def read_result(path: str | os.PathLike) -> dict:
+    """One result file as a dict, with ``_path`` set so that load_steps can name it."""
+    obj = read_json(path)
+    if isinstance(obj, dict):
+        obj["_path"] = str(path)
+    return obj
+
+
+def pack_steps(steps):
+    """{loss: [hex], params: [hex]} -> the packed field; an already packed (or odd) value is kept."""
+    if not isinstance(steps, dict) or steps.get("format") == STEPS_FORMAT:
+        return steps
+    packed = {"format": STEPS_FORMAT, "n": None}
+    for key, digits in _STEP_DIGITS.items():
+        values = steps.get(key)
+        if not isinstance(values, list) or any(not isinstance(v, str) or len(v) != digits for v in values):
+            return steps  # not the shape we pack: keep it as it is, load_steps still reads it
+        try:
+            raw = bytes.fromhex("".join(values))
+        except ValueError:
+            return steps
+        packed[key] = base64.b64encode(raw).decode("ascii")
+        if packed["n"] is None:
+            packed["n"] = len(values)
+        elif packed["n"] != len(values):
+            return steps
+    return packed
+
+
+def load_steps(result_or_path) -> dict:
+    """The per-step fingerprints {loss: [8 hex digits], params: [16 hex digits]} of a result.
+
+    Takes a result dict (of either schema version, or fresh from training) or a result.json path.
+    A result without per-step fingerprints gives empty lists.
+    """
+    result = result_or_path if isinstance(result_or_path, dict) else read_json(result_or_path)
+    steps = (result.get("fingerprints") or {}).get("steps")
+    if not isinstance(steps, dict):
+        return {"loss": [], "params": []}
+    if steps.get("format") != STEPS_FORMAT:
+        return {"loss": list(steps.get("loss") or []), "params": list(steps.get("params") or [])}
+    out = {}
+    for key, digits in _STEP_DIGITS.items():
+        hexed = base64.b64decode(steps[key]).hex()
+        out[key] = [hexed[i:i + digits] for i in range(0, len(hexed), digits)]
+    return out
+
+
+def config_digest(config: dict, exclude_factor: str | None = None) -> str:
+    """config_hash (and, with exclude_factor, base_hash) of a plain resolved config dict.
+
+    The rule experiment.config_hash applies to an arm's config, on the plain dict a result's
+    ``config`` block holds: without the keys that never change the numbers (NOT_IN_IDENTITY) and
+    how a run is checked (repro.certificate, code_paths, code_git: the code itself is identified by
+    code_version); without everything under ``exclude_factor`` when given.
+    """
+    d = {k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}
+    if isinstance(d.get("repro"), dict):
+        d["repro"] = {k: v for k, v in d["repro"].items() if k not in REPRO_NOT_IN_IDENTITY}
+    if exclude_factor:
+        d = {k: v for k, v in _flatten(d).items() if not (k == exclude_factor or k.startswith(exclude_factor + "."))}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _flatten(obj, prefix="") -> dict:
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out or {prefix[:-1]: {}}
+    return {prefix[:-1]: obj}
 
 
 def _finite(obj):
@@ -106,16 +232,37 @@ class LoadedResults:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
+_SKIP_DIRS = frozenset(("wandb", ".hydra", ".submitit", "superseded"))
+
+
 def find_result_files(root: str | os.PathLike) -> list[Path]:
-    root = Path(root)
-    if root.is_file():
+    return [Path(p) for p in _find(root)]
+
+
+def _find(root) -> list[str]:
+    """result.json paths under root as strings, in sorted folder order (no Path objects: 10,000 of
+    them cost a noticeable part of loading a big sweep)."""
+    root = os.fspath(root)
+    if os.path.isfile(root):
         return [root]
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        # wandb's and Hydra's own folders never hold results; skipping them keeps big trees fast
-        dirnames[:] = sorted(d for d in dirnames if d not in ("wandb", ".hydra", ".submitit", "superseded"))
-        if RESULT_NAME in filenames:
-            out.append(Path(dirpath) / RESULT_NAME)
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        subdirs = []
+        for entry in entries:
+            name = entry.name
+            if name == RESULT_NAME:
+                if entry.is_file():
+                    out.append(entry.path)
+            elif name not in _SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+                # wandb's and Hydra's own folders never hold results; skipping them keeps big trees fast
+                subdirs.append(entry.path)
+        stack.extend(sorted(subdirs, reverse=True))
     return out
 
 
@@ -126,28 +273,39 @@ def load_tree(root: str | os.PathLike) -> LoadedResults:
     loaded = LoadedResults(root=root)
     # Parsing creates millions of small objects that all stay alive; the cyclic GC would rescan
     # them again and again (most of the load time on a 10,000-file sweep). JSON has no cycles.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         _load_files(root, loaded)
-    finally:
-        if was_enabled:
-            gc.enable()
-    loaded.results.sort(key=lambda r: (str(r.get("experiment")), _seed_key(r.get("seed")), str(r.get("arm"))))
+        loaded.results.sort(key=lambda r: (str(r.get("experiment")), _seed_key(r.get("seed")), str(r.get("arm"))))
     return loaded
 
 
+class gc_paused:
+    """Pause the cyclic garbage collector for a block (restored after): loading and analysing a
+    10,000-file tree creates millions of long-lived objects without cycles, which it would rescan
+    again and again."""
+
+    def __enter__(self):
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc):
+        if self.was_enabled:
+            gc.enable()
+        return False
+
+
 def _load_files(root: Path, loaded: LoadedResults) -> None:
-    for path in find_result_files(root):
+    for path in _find(root):
         try:
             obj = read_json(path)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            loaded.unreadable.append((str(path), f"not valid JSON ({e})"))
+            loaded.unreadable.append((path, f"not valid JSON ({e})"))
             continue
-        if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
-            loaded.unreadable.append((str(path), f"not a {SCHEMA} file"))
+        if not isinstance(obj, dict) or obj.get("schema") not in READABLE_SCHEMAS:
+            loaded.unreadable.append((path, f"not a {SCHEMA} (or {SCHEMA_V1}) file"))
             continue
-        obj["_path"] = str(path)
+        obj["_path"] = path
         loaded.results.append(obj)
 
 

@@ -5,14 +5,16 @@ tracker is a NullTracker and wandb is never imported. Files on disk are the sour
 is a view of them. Nothing here may stop an experiment or lose a result: every public method
 catches wandb's failures and turns them into warnings that ``close()`` returns.
 
-What is logged (one wandb run per (seed, arm), one per analysis, all in the same ``group``):
+What is logged (one wandb run per (seed, arm), one per results folder for the analysis, all in the
+same ``group``):
 
     run "seed=S arm=A"   job_type = the arm; config = the resolved config + seed, arm, factor_value
                          and the captured environment (env); history: train/loss at every optimizer
                          step (_step = the step, decoded exactly from the float32 bits in the result
                          file), and metrics/<name> at the last step; summary: status, metrics,
                          fingerprints, timing (and error for a failed run, finished with exit code 1)
-    run "analysis"       job_type = analysis; config = the analysis's settings and per-arm stats; a
+    run "analysis"       job_type = analysis; one per results folder: its run id is derived from the
+                         folder, so a rerun (resume) replaces the offline copy / updates the online run; config = the analysis's settings and per-arm stats; a
                          wandb.Table "comparisons" (one row per comparison) and analysis.png as the
                          image "figure"; the verdict(s) and key numbers in the summary; an artifact
                          "analysis-<experiment>" (type "analysis") holding analysis.json, report.md,
@@ -22,8 +24,10 @@ Runs are logged after they finish (experiment.py calls ``log_run`` after writing
 wandb never runs while a model trains.
 
 Which settings win: a value set in the config (``logger.wandb.*``, e.g. on the command line) >
-a ``WANDB_*`` environment variable > our default. ``logger.wandb.mode`` and ``.project`` are null
-by default, so WANDB_MODE and WANDB_PROJECT decide when set, else offline and "harness". The
+a ``WANDB_*`` environment variable > our default. ``logger.wandb.mode``, ``.project``, ``.group`` and
+``.name`` are null by default, so WANDB_MODE, WANDB_PROJECT, WANDB_RUN_GROUP and WANDB_NAME decide
+when set, else offline, "harness", ``<experiment>:<folder name>:<hash of the folder's absolute
+path>`` (see ``default_group``) and no prefix; WANDB_JOB_TYPE, when set, replaces our job types. The
 quiet, light-weight settings below (no console capture, no system metrics, no pip freeze per run)
 are our defaults too: each yields to its WANDB_* variable. The wandb folder is ``<out_dir>/wandb``
 (unless WANDB_DIR is set), and WANDB_CACHE_DIR / WANDB_DATA_DIR point inside it while the tracker
@@ -31,8 +35,12 @@ is open (unless set), so nothing lands under $HOME.
 
 Failures: if a run cannot be started online (no network, bad credentials, a timeout after
 ``logger.wandb.init_timeout`` seconds), the tracker warns once and logs this and every later run
-offline, ready for ``wandb sync``; it never waits for the timeout twice. If even offline fails, it
-stops trying, and ``close()`` names every run not logged.
+offline, ready for ``wandb sync``; it never waits for the timeout twice. Within a sweep the jobs
+share that outcome through ``OnlineGate`` (files in ``<sweep root>/wandb/``): one job tries online,
+the others wait for its answer, and after a failure they log offline at once, without a warning
+of their own; the sweep's own tracker (the analysis, in the launching process) prints the one
+``wandb sync`` hint for the whole sweep. If even offline fails, the tracker stops trying, and
+``close()`` names every run not logged.
 """
 
 from __future__ import annotations
@@ -40,90 +48,45 @@ from __future__ import annotations
 import logging
 import os
 import re
-import struct
+import shutil
 from pathlib import Path
+
+from .tracking_content import (  # noqa: F401 - the public names stay importable from here
+    _cell, _is_cell, _is_plain, analysis_summary, comparison_table, comparisons_of, decode_loss_bits,
+    sequential_history,
+)
+from .tracking_options import (  # noqa: F401
+    MAX_GROUP, MAX_TAG, MODES, SWEEP_ENV, OnlineGate, TrackingConfigError, _describe, _is_number, _select,
+    check, default_group, folder_id, offline_runs, resolve_options,
+)
 
 log = logging.getLogger("harness.tracking")
 
-MODES = ("offline", "online", "disabled")
 _ARTIFACT_FILES = ("analysis.json", "report.md", "analysis.png", "certificate.json", "experiment.json",
                    "sequential.json", "sequential.png")
-# wandb's old names for its modes (still accepted in WANDB_MODE)
-_MODE_ALIASES = {"dryrun": "offline", "run": "online"}
-
-# Our defaults for wandb.Settings. The runs are logged after training, so wandb's system-metrics
-# sampler would measure nothing useful, its console capture would fight the progress bar, its
-# banner would print three lines per run, and its pip freeze costs ~0.15 s per run (the
-# environment is in the config already). Each yields to its WANDB_* variable when that is set.
-_QUIET_SETTINGS = {
-    "console": "off",
-    "silent": True,
-    "x_disable_stats": True,
-    "x_save_requirements": False,
-    "save_code": False,
-}
 
 
-# -- configuration ------------------------------------------------------------------------------
+def open_tracker(cfg, out_dir, group: str | None = None, sweep_root=None):
+    """The tracker for one experiment process.
 
-
-def _select(cfg, dotted: str, default=None):
-    node = cfg
-    for part in dotted.split("."):
-        try:
-            node = node[part] if part in node else None
-        except TypeError:
-            node = None
-        if node is None:
-            return default
-    return node
-
-
-def _plain_value(v):
-    """An enum from the config schema as its value; anything else unchanged."""
-    return getattr(v, "value", v)
-
-
-def _env_var(setting: str) -> str:
-    """The environment variable wandb reads for a Settings field: x_foo -> WANDB__FOO."""
-    if setting.startswith("x_"):
-        return "WANDB__" + setting[2:].upper()
-    return "WANDB_" + setting.upper()
-
-
-def resolve_options(cfg, out_dir: Path, environ=os.environ) -> dict:
-    """Where and how to log: config value > WANDB_* variable > our default (see the module doc)."""
-    mode = _plain_value(_select(cfg, "logger.wandb.mode"))
-    if mode is None:
-        mode = environ.get("WANDB_MODE")
-    if mode is None and environ.get("WANDB_DISABLED", "").lower() in ("1", "true", "yes"):
-        mode = "disabled"
-    mode = str(mode or "offline").lower()
-    mode = _MODE_ALIASES.get(mode, mode)
-    project = _select(cfg, "logger.wandb.project") or environ.get("WANDB_PROJECT") or "harness"
-    tags = _select(cfg, "logger.wandb.tags")
-    root = Path(environ.get("WANDB_DIR") or out_dir).absolute()
-    return {
-        "mode": mode,
-        "project": str(project),
-        "entity": _select(cfg, "logger.wandb.entity"),  # None: WANDB_ENTITY, or the account's default
-        "tags": [str(t) for t in tags] if tags else None,  # None: WANDB_TAGS, if set
-        "dir": root,
-        "init_timeout": float(_select(cfg, "logger.wandb.init_timeout", 60.0)),
-        "history_every": max(1, int(_select(cfg, "logger.wandb.history_every", 1))),
-        "settings": {k: v for k, v in _QUIET_SETTINGS.items() if _env_var(k) not in environ},
-    }
-
-
-def open_tracker(cfg, out_dir, group: str):
-    """The tracker for one experiment process; never raises (a broken wandb gives a warning)."""
+    ``sweep_root``: the sweep's folder when ``out_dir`` is one job of a sweep (the jobs then share
+    the online outcome and leave the ``wandb sync`` hint to the sweep), else None (out_dir is the
+    whole experiment). ``group`` overrides the group (tests); normally it comes from the config.
+    Raises TrackingConfigError for a bad ``logger.*`` value (call it before the first run);
+    anything else wandb does wrong becomes a warning.
+    """
+    name = str(_select(cfg, "logger.name", "wandb"))
+    if name == "none":
+        return NullTracker()
+    if name == "wandb":
+        check(cfg)
     try:
-        name = str(_select(cfg, "logger.name", "wandb"))
-        if name == "none":
-            return NullTracker()
         if name != "wandb":
             return NullTracker([f"logger.name={name!r} is neither wandb nor none: nothing was tracked."])
-        return WandbTracker(resolve_options(cfg, Path(out_dir)), Path(out_dir), group)
+        options = resolve_options(cfg, Path(out_dir), sweep_root=sweep_root)
+        if group is not None:
+            options["group"] = group
+        return WandbTracker(options, Path(out_dir), sweep_root=sweep_root)
     except Exception as e:  # noqa: BLE001 - tracking must never stop the experiment
         return NullTracker([f"wandb: nothing was logged ({_describe(e)}); the results are complete in {out_dir}."])
 
@@ -149,11 +112,16 @@ class NullTracker:
 
 
 class WandbTracker:
-    def __init__(self, options: dict, out_dir: Path, group: str):
+    def __init__(self, options: dict, out_dir: Path, group: str | None = None, sweep_root=None):
         self.options = options
         self.mode = options["mode"]
         self.out_dir = out_dir
-        self.group = group
+        self.group = group or options["group"]
+        self.root = Path(sweep_root) if sweep_root is not None else out_dir
+        # one job of a sweep (not the sweep's own tracker, nor a single run)
+        self.in_sweep = self.root.absolute() != out_dir.absolute()
+        self.gate = OnlineGate(self.root, os.environ.get(SWEEP_ENV), wait_s=options["init_timeout"] + 30)
+        self.online_skipped = False  # online was not tried: another job of the sweep found it failing
         self.logged: list[tuple[str, str]] = []  # (run name, mode) of each run logged in full
         self.not_logged: list[str] = []  # run names wandb never saw
         self.problems: list[str] = []  # one warning per run logged only in part
@@ -184,13 +152,15 @@ class WandbTracker:
         try:
             self._log_run(result, name)
         except Exception as e:  # noqa: BLE001 - a wandb failure never stops the experiment
-            self._problem(name, e)
+            from .results import RESULT_NAME, run_dir
+
+            self._problem(name, e, run_dir(self.out_dir, result.get("seed"), result.get("arm")) / RESULT_NAME)
 
     def log_analysis(self, analysis: dict, out_dir) -> None:
         try:
             self._log_analysis(analysis, Path(out_dir))
         except Exception as e:  # noqa: BLE001
-            self._problem("analysis", e)
+            self._problem("analysis", e, Path(out_dir) / "analysis.json")
 
     def close(self) -> list[str]:
         """Finish every run, stop wandb's service, and say what was not logged."""
@@ -200,7 +170,8 @@ class WandbTracker:
         try:
             self._teardown()
         except Exception as e:  # noqa: BLE001
-            self.problems.append(f"wandb: closing failed ({_describe(e)}); some data may not have been written.")
+            self.problems.append(f"wandb: closing failed ({_describe(e)}); some data may not have been written "
+                                 f"under {self.options['dir'] / 'wandb'}. The results are complete in {self.out_dir}.")
         for var, value in self._env_set.items():
             if os.environ.get(var) == value:
                 del os.environ[var]
@@ -219,7 +190,9 @@ class WandbTracker:
         complete = False
         try:
             fingerprints = result.get("fingerprints") or {}
-            losses = decode_loss_bits((fingerprints.get("steps") or {}).get("loss") or [])
+            from .results import load_steps
+
+            losses = decode_loss_bits(load_steps(result)["loss"])
             metrics = {f"metrics/{k}": v for k, v in (result.get("metrics") or {}).items() if _is_number(v)}
             last = len(losses)
             every = self.options["history_every"]
@@ -249,9 +222,16 @@ class WandbTracker:
         wandb = self._wandb
         # the config: the analysis's settings and per-arm summaries, not its arrays of per-seed values
         config = {k: v for k, v in analysis.items() if k != "comparisons" and _is_plain(v)}
-        run = self._start("analysis", job_type="analysis", config=config)
+        run_id = f"analysis-{folder_id(out_dir)}"  # one analysis run per results folder
+        self._replaced = []
+        run = self._start("analysis", job_type="analysis", config=config, run_id=run_id)
         if run is None:
             return
+        if self._replaced:
+            log.info(f"wandb: the analysis run {run_id} replaces its earlier offline copy "
+                     f"({', '.join(p.name for p in self._replaced)}, removed): one analysis run per results folder.")
+        elif getattr(run, "resumed", False):
+            log.info(f"wandb: the analysis run {run_id} was updated (the same run id as before).")
         ok = False
         try:
             data = {}
@@ -262,9 +242,9 @@ class WandbTracker:
             if figure.is_file():
                 data["figure"] = wandb.Image(str(figure))
             if data:
-                run.log(data, step=0)
-            for step, row in sequential_history(analysis):  # a sequential run's looks, _step = seeds
-                run.log(row, step=step)
+                run.log(data)  # no explicit step: a resumed online run continues after its last one
+            for row in sequential_history(analysis):  # a sequential run's looks, one row per look
+                run.log(row)
             run.summary.update(analysis_summary(analysis))
             artifact = self._artifact(analysis, out_dir)
             if artifact is not None:
@@ -287,45 +267,78 @@ class WandbTracker:
             artifact.add_file(str(f), name=f.relative_to(out_dir).as_posix())
         return artifact
 
-    def _start(self, name: str, job_type: str, config: dict):
+    def _start(self, name: str, job_type: str, config: dict, run_id: str | None = None):
         """A new wandb run, or None when wandb has given up (the run is then named as not logged)."""
+        if self.broken is None and self.mode == "online" and not self.online_failure:
+            verdict, why = self.gate.decide()
+            if verdict == "offline":  # another job of this sweep paid the timeout already
+                self.online_failure, self.online_skipped, self.mode = why, True, "offline"
+                log.debug(f"wandb: logging offline without trying online: {why}.")
         if self.broken is None:
             try:
-                return self._init(name, job_type, config)
+                run = self._init(name, job_type, config, run_id)
+                if self.mode == "online":
+                    self.gate.record(True, None, self.out_dir)
+                return run
             except Exception as e:  # noqa: BLE001
                 if self.mode != "online":
                     self._give_up(e)
                 else:
                     # Online failed (network, credentials, timeout): one warning, then this and
-                    # every later run go offline, so nothing waits for the timeout again.
+                    # every later run go offline, so nothing waits for the timeout again; in a
+                    # sweep, the other jobs read the outcome and do not wait either.
                     self.online_failure = _describe(e)
+                    self.gate.record(False, self.online_failure, self.out_dir)
                     self.mode = "offline"
+                    others = (f" The other jobs of this sweep log offline without trying (recorded in "
+                              f"{self.gate.state_file}); the sweep's end says how to upload them."
+                              if self.gate.sweep_id and self.in_sweep else "")
                     log.warning(f"wandb: could not start a run online ({self.online_failure}); "
-                                f"logging offline instead under {self.options['dir'] / 'wandb'}.")
+                                f"logging offline instead under {self.options['dir'] / 'wandb'}.{others}")
                     try:
-                        return self._init(name, job_type, config)
+                        return self._init(name, job_type, config, run_id)
                     except Exception as e2:  # noqa: BLE001
                         self._give_up(e2)
         self.not_logged.append(name)
         return None
 
-    def _init(self, name: str, job_type: str, config: dict):
+    def _init(self, name: str, job_type: str, config: dict, run_id: str | None = None):
         wandb, o = self._wandb, self.options
         o["dir"].mkdir(parents=True, exist_ok=True)
+        fixed = {}
+        if run_id is not None:
+            # A fixed id: online, resume="allow" updates the run of that id; offline, wandb would
+            # add a second folder with the same id, so the earlier offline copy is removed first.
+            fixed = {"id": run_id, "resume": "allow"}
+            if self.mode == "offline":
+                self._replaced = self._remove_offline_copies(run_id)
+        prefix = o.get("name_prefix")
         return wandb.init(
-            project=o["project"], entity=o["entity"], group=self.group, job_type=job_type, name=name,
+            project=o["project"], entity=o["entity"], group=self.group, job_type=o.get("job_type") or job_type,
+            name=f"{prefix} {name}" if prefix else name,
             tags=o["tags"], config=config, dir=str(o["dir"]), mode=self.mode,
             # finish whatever run is still open (ours are always finished; a user's might not be)
             reinit="finish_previous",
             settings=wandb.Settings(init_timeout=o["init_timeout"], **o["settings"]),
+            **fixed,
         )
 
+    def _remove_offline_copies(self, run_id: str) -> list[Path]:
+        """Earlier offline folders of the run ``run_id`` in this tracker's wandb folder (removed)."""
+        removed = []
+        for folder in sorted((self.options["dir"] / "wandb").glob(f"offline-run-*-{run_id}")):
+            if (folder / f"run-{run_id}.wandb").is_file():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+        return removed
+
     def _give_up(self, e: Exception) -> None:
-        self.broken = f"wandb.init failed in {self.mode} mode: {_describe(e)}"
+        self.broken = f"wandb.init failed in {self.mode} mode (dir {self.options['dir'] / 'wandb'}): {_describe(e)}"
         log.warning(f"wandb: {self.broken}; not trying again in this process. The results are unaffected.")
 
-    def _problem(self, name: str, e: Exception) -> None:
-        self.problems.append(f"wandb: {name} was logged only in part ({_describe(e)}); its files on disk are complete.")
+    def _problem(self, name: str, e: Exception, file: Path) -> None:
+        self.problems.append(f"wandb: {name} was logged only in part ({_describe(e)}); its file on disk, {file}, "
+                             "is complete.")
         log.warning(self.problems[-1])
 
     def _teardown(self) -> None:
@@ -343,7 +356,24 @@ class WandbTracker:
         out = []
         where = self.options["dir"] / "wandb"
         offline = [n for n, mode in self.logged if mode == "offline"]
-        if self.online_failure and offline:
+        sweep_state = None if self.in_sweep else self.gate.read()
+        if self.in_sweep:
+            # One job of a sweep: the online failure was said once, when it happened, by the job
+            # that paid for it; the `wandb sync` hint is the sweep's (its analysis, at the end).
+            pass
+        elif self.gate.sweep_id is not None:
+            # The sweep's own tracker: one hint for every job's offline runs and the analysis.
+            patterns, count = offline_runs(self.root, where)
+            failed = sweep_state is not None and not sweep_state.get("ok", True)
+            why = self.online_failure or (sweep_state.get("reason") if failed else None)
+            if why and count:
+                out.append(f"wandb: this sweep could not log online ({why}); its {count} run(s) were logged "
+                           f"offline. Upload them later with: wandb sync {' '.join(patterns)}")
+            elif count:
+                log.info(f"wandb: {count} run(s) of this sweep logged offline; upload with: "
+                         f"wandb sync {' '.join(patterns)}")
+            self.gate.remove()
+        elif self.online_failure and offline:
             out.append(
                 f"wandb: not logged online ({self.online_failure}): {_names(offline)}. They were logged "
                 f"offline under {where}; upload them later with: wandb sync {where}/offline-run-*"
@@ -355,121 +385,13 @@ class WandbTracker:
         elif self.broken:
             out.append(f"wandb: {self.broken}.")
         out.extend(self.problems)
-        if offline and not self.online_failure:
+        if offline and not self.online_failure and not self.in_sweep and self.gate.sweep_id is None:
             log.info(f"wandb: {len(offline)} run(s) logged offline under {where}; "
                      f"upload with: wandb sync {where}/offline-run-*")
         return out
 
 
-# -- what goes into wandb -----------------------------------------------------------------------
-
-
-def decode_loss_bits(bits: list[str]) -> list[float]:
-    """The per-step losses from their float32 bit patterns (8 hex digits): exact, no rounding."""
-    return [struct.unpack("<f", struct.pack("<I", int(h, 16)))[0] for h in bits]
-
-
-# The comparison table's columns and where each value is in a comparison of analysis.json
-# (harness/analysis.py); alternatives after the first keep older or hand-made analyses readable.
-_COLUMNS = {
-    "arm": ("arm",),
-    "baseline": ("baseline",),
-    "n": ("n_pairs", "n"),
-    "mean_baseline": ("mean_baseline",),
-    "mean_arm": ("mean_arm",),
-    "mean_diff": ("mean_diff", "mean_difference"),
-    "ci_low": ("t.ci.0", "ci_low"),  # the paired t interval
-    "ci_high": ("t.ci.1", "ci_high"),
-    "bootstrap_ci_low": ("bootstrap.ci.0",),
-    "bootstrap_ci_high": ("bootstrap.ci.1",),
-    "p_t": ("t.pvalue", "p_value"),
-    "p_t_holm": ("holm.t",),
-    "p_wilcoxon": ("wilcoxon.pvalue",),
-    "p_permutation": ("permutation.pvalue",),
-    "p_minimum_effect": ("minimum_effect.pvalue",),
-    "p_tost": ("tost.pvalue",),
-    "d_z": ("d_z",),
-    "verdict": ("verdict.code", "verdict"),
-    "verdict_sentence": ("verdict.sentence",),
-}
-# key numbers that also go into the analysis run's summary, per comparison
-_SUMMARY_COLUMNS = ("n", "mean_diff", "ci_low", "ci_high", "p_t", "p_t_holm", "verdict", "verdict_sentence")
-
-
-def _get(obj, path: str):
-    """obj at a dotted path of dict keys and list indices; None where it is missing."""
-    for part in path.split("."):
-        if isinstance(obj, dict):
-            obj = obj.get(part)
-        elif isinstance(obj, (list, tuple)) and part.isdigit() and int(part) < len(obj):
-            obj = obj[int(part)]
-        else:
-            return None
-    return obj
-
-
-def comparisons_of(analysis: dict) -> list[dict]:
-    """The comparisons, in order: analysis.json keys them by arm; a list is accepted too."""
-    comparisons = analysis.get("comparisons") or []
-    if isinstance(comparisons, dict):
-        comparisons = [dict(c, arm=c.get("arm", arm)) for arm, c in comparisons.items() if isinstance(c, dict)]
-    return [c for c in comparisons if isinstance(c, dict)]
-
-
-def comparison_table(comparisons: list[dict]) -> tuple[list[str], list[list]]:
-    """Columns and rows of the comparison table; a column no comparison has is left out."""
-    picks = {}
-    for column, paths in _COLUMNS.items():
-        path = next((p for p in paths if any(_is_cell(_get(c, p)) for c in comparisons)), None)
-        if path is not None:
-            picks[column] = path
-    rows = [[_cell(_get(c, path)) for path in picks.values()] for c in comparisons]
-    return list(picks), rows
-
-
-def sequential_history(analysis: dict) -> list[tuple[int, dict]]:
-    """The looks of a sequential run as history rows: (seeds at the look, sequential/<arm>/... values)."""
-    seq = analysis.get("sequential")
-    rows: dict[int, dict] = {}
-    for arm, a in ((seq or {}).get("arms") or {}).items() if isinstance(seq, dict) else ():
-        for x in a.get("looks") or []:
-            row = rows.setdefault(int(x["n"]), {})
-            lo, hi = x["interval"]
-            row.update({f"sequential/{arm}/estimate": x["estimate"], f"sequential/{arm}/lower": lo,
-                        f"sequential/{arm}/upper": hi, f"sequential/{arm}/critical": x["critical"],
-                        f"sequential/{arm}/decision": x["decision"]})
-    return sorted(rows.items())
-
-
-def analysis_summary(analysis: dict) -> dict:
-    """The verdict(s) and key numbers; per comparison under '<arm>_vs_<baseline>/<column>'."""
-    columns, rows = comparison_table(comparisons_of(analysis))
-    summary = {k: analysis[k] for k in ("experiment", "factor", "metric", "baseline") if _is_cell(analysis.get(k))}
-    margin = _get(analysis, "margin.value") if isinstance(analysis.get("margin"), dict) else analysis.get("margin")
-    if _is_cell(margin):
-        summary["margin"] = margin
-    verdicts = []
-    for row in rows:
-        cells = dict(zip(columns, row))
-        label = f"{cells.get('arm', '?')}_vs_{cells.get('baseline', '?')}"
-        summary.update({f"{label}/{c}": cells[c] for c in _SUMMARY_COLUMNS if cells.get(c) is not None})
-        if cells.get("verdict") is not None:
-            verdicts.append((cells.get("arm"), cells["verdict"], cells.get("verdict_sentence")))
-    if len(verdicts) == 1:  # the common A/B case: the verdict at the top of the summary
-        summary["verdict"] = verdicts[0][1]
-        if verdicts[0][2]:
-            summary["verdict_sentence"] = verdicts[0][2]
-    elif verdicts:
-        summary["verdict"] = "; ".join(f"{arm}: {code}" for arm, code, _ in verdicts)
-    if isinstance(analysis.get("excluded"), list):
-        summary["excluded_runs"] = len(analysis["excluded"])
-    cert = analysis.get("certificate")
-    if isinstance(cert, dict):
-        summary.update({f"certificate/{k}": v for k, v in cert.items() if _is_cell(v)})
-    return summary
-
-
-# -- small helpers ------------------------------------------------------------------------------
+# -- small helpers -------------------------------------------------------------------------------
 
 
 def _run_name(result: dict) -> str:
@@ -478,34 +400,6 @@ def _run_name(result: dict) -> str:
 
 def _names(names: list[str]) -> str:
     return ", ".join(names) if names else "nothing"
-
-
-def _describe(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_cell(v) -> bool:
-    return isinstance(v, (str, int, float, bool))
-
-
-def _cell(v):
-    return v if _is_cell(v) else None
-
-
-def _is_plain(v) -> bool:
-    """Small JSON-like values only: the analysis run's config, not its arrays of per-seed values."""
-    if _is_cell(v) or v is None:
-        return True
-    if isinstance(v, dict):
-        return len(v) <= 50 and all(_is_plain(x) for x in v.values())
-    if isinstance(v, list):
-        return len(v) <= 50 and all(_is_cell(x) for x in v)
-    return False
 
 
 def _artifact_name(name: str) -> str:

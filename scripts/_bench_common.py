@@ -11,7 +11,6 @@ import os
 import shlex
 import sys
 from datetime import datetime, timezone
-from types import SimpleNamespace
 
 # A script in scripts/ sees scripts/ on sys.path, not the repo root. Put the checkout's root first so
 # `python scripts/x.py` uses this checkout's harness, installed or not (gpu_check.sh also sets
@@ -24,7 +23,7 @@ import harness  # noqa: E402  (sets CUBLAS_WORKSPACE_CONFIG; must come before to
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from harness import data, models  # noqa: E402
+from harness.builtin import data, models  # noqa: E402
 from harness.determinism import Settings, capture_environment  # noqa: E402
 from harness.rng import Streams  # noqa: E402
 
@@ -66,8 +65,9 @@ def add_common_args(parser) -> None:
 def build_model(args, device: torch.device) -> torch.nn.Module:
     """The model, initialised from the harness's init stream: the same seed gives the same weights."""
     Streams.from_seed(args.seed).seed_init()
-    cfg = SimpleNamespace(name=args.model, width=32, dropout=0.0)  # conf/model/small_cnn.yaml's values
-    return models.build(cfg, args.channels, args.classes, args.image_size).to(device)
+    if args.model == "resnet18":
+        return models.resnet18_cifar(args.channels, args.classes).to(device)
+    return models.SmallCNN(args.channels, args.classes, args.image_size, width=32, dropout=0.0).to(device)
 
 
 def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -80,18 +80,16 @@ def make_batches(args, n_batches: int, device: torch.device) -> list[tuple[torch
 
     The data comes from a fixed generator, so every run and every mode sees exactly these batches.
     """
-    cfg = SimpleNamespace(
-        name="synthetic", num_train=n_batches * args.batch, num_test=0, num_classes=args.classes,
-        channels=args.channels, image_size=args.image_size, train_limit=None, test_limit=None,
-    )
-    ds = data.load(cfg)
+    # the test split is drawn after the training one: one test example leaves the batches as they were
+    ds = data.synthetic(num_train=n_batches * args.batch, num_test=1, num_classes=args.classes,
+                        channels=args.channels, image_size=args.image_size)
     xs = ds.train_x.to(device).split(args.batch)
     ys = ds.train_y.to(device).split(args.batch)
     return list(zip(xs, ys))
 
 
 def train_step(model, optimizer, x: torch.Tensor, y: torch.Tensor, bf16: bool) -> torch.Tensor:
-    """One optimizer step as harness/train.py takes it: autocast forward, fp32 loss, SGD update."""
+    """One optimizer step as the built-in loop takes it: autocast forward, fp32 loss, SGD update."""
     with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
         logits = model(x)
     loss = F.cross_entropy(logits.float(), y)

@@ -6,7 +6,12 @@ experiment's), then times, in this process: finding and parsing the files, the a
 whole ``python -m harness.analyze DIR --no-write`` command in a subprocess (imports included).
 Target: the command in <= 2 s.
 
-    python scripts/bench_analyze.py [--files 10000] [--dir /tmp/harness-bench-analyze]
+The tree is written in the current contract (harness.result/2: the per-step fingerprints in one
+packed field) and, with --format both (the default), also in the previous one (harness.result/1:
+two lists of 440 hex strings), which the analysis still reads; the ratios compare the two in the
+same run, on the same machine.
+
+    python scripts/bench_analyze.py [--files 10000] [--format both|2|1] [--dir /tmp/harness-bench-analyze]
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.analysis import analyze  # noqa: E402
-from harness.results import SCHEMA, load_tree  # noqa: E402
+from harness.results import SCHEMA, SCHEMA_V1, config_digest, gc_paused, load_tree, pack_steps  # noqa: E402
 
 
 def synthetic_result(seed: int, arm: str, rng: random.Random, config: dict, env: dict) -> dict:
@@ -48,18 +53,23 @@ def synthetic_result(seed: int, arm: str, rng: random.Random, config: dict, env:
         "curve": {"step": list(range(10, 450, 10)), "train_loss": [rng.random() for _ in range(44)]},
         "env": env,
         "timing": {"train_seconds": 1.3, "steps": 440, "steps_per_s": 338.0, "ms_per_step": 2.95, "total_seconds": 1.4},
-        "config": {**config, "seed": seed, "arm": arm},
-        "config_hash": "a" * 16 if arm == "A" else "b" * 16, "base_hash": "c" * 16,
+        "config": {**config[arm], "seed": seed, "arm": arm},
+        "config_hash": config[arm + "_hash"], "base_hash": config["base_hash"],
         "code_version": "0.1.0+bench", "created": "2026-11-29T00:00:00+00:00",
     }
 
 
-def write_tree(root: Path, n_files: int) -> None:
+def write_tree(root: Path, n_files: int, version: int = 2) -> None:
     from harness.experiment import _plain  # the real config's shape and size
     from tests.conftest import compose_cfg
 
     cfg = compose_cfg(["+experiment=loss_ab", "logger=none"])
-    config = _plain(cfg)
+    plain = _plain(cfg)
+    config = {}
+    for arm, value in (("A", 0.0), ("B", 0.1)):  # each arm's config, with the hashes the harness records
+        config[arm] = {**plain, "loss": {**plain["loss"], "label_smoothing": value}}
+        config[arm + "_hash"] = config_digest(config[arm])
+    config["base_hash"] = config_digest(config["A"], exclude_factor="loss.label_smoothing")
     env = {f"key_{i}": "value " * 4 for i in range(28)}
     rng = random.Random(0)
     for i in range(n_files):
@@ -67,29 +77,29 @@ def write_tree(root: Path, n_files: int) -> None:
         arm = "AB"[arm]
         path = root / "runs" / f"seed={seed}" / f"arm={arm}" / "result.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(synthetic_result(seed, arm, rng, config, env), indent=1))
+        result = synthetic_result(seed, arm, rng, config, env)
+        if version == 1:
+            result["schema"] = SCHEMA_V1
+        else:  # what results.write_result writes
+            result["fingerprints"]["steps"] = pack_steps(result["fingerprints"]["steps"])
+        path.write_text(json.dumps(result, indent=1))
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--files", type=int, default=10_000)
-    p.add_argument("--dir", default=None, help="where to write the tree (default: a temporary folder)")
-    p.add_argument("--keep", action="store_true", help="keep the tree afterwards")
-    args = p.parse_args()
-
-    root = Path(args.dir or tempfile.mkdtemp(prefix="harness-bench-analyze-"))
+def measure(root: Path, n_files: int, version: int) -> dict:
+    """Write the tree in one format, time loading, analysing and the whole command; return the figures."""
     if root.exists():
         shutil.rmtree(root)
     t = time.perf_counter()
-    write_tree(root, args.files)
+    write_tree(root, n_files, version)
     size = sum(f.stat().st_size for f in root.rglob("result.json"))
-    print(f"bench_analyze: {args.files} result files, {size / 1e6:.0f} MB, written in {time.perf_counter() - t:.1f} s to {root}")
-
-    t0 = time.perf_counter()
-    loaded = load_tree(root)
-    t1 = time.perf_counter()
-    analysis = analyze(loaded.results)
-    t2 = time.perf_counter()
+    print(f"bench_analyze: harness.result/{version}: {n_files} result files, {size / 1e6:.0f} MB "
+          f"({size / n_files / 1e3:.1f} KB each), written in {time.perf_counter() - t:.1f} s to {root}")
+    with gc_paused():  # as harness.analyze does (analysis.analyze_dir)
+        t0 = time.perf_counter()
+        loaded = load_tree(root)
+        t1 = time.perf_counter()
+        analysis = analyze(loaded.results)
+        t2 = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t3 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "harness.analyze", str(root), "--no-write"],
@@ -99,10 +109,29 @@ def main() -> None:
         print(proc.stderr)
         raise SystemExit(f"harness.analyze failed with exit code {proc.returncode}")
     verdict = analysis["comparisons"]["B"]["verdict"]["code"]
-    print(f"  find + parse      : {t1 - t0:6.2f} s  ({1e6 * (t1 - t0) / args.files:.0f} us per file)")
+    print(f"  find + parse      : {t1 - t0:6.2f} s  ({1e6 * (t1 - t0) / n_files:.0f} us per file)")
     print(f"  analysis          : {t2 - t1:6.2f} s  ({analysis['comparisons']['B']['n_pairs']} pairs, verdict {verdict})")
     print(f"  harness.analyze   : {t4 - t3:6.2f} s  wall, whole command in a subprocess (target <= 2 s)")
     print(f"  ratio to target   : {(t4 - t3) / 2.0:.2f}")
+    return {"size": size, "parse": t1 - t0, "command": t4 - t3}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--files", type=int, default=10_000)
+    p.add_argument("--format", choices=["both", "2", "1"], default="both",
+                   help="result format(s) to measure: the current (2), the previous (1), or both (default)")
+    p.add_argument("--dir", default=None, help="where to write the tree (default: a temporary folder)")
+    p.add_argument("--keep", action="store_true", help="keep the tree afterwards")
+    args = p.parse_args()
+
+    root = Path(args.dir or tempfile.mkdtemp(prefix="harness-bench-analyze-"))
+    versions = [2, 1] if args.format == "both" else [int(args.format)]
+    figures = {v: measure(root / f"v{v}", args.files, v) for v in versions}
+    if len(figures) == 2:
+        new, old = figures[2], figures[1]
+        print(f"result/2 vs result/1: files {new['size'] / old['size']:.2f}x the size, parsing "
+              f"{new['parse'] / old['parse']:.2f}x the time, the whole command {new['command'] / old['command']:.2f}x")
     if not args.keep and not args.dir:
         shutil.rmtree(root)
 

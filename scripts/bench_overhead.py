@@ -18,17 +18,17 @@ import harness  # noqa: F401  - CUBLAS_WORKSPACE_CONFIG before torch
 import torch
 import torch.nn.functional as F
 
-from harness import data as data_mod
-from harness import models
+from harness import instantiate
 from harness.config import compose
-from harness.determinism import configure
-from harness.train import determinism_settings, train_run
+from harness.context import cached_dataset
+from harness.determinism import configure, settings_from
+from harness.runner import train_one
 
 
 def bare_loop(cfg, ds, steps: int, seed: int) -> float:
     """The loop a researcher would write by hand: ms/step, nothing recorded."""
     torch.manual_seed(seed)
-    model = models.build(cfg.model, ds.in_channels, ds.num_classes, ds.image_size)
+    model = instantiate(cfg.model, in_channels=ds.in_channels, num_classes=ds.num_classes, image_size=ds.image_size)
     o = cfg.optim
     opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, nesterov=o.nesterov, weight_decay=o.weight_decay)
     g = torch.Generator().manual_seed(seed)
@@ -62,23 +62,23 @@ def main() -> None:
         "+experiment=loss_ab", "arm=A", f"train.max_steps={args.steps}", f"determinism.threads={args.threads}",
         "device=cpu", "logger=none",
     ])
-    configure(determinism_settings(cfg))
-    ds = data_mod.load(cfg.data)
+    configure(settings_from(cfg))
+    ds = cached_dataset(cfg.data)  # the same cached copy the harness loop reads
 
     # warm-up both (allocator, kernels)
     bare_loop(cfg, ds, 20, 0)
     cfg_warm = cfg.copy()
     cfg_warm.train.max_steps = 20
-    train_run(cfg_warm, 0, datasets=ds)
+    train_one(cfg_warm, 0)
 
     harness_ms, bare_ms = [], []
     for r in range(args.repeats):
         bare_ms.append(bare_loop(cfg, ds, args.steps, r))
-        out = train_run(cfg, r, datasets=ds)
+        out = train_one(cfg, r)
         harness_ms.append(out["timing"]["ms_per_step"])
     h, b = statistics.median(harness_ms), statistics.median(bare_ms)
     print(f"bench_overhead: small_cnn on digits, batch {cfg.train.batch_size}, {args.steps} steps x {args.repeats} "
-          f"repeats, {torch.get_num_threads()} threads, mode {cfg.determinism.mode.value}, torch {torch.__version__}")
+          f"repeats, {torch.get_num_threads()} threads, mode {getattr(cfg.determinism.mode, 'value', cfg.determinism.mode)}, torch {torch.__version__}")
     print(f"  bare PyTorch loop : {b:7.3f} ms/step  (runs: {', '.join(f'{v:.3f}' for v in bare_ms)})")
     print(f"  harness loop      : {h:7.3f} ms/step  (runs: {', '.join(f'{v:.3f}' for v in harness_ms)})")
     print(f"  ratio harness/bare: {h / b:.3f}  (target <= 1.05)")

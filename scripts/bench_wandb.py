@@ -16,6 +16,16 @@ neighbours, while CPU time still measures what wandb adds.
     python scripts/bench_wandb.py --repeats 3
     python scripts/bench_wandb.py -- ab.seeds=[0,1,2] train.epochs=1   # extra Hydra overrides
 
+With --unreachable-sweep it times something else: a 3-job local-pool sweep (seed=0,1,2, the
+sweep's analysis at the end) offline, against the same sweep online with a wandb server that
+cannot be reached (WANDB_BASE_URL at a closed port on 127.0.0.1: loopback only, nothing leaves the
+machine). The online attempt costs logger.wandb.init_timeout seconds (--init-timeout, 60 by
+default as in the config); the harness pays it once per sweep, so the difference should be about
+one timeout, not one per job. It also counts the online attempts wandb made (each leaves a
+wandb/run-* folder).
+
+    python scripts/bench_wandb.py --unreachable-sweep --init-timeout 15
+
 On a shared machine, other load shows up as noise in both numbers; rerun before reading much into
 a few percent.
 """
@@ -26,6 +36,7 @@ import argparse
 import os
 import resource
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -56,12 +67,66 @@ def launch(mode: str, out_dir: Path, extra: list[str]) -> tuple[float, float, in
         return time.perf_counter() - t0, children_cpu() - cpu0, rc
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def launch_sweep(kind: str, out: Path, init_timeout: float, extra: list[str]) -> tuple[float, int, int, int]:
+    """Wall seconds, exit status, online attempts and offline runs of one 3-job local-pool sweep."""
+    cmd = [sys.executable, "-m", "harness", "-m", "+experiment=loss_ab", "ab.seeds=[0,1,2]", "seed=0,1,2",
+           "hydra/launcher=local_pool", f"hydra.sweep.dir={out}", "progress=false",
+           f"logger.wandb.init_timeout={init_timeout}", *extra]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    if kind == "unreachable":
+        cmd.append("logger.wandb.mode=online")
+        env.update(WANDB_BASE_URL=f"http://127.0.0.1:{closed_port()}", WANDB_API_KEY="0" * 40)
+    else:
+        cmd.append("logger.wandb.mode=offline")
+    with open(out.parent / f"{out.name}.log", "w") as logfile:
+        t0 = time.perf_counter()
+        rc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, stdout=logfile, stderr=subprocess.STDOUT).returncode
+        seconds = time.perf_counter() - t0
+    attempts = len([p for p in out.rglob("wandb/run-*") if p.is_dir()])
+    offline = len([p for p in out.rglob("wandb/offline-run-*") if p.is_dir()])
+    return seconds, rc, attempts, offline
+
+
+def unreachable_sweep(args) -> int:
+    root = Path(tempfile.mkdtemp(prefix="bench_wandb_sweep_"))
+    extra = args.overrides or ["train.epochs=1"]
+    walls = {}
+    try:
+        for kind in ("offline", "unreachable"):
+            out = root / kind
+            seconds, rc, attempts, offline = launch_sweep(kind, out, args.init_timeout, extra)
+            walls[kind] = seconds
+            print(f"{kind:11s}  wall {seconds:7.2f} s  exit {rc}  online attempts {attempts}  "
+                  f"offline runs {offline}  (log {root / (kind + '.log')})", flush=True)
+        extra_s = walls["unreachable"] - walls["offline"]
+        print(f"\nunreachable - offline: {extra_s:+.2f} s with init_timeout {args.init_timeout:g} s "
+              f"({extra_s / args.init_timeout:.2f} timeouts; 3 jobs and the analysis would be 4)")
+    finally:
+        if args.keep:
+            print(f"output folders: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=1, help="pairs of launches (alternating order)")
     parser.add_argument("--keep", action="store_true", help="keep the output folders (printed at the end)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for both launches (after --)")
+    parser.add_argument("--unreachable-sweep", action="store_true",
+                        help="time a 3-job pool sweep offline against online with an unreachable server")
+    parser.add_argument("--init-timeout", type=float, default=60.0, help="logger.wandb.init_timeout for --unreachable-sweep")
     args = parser.parse_args()
+    if args.unreachable_sweep:
+        return unreachable_sweep(args)
 
     root = Path(tempfile.mkdtemp(prefix="bench_wandb_"))
     times: dict[str, list[float]] = {m: [] for m in MODES}

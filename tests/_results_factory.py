@@ -18,6 +18,8 @@ N_TEST = 360
 EXPERIMENT = "loss_ab"
 FACTOR = "loss.label_smoothing"
 ARMS = {"A": 0.0, "B": 0.1}
+# What the schema's default declares (config.stats.metrics): directions are declared, never guessed.
+DIRECTIONS = {"test_accuracy": "max", "test_loss": "min", "train_loss": "min"}
 
 
 def _hex(*parts, digits: int = 16) -> str:
@@ -46,7 +48,8 @@ def accuracies(n_seeds: int = 10, *, shift: float = 0.0, noise: float = 0.3, see
 def make_result(seed, arm: str, value, *, experiment: str = EXPERIMENT, factor: str = FACTOR,
                 arms: dict | None = None, status: str = "completed", error: dict | None = None,
                 init: str | None = None, data_order: str | None = None, final: str | None = None,
-                pairing: dict | None = None, metrics: dict | None = None) -> dict:
+                pairing: dict | None = None, metrics: dict | None = None, directions: dict | None = None,
+                examples=None) -> dict:
     """One result dict, as runs/seed=S/arm=A/result.json holds it."""
     arms = dict(ARMS if arms is None else arms)
     factor_value = arms.get(arm)
@@ -54,6 +57,7 @@ def make_result(seed, arm: str, value, *, experiment: str = EXPERIMENT, factor: 
         "experiment_name": experiment,
         "ab": {"factor": factor, "arms": arms, "seeds": list(range(10))},
         "loss": {"label_smoothing": factor_value},
+        "stats": {"metrics": dict(DIRECTIONS if directions is None else directions)},
     }
     out = {
         "schema": results.SCHEMA,
@@ -75,7 +79,8 @@ def make_result(seed, arm: str, value, *, experiment: str = EXPERIMENT, factor: 
         "env": {"device": "cpu", "threads": 2, "torch": "2.x"},
         "timing": {"train_seconds": 1.0, "steps": 3, "steps_per_s": 3.0, "ms_per_step": 333.3, "total_seconds": 1.2},
         "config": config,
-        "config_hash": _hex("config", experiment, factor, factor_value),
+        "config_hash": results.config_digest(config),
+        "base_hash": results.config_digest(config, exclude_factor=factor),
         "code_version": {"harness": "0.1.0", "source": "0" * 16, "torch": "2.x"},
         "created": "2025-01-01T00:00:00Z",
     }
@@ -85,6 +90,8 @@ def make_result(seed, arm: str, value, *, experiment: str = EXPERIMENT, factor: 
         }
     else:
         out["error"] = error or {"type": "RuntimeError", "message": "loss became NaN", "step": 12}
+    if examples is not None:  # per-example correctness on the test split (a bool array)
+        out["examples"] = results.pack_examples(examples)
     return out
 
 

@@ -22,8 +22,10 @@ def paired_metric(cfg, run, shift: float = 0.0, sd: float = 1.0, fail_seed: int 
     hold = os.environ.get("HARNESS_TEST_HOLD_FROM_SEED")
     if hold is not None and run.seed >= int(hold):
         time.sleep(600)  # killed here by the test
-    weight = torch.zeros(1)
+    with run.init():
+        weight = torch.randn(1)  # from the init stream: the same in every arm of a seed
     run.watch([weight], total_steps=1)
+    weight += shift  # the "training": final weights differ between seeds and between arms
     run.step(torch.tensor(1.0))
     if run.seed == fail_seed and shift == fail_shift:
         raise RuntimeError(f"planned failure of seed {run.seed} at shift {shift}")

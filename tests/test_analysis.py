@@ -9,9 +9,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+
+from harness import results as results_io
 import pytest
 from rich.console import Console
-from statsmodels.stats.multitest import multipletests
 
 sys.path.insert(0, str(Path(__file__).parent))  # the factory lives beside the tests
 
@@ -43,9 +44,10 @@ def test_analysis_of_ten_seeds_has_the_documented_structure():
     a = analyze(F.make_results(values), **FAST)
     assert a["schema"] == SCHEMA
     assert list(a) == [
-        "schema", "experiment", "factor", "metric", "unit", "higher_is_better", "alpha", "baseline",
-        "margin", "arms", "noise_floor", "pairing_verified", "multiple_comparisons", "comparisons",
-        "not_compared", "excluded", "unreadable",
+        "schema", "experiment", "factor", "metric", "unit", "direction", "higher_is_better", "directions",
+        "alpha", "baseline", "margin", "arms", "noise_floor", "test_set_noise", "pairing_verified", "setup",
+        "identity", "multiple_comparisons", "comparisons", "curves", "not_compared", "excluded", "unreadable",
+        "data_unverified",
     ]
     assert (a["experiment"], a["factor"], a["baseline"]) == (F.EXPERIMENT, F.FACTOR, "A")
     assert list(a["arms"]) == ["A", "B"]
@@ -61,7 +63,8 @@ def test_analysis_of_ten_seeds_has_the_documented_structure():
     assert a["margin"]["source"] == "auto"
     assert a["margin"]["value"] == pytest.approx(a["noise_floor"]["pooled_seed_std"])
     assert c["verdict"]["code"] in stats.VERDICTS and c["verdict"]["sentence"]
-    assert c["holm"]["t"] == c["t"]["pvalue"]  # one comparison: Holm changes nothing
+    assert c["decision"]["n_comparisons"] == 1
+    assert c["decision"]["pvalues"]["zero"] == pytest.approx(max(c["t"]["pvalue"], 2.0 ** (1 - c["n_moved"])))
     assert a["excluded"] == [] and a["unreadable"] == []
     assert _finite_everywhere(a)
     # deterministic: the same input gives the same JSON text
@@ -78,7 +81,10 @@ def test_identical_arms_get_the_identical_verdict_with_no_nan_and_no_warnings():
     column = F.accuracies(10)["A"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        a = analyze(F.make_results({"A": column, "B": list(column)}, final="f" * 16), **FAST)
+        items = F.make_results({"A": column, "B": list(column)})
+        for r in items:  # the factor changed nothing: both arms end at the same weights
+            r["fingerprints"]["final"] = F._hex("final", r["seed"])
+        a = analyze(items, **FAST)
     c = a["comparisons"]["B"]
     assert c["verdict"]["code"] == "identical"
     assert "identical results: the factor did not change the numerics" in c["verdict"]["sentence"]
@@ -187,7 +193,7 @@ def test_results_of_two_experiments_are_not_mixed():
 def test_two_configurations_within_one_arm_are_not_mixed():
     items = F.make_results(F.accuracies(6))
     items[-1]["config_hash"] = "feedfacefeedface"
-    with pytest.raises(AnalysisError, match="arm B: .*feedfacefeedface for seeds 5"):
+    with pytest.raises(AnalysisError, match=r"seed 5 arm B\) records config_hash feedfacefeedface \(its config block"):
         analyze(items, **FAST)
 
 
@@ -201,17 +207,19 @@ def test_arms_follow_the_config_order_and_the_baseline_can_be_chosen():
         analyze(F.make_results(values), baseline="B", **FAST)
 
 
-def test_three_arms_are_each_compared_with_the_baseline_under_holm():
+def test_three_arms_are_each_compared_with_the_baseline_at_alpha_over_k():
     rng = np.random.default_rng(2)
     level = 95 + rng.normal(0, 0.8, 8)
     values = {arm: list(F.quantise(level + shift + rng.normal(0, 0.3, 8)))
               for arm, shift in (("A", 0), ("B", 0.6), ("C", 0.1))}
     a = analyze(F.make_results(values), **FAST)
     assert list(a["comparisons"]) == ["B", "C"]
-    raw = [a["comparisons"][arm]["t"]["pvalue"] for arm in ("B", "C")]
-    holm = [a["comparisons"][arm]["holm"]["t"] for arm in ("B", "C")]
-    assert holm == pytest.approx(multipletests(raw, method="holm")[1])
-    assert a["multiple_comparisons"]["comparisons"] == 2
+    for arm in ("B", "C"):
+        c = a["comparisons"][arm]
+        floor = 2.0 ** (1 - c["n_moved"])
+        assert c["decision"]["pvalues"]["zero"] == pytest.approx(min(1, 2 * max(c["t"]["pvalue"], floor)))
+        assert c["intervals"]["zero"]["level"] == pytest.approx(1 - 0.05 / 2)
+    assert a["multiple_comparisons"] == {**a["multiple_comparisons"], "method": "bonferroni", "comparisons": 2}
 
 
 def test_extra_is_merged_but_may_not_overwrite():
@@ -237,7 +245,9 @@ def test_analyze_dir_writes_the_three_files_with_certificate_and_unreadable(tmp_
     root = _tree(tmp_path)
     (root / "runs" / "seed=99" / "arm=B").mkdir(parents=True)
     (root / "runs" / "seed=99" / "arm=B" / "result.json").write_text("{not json")
-    (root / "certificate.json").write_text(json.dumps({"line": "bitwise reproducible: yes (440 steps)", "reproducible": True}))
+    made_for = F.make_results(F.accuracies(10, shift=0.5))[0]["config_hash"]  # seed 0, arm A
+    (root / "certificate.json").write_text(json.dumps({"line": "bitwise reproducible: yes (440 steps)", "reproducible": True,
+                                                       "seed": 0, "arm": "A", "config_hash": made_for}))
     a = analyze_dir(root, **FAST)
     assert {p.name for p in root.iterdir()} >= {"analysis.json", "report.md", "analysis.png"}
     assert a["certificate"]["line"] == "bitwise reproducible: yes (440 steps)"
@@ -293,7 +303,11 @@ def test_seeds_needed_are_shown_when_undecided():
     assert c["verdict"]["code"] == "undecided"
     buffer = io.StringIO()
     report.render_table(a, Console(file=buffer, width=200))
-    assert f"{c['seeds_needed']['at_margin']} / {c['seeds_needed']['at_observed']}" in buffer.getvalue()
+    need = c["seeds_needed"]
+    low, high = need["at_margin_range"]
+    # from 5 seeds the count is uncertain: shown with its range over the sd's 95% interval
+    assert low < need["at_margin"] < high
+    assert f"{need['at_margin']} ({low} to {high}) / {need['at_observed']} (" in buffer.getvalue()
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -353,3 +367,161 @@ def test_main_no_write_only_prints(tmp_path, capsys):
     assert main([str(root), "--no-write", "--margin", "0.3", "--bootstrap-resamples", "999"]) == 0
     assert "given: 0.3 pts" in capsys.readouterr().out
     assert not (root / "analysis.json").exists()
+
+
+# -- metric directions: declared, never guessed (issue 10 item 7) -------------------------------
+
+
+def _rmse_results(shift=-0.05, declare=True):
+    rng = np.random.default_rng(4)
+    items = []
+    for seed in range(8):
+        level = 0.5 + rng.normal(0, 0.03)
+        for arm, delta in (("A", 0.0), ("B", shift)):
+            metrics = {"rmse": level + delta + rng.normal(0, 0.005), "test_loss": 0.3 + rng.normal(0, 0.01),
+                       "ece": 0.1 + delta + rng.normal(0, 0.002)}
+            items.append(F.make_result(seed, arm, None, metrics=metrics,
+                                       directions={"rmse": "min", "ece": "min"} if declare else {}))
+    return items
+
+
+def test_a_lower_is_better_metric_that_b_lowers_is_reported_better():
+    a = analyze(_rmse_results(), metric="rmse", margin=0.01, **FAST)
+    assert a["direction"] == "min" and a["higher_is_better"] is False
+    assert a["directions"] == {"rmse": "min", "ece": "min"}
+    c = a["comparisons"]["B"]
+    assert c["verdict"]["code"] == "better" and c["mean_diff"] < 0
+    # ece (declared min) is reported too; test_loss has no declared direction here, so it is not
+    assert set(c["other_metrics"]) == {"ece"}
+    assert c["other_metrics"]["ece"]["reading"] == "better" and c["other_metrics"]["ece"]["pvalue_holm"] < 0.05
+
+
+def test_the_name_decides_nothing_a_rising_loss_named_metric_declared_max_is_better():
+    import enum
+
+    items = _rmse_results(shift=+0.05)
+    a = analyze(items, metric="rmse", directions={"rmse": "max"}, margin=0.01, **FAST)
+    assert a["comparisons"]["B"]["verdict"]["code"] == "better"
+    Direction = enum.Enum("Direction", {"max": "max", "min": "min"})  # as a structured config declares it
+    assert analyze(items, metric="rmse", directions={"rmse": Direction.max}, margin=0.01, **FAST)["direction"] == "max"
+
+
+def test_a_primary_metric_without_a_declared_direction_is_refused_with_how_to_declare_it():
+    with pytest.raises(AnalysisError) as e:
+        analyze(_rmse_results(declare=False), metric="rmse", **FAST)
+    assert "stats.metrics.rmse=max" in str(e.value) and "--direction" in str(e.value)
+    with pytest.raises(AnalysisError, match="'max' or 'min'"):
+        analyze(_rmse_results(), metric="rmse", directions={"rmse": "down"}, **FAST)
+
+
+def test_cli_direction_for_a_metric_the_config_does_not_declare(tmp_path, capsys):
+    root = F.write_results(tmp_path / "exp", _rmse_results(declare=False))
+    assert main([str(root), "--metric", "rmse", "--no-write", "--bootstrap-resamples", "999"]) == 2
+    assert "no declared direction" in capsys.readouterr().err
+    assert main([str(root), "--metric", "rmse", "--direction", "min", "--margin", "0.01",
+                 "--bootstrap-resamples", "999"]) == 0
+    out = capsys.readouterr().out
+    assert "lower is better" in out and "B is better than A" in out
+    written = json.loads((root / "analysis.json").read_text())
+    assert written["directions"] == {"rmse": "min"} and written["direction"] == "min"
+
+
+# -- the test set's own noise (issue 11, defect 7) ----------------------------------------------
+
+
+def _with_examples(n_seeds=6, gain=0.04, rng_seed=5, arms=("A", "B")):
+    """Results whose test_accuracy is exactly what their recorded per-example correctness gives."""
+    rng = np.random.default_rng(rng_seed)
+    difficulty = rng.normal(0, 1, F.N_TEST)
+    items = []
+    arm_values = {a: float(i) / 10 for i, a in enumerate(arms)}
+    for seed in range(n_seeds):
+        shift = rng.normal(0, 0.2)
+        for i, arm in enumerate(arms):
+            p = 1 / (1 + np.exp(-(2.5 + 3 * difficulty + shift + 30 * gain * i * rng.normal(1, 1, F.N_TEST))))
+            correct = rng.random(F.N_TEST) < p
+            r = F.make_result(seed, arm, float(100 * correct.mean()), arms=arm_values, examples=correct)
+            r["env"]["mode"] = "strict"
+            r["config"]["precision"] = "fp32"
+            # the recorded hashes are of the config block (the analysis recomputes and compares them)
+            r["config_hash"] = results_io.config_digest(r["config"])
+            r["base_hash"] = results_io.config_digest(r["config"], exclude_factor=r["factor"])
+            items.append(r)
+    return items
+
+
+def test_recorded_examples_put_the_test_sets_noise_into_an_interval_and_a_verdict_line():
+    a = analyze(_with_examples(), **FAST)
+    assert a["test_set_noise"]["available"] and a["test_set_noise"]["n_examples"] == F.N_TEST
+    c = a["comparisons"]["B"]
+    ts = c["test_set"]
+    assert ts["se_test_set"] > 0 and ts["se_total"] >= ts["se_seeds"]
+    assert ts["mean_diff"] == pytest.approx(c["mean_diff"])
+    low, high = ts["distribution_ci"]
+    assert low < c["mean_diff"] < high and (high - low) > (c["intervals"]["zero"]["high"] - c["intervals"]["zero"]["low"])
+    assert c["verdict"]["beyond_test_set"].startswith("beyond this test set")
+    text = report.markdown(a)
+    assert "CI for the data distribution" in text and c["verdict"]["beyond_test_set"] in text
+    assert a["setup"] == {"determinism": ["strict"], "device": ["cpu"], "precision": ["fp32"], "threads": ["2"]}
+    assert "setup: determinism strict; device cpu; precision fp32; threads 2" in text
+
+
+def test_without_recorded_examples_the_report_says_the_test_set_is_not_in_the_intervals():
+    a = analyze(F.make_results(F.accuracies(6, shift=0.5)), **FAST)
+    assert a["test_set_noise"]["available"] is False
+    assert "not recorded" in a["test_set_noise"]["reason"]
+    assert a["comparisons"]["B"]["test_set"] is None and a["comparisons"]["B"]["verdict"]["beyond_test_set"] == ""
+    assert "test-set noise: not in the intervals: per-example correctness" in report.markdown(a)
+
+
+def test_examples_that_do_not_match_the_metric_are_not_used():
+    items = _with_examples()
+    items[3]["metrics"]["test_accuracy"] += 100 / F.N_TEST
+    a = analyze(items, **FAST)
+    assert a["test_set_noise"]["available"] is False and "not the same test set" in a["test_set_noise"]["reason"]
+
+
+# -- numbers a reader misreads (defect 8) --------------------------------------------------------
+
+
+def _table(a) -> str:
+    buffer = io.StringIO()
+    report.render_table(a, Console(file=buffer, width=1000))
+    return buffer.getvalue()
+
+
+def test_negative_correlation_and_a_constant_arm_are_worded_plainly():
+    level = np.array([95.0, 96.0, 94.0, 95.5, 94.5, 96.5])
+    a_vals = list(F.quantise(level))
+    b_vals = list(F.quantise(190.5 - level))  # B moves opposite to A across seeds: rho = -1
+    text = _table(analyze(F.make_results({"A": a_vals, "B": b_vals}), **FAST))
+    assert "negatively correlated, so pairing removed nothing" in text and "pairing left" not in text
+    constant = [95.0] * 6
+    text = _table(analyze(F.make_results({"A": constant, "B": a_vals}), **FAST))
+    assert "correlation undefined: A gives the same value in every seed" in text and "rho —" not in text
+
+
+def test_wilcoxon_variant_is_labelled_for_readers_of_r():
+    values = {"A": [95.0] * 8, "B": list(F.quantise([95.0, 95.0, 95.28, 95.28, 95.56, 94.72, 95.28, 95.56]))}
+    text = _table(analyze(F.make_results(values), **FAST))
+    assert "Wilcoxon signed-rank (Pratt)" in text and "R's wilcox.test(paired = TRUE) drops zeros first" in text
+
+
+# -- figures (defect 9) -------------------------------------------------------------------------
+
+
+def test_the_figure_with_three_numeric_arms_has_verdict_title_pairs_dose_response_and_curves(tmp_path):
+    from harness.figures import figure
+
+    a = analyze(_with_examples(arms=("A", "B", "C")), **FAST)
+    fig = figure(a, title=report._title(a), fmt=report._Fmt(a))
+    pairs_ax, diffs_ax, dose_ax, curves_ax = fig.axes
+    assert "B vs A: " in fig._suptitle.get_text() and a["comparisons"]["C"]["verdict"]["code"].replace("_", " ") in fig._suptitle.get_text()
+    # each arm's lines stay within its own pair of columns: none passes through another arm
+    spans = [abs(line.get_xdata()[1] - line.get_xdata()[0]) for line in pairs_ax.lines]
+    assert len(spans) == 12 and max(spans) < 0.5
+    assert dose_ax.get_xlabel() == "loss.label_smoothing (factor value)"
+    assert len(curves_ax.lines) == 3  # one mean curve per arm, with its band
+    analyze_dir(F.write_results(tmp_path / "exp", _with_examples(arms=("A", "B", "C"))), **FAST)
+    md = (tmp_path / "exp" / "report.md").read_text()
+    assert "](analysis.png)" in md and "## Per seed" in md and "| seed | A | B | C | B - A | C - A |" in md

@@ -122,8 +122,8 @@ def test_sweeper_gives_the_in_process_decisions(tmp_path, reference, launcher, m
     analysis = read_json(sweep / "analysis.json")
     assert analysis["sequential"]["arms"]["B"]["decision"] == "better"
     assert analysis["comparisons"] == read_json(reference / "analysis.json")["comparisons"]
-    jobs = sorted(int(p.name) for p in sweep.iterdir() if p.name.isdigit())
-    assert jobs == list(range(len(_runs(reference))))  # initial_job_idx grew: one folder per job
+    folders = {p.parents[3] for p in sweep.rglob("result.json")}  # <job folder>/runs/seed=S/arm=A/result.json
+    assert len(folders) == len(_runs(reference))  # initial_job_idx grew: one job folder per (seed, arm)
 
 
 def test_bad_sequential_config_fails_before_any_run(tmp_path):
@@ -247,9 +247,8 @@ def test_looks_become_history_of_the_wandb_analysis_run(reference, tmp_path, mon
     tracker.log_analysis(read_json(reference / "analysis.json"), reference)
     assert tracker.close() == []
     [run] = wandb_reader.read_runs(tmp_path / "wandb")
-    looks = [row for row in run.history if any(k.startswith("sequential/") for k in _flat(row))]
-    assert [row["_step"] for row in looks] == [7, 9, 11]  # _step: the seeds at each look
-    flat = [_flat(row) for row in looks]
+    flat = [_flat(row) for row in run.history if any(k.startswith("sequential/") for k in _flat(row))]
+    assert [f["sequential/seeds"] for f in flat] == [7, 9, 11]  # a row per look, in order
     assert flat[0]["sequential/C/decision"] == "worse" and "sequential/C/estimate" not in flat[1]
     assert flat[2]["sequential/B/decision"] == "better"
     b = read_json(reference / "sequential.json")["arms"]["B"]["looks"]

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from harness import tracking
+from harness.results import load_steps
 
 from . import wandb_reader
 
@@ -128,6 +131,13 @@ def trackers():
 
 def open_tracker(trackers, cfg, out: Path):
     t = tracking.open_tracker(cfg, out, group="loss_ab:test")
+    trackers.append(t)
+    return t
+
+
+def open_tracker_from_config(trackers, cfg, out: Path, sweep_root=None):
+    """A tracker whose group comes from the config and the environment, as in the real runs."""
+    t = tracking.open_tracker(cfg, out, sweep_root=sweep_root)
     trackers.append(t)
     return t
 
@@ -281,6 +291,7 @@ def test_a_run_that_fails_to_log_is_finished_and_the_next_one_is_logged(clean_en
     tracker.log_run(synthetic_result(0, "B"))
     [warning] = tracker.close()
     assert "seed=0 arm=A was logged only in part" in warning
+    assert str(tmp_path / "runs" / "seed=0" / "arm=A" / "result.json") in warning  # names the file
     runs = {r.name: r for r in wandb_reader.read_runs(tmp_path / "wandb")}
     assert runs["seed=0 arm=A"].exit_code == 1
     assert runs["seed=0 arm=B"].exit_code == 0 and len(runs["seed=0 arm=B"].history) == 5
@@ -344,7 +355,7 @@ def test_experiment_offline_end_to_end(tmp_path):
     run = runs["seed=1 arm=B"]
     assert run.job_type == "B" and run.group == runs["analysis"].group
     assert run.config["loss"]["label_smoothing"] == 0.1 and run.config["env"] == result["env"]
-    steps = result["fingerprints"]["steps"]["loss"]
+    steps = load_steps(result)["loss"]  # result.json packs them (harness.result/2)
     assert [row["_step"] for row in run.history] == list(range(1, len(steps) + 1))
     assert [float32_bits(row["train/loss"]) for row in run.history] == steps
     assert run.summary["metrics/test_accuracy"] == result["metrics"]["test_accuracy"]
@@ -359,21 +370,148 @@ def test_experiment_offline_end_to_end(tmp_path):
     assert runs["analysis"].summary["figure"]["_type"] == "image-file"
 
 
-def test_unreachable_wandb_server_loses_no_result(tmp_path):
-    out = tmp_path / "exp"
-    done = run_harness(out, "logger.wandb.mode=online", "logger.wandb.init_timeout=5",
-                       env=subprocess_env(HOME=str(tmp_path / "home"), **UNREACHABLE))
+def _online_attempts(root: Path) -> list[Path]:
+    """Every online attempt wandb made under a tree: each leaves a wandb/run-<date>-<id>/ folder
+    (an offline run is an offline-run-*/ folder instead)."""
+    return [p for p in root.rglob("wandb/run-*") if p.is_dir()]
+
+
+def test_unreachable_server_is_paid_once_per_sweep_and_loses_no_result(tmp_path):
+    sweep = tmp_path / "sweep"
+    # two jobs (one per arm, three seeds each), each with its own tracker, then the sweep's analysis
+    cmd = [sys.executable, "-m", "harness", "-m", "+experiment=loss_ab", "ab.seeds=[0,1,2]", "arm=A,B",
+           "train.max_steps=10", "data.train_limit=256", "progress=false", "repro.certificate=false",
+           "logger.wandb.mode=online", "logger.wandb.init_timeout=3", f"hydra.sweep.dir={sweep}"]
+    done = subprocess.run(cmd, cwd=REPO, env=subprocess_env(HOME=str(tmp_path / "home"), **UNREACHABLE),
+                          capture_output=True, text=True, timeout=600)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-3000:]
     for s in range(3):
         for a in "AB":
-            assert json.loads((out / "runs" / f"seed={s}" / f"arm={a}" / "result.json").read_text())["status"] == "completed"
+            result = json.loads(next(sweep.glob(f"*/runs/seed={s}/arm={a}/result.json")).read_text())
+            assert result["status"] == "completed"
     for name in ("analysis.json", "report.md", "analysis.png"):
-        assert (out / name).is_file()
-    warning = next(line for line in log.splitlines() if "not logged online" in line)
-    assert all(f"seed={s} arm={a}" in warning for s in range(3) for a in "AB") and "analysis" in warning
+        assert (sweep / name).is_file()
+    # the timeout was paid once: one online attempt in the whole sweep (2 jobs and the sweep's
+    # analysis), not one per job; test_online_gate_* covers jobs that start at once (a pool)
+    attempts = _online_attempts(sweep)
+    assert len(attempts) == 1, attempts
+    # said once, when it happened, and one `wandb sync` hint for the whole sweep at its end
+    assert log.count("could not start a run online") == 1, log[-4000:]
+    [hint] = [line for line in log.splitlines() if "wandb sync" in line]
+    assert "this sweep could not log online" in hint and "its 7 run(s) were logged offline" in hint
+    assert f"{sweep}/wandb/offline-run-*" in hint and f"{sweep}/*/wandb/offline-run-*" in hint
     # what did not go online went offline, ready for `wandb sync`
-    assert len(wandb_reader.read_runs(out / "wandb")) == 7
+    runs = wandb_reader.read_runs(sweep)
+    assert sorted(r.name for r in runs) == sorted([f"seed={s} arm={a}" for s in range(3) for a in "AB"] + ["analysis"])
+    assert len({r.group for r in runs}) == 1
+    assert not list(sweep.rglob("harness-online-*")), "the sweep's end removes its shared state"
+
+
+def test_online_gate_jobs_at_once_wait_for_the_one_that_tries(tmp_path):
+    """Jobs of a pool start together: one tries online, the others wait for its outcome."""
+    first, second, later = (tracking.OnlineGate(tmp_path, "s1", wait_s=60) for _ in range(3))
+    assert first.decide() == ("try", None) and first.probing
+    answer = []
+    waiter = threading.Thread(target=lambda: answer.append(second.decide()))
+    waiter.start()
+    first.record(False, "CommError: timed out", tmp_path / "0")
+    waiter.join(timeout=30)
+    assert not waiter.is_alive()
+    [(verdict, why)] = answer
+    assert verdict == "offline" and "CommError: timed out" in why and str(first.state_file) in why
+    assert later.decide()[0] == "offline" and not second.probing and not later.probing
+    # another sweep (another id) in the same folder does not read this sweep's outcome
+    assert tracking.OnlineGate(tmp_path, "s2", wait_s=60).decide() == ("try", None)
+    # and without a sweep id (a single run) there is nothing to share
+    assert tracking.OnlineGate(tmp_path, None, wait_s=60).decide() == ("try", None)
+
+
+def test_group_is_stable_and_config_beats_wandb_variables_beats_default(tmp_path, monkeypatch):
+    folder = tmp_path / "multirun" / "loss_ab" / "default"
+    folder.mkdir(parents=True)
+    cfg = wandb_config()
+    cfg.experiment_name = "loss_ab"
+    groups = set()
+    for cwd in (tmp_path, folder, folder.parent):  # the same folder seen from three directories
+        monkeypatch.chdir(cwd)
+        groups.add(tracking.resolve_options(cfg, Path(os.path.relpath(folder)), environ={})["group"])
+    [group] = groups
+    assert group.startswith("loss_ab:default:") and len(group) <= 128 and ".." not in group
+    other = tmp_path / "elsewhere" / "default"  # another folder of the same name: another group
+    assert tracking.resolve_options(cfg, other, environ={})["group"] != group
+    # a job of a sweep is grouped with its sweep
+    assert tracking.resolve_options(cfg, folder / "3", environ={}, sweep_root=folder)["group"] == group
+
+    env = {"WANDB_RUN_GROUP": "env-group", "WANDB_NAME": "env-name", "WANDB_JOB_TYPE": "env-job"}
+    opts = tracking.resolve_options(cfg, folder, environ=env)
+    assert (opts["group"], opts["name_prefix"], opts["job_type"]) == ("env-group", "env-name", "env-job")
+    cfg.logger.wandb.group, cfg.logger.wandb.name = "cfg-group", "cfg-name"
+    opts = tracking.resolve_options(cfg, folder, environ=env)
+    assert (opts["group"], opts["name_prefix"]) == ("cfg-group", "cfg-name")
+
+
+@pytest.mark.parametrize("key, value, allowed", [
+    ("group", "g" * 129, "at most 128 characters"),
+    ("name", "", "non-empty string"),
+    ("tags", ["ok", "t" * 65], "at most 64 characters"),
+    ("init_timeout", 0, "> 0"),
+    ("history_every", 0, ">= 1"),
+])
+def test_bad_wandb_settings_are_refused_naming_the_key(tmp_path, key, value, allowed):
+    cfg = wandb_config()
+    cfg.logger.wandb[key] = value
+    with pytest.raises(tracking.TrackingConfigError) as refused:
+        tracking.open_tracker(cfg, tmp_path)
+    assert f"logger.wandb.{key}=" in str(refused.value) and allowed in str(refused.value)
+
+
+def test_wandb_variables_reach_the_runs_unless_the_config_sets_them(clean_env, trackers, tmp_path, monkeypatch):
+    for var, value in {"WANDB_RUN_GROUP": "env-group", "WANDB_NAME": "nightly", "WANDB_JOB_TYPE": "train"}.items():
+        monkeypatch.setenv(var, value)
+    tracker = open_tracker_from_config(trackers, wandb_config(), tmp_path / "env")
+    tracker.log_run(synthetic_result(0, "A"))
+    assert tracker.close() == []
+    [run] = wandb_reader.read_runs(tmp_path / "env" / "wandb")
+    assert (run.group, run.name, run.job_type) == ("env-group", "nightly seed=0 arm=A", "train")
+
+    cfg = wandb_config()
+    cfg.logger.wandb.group, cfg.logger.wandb.name, cfg.logger.wandb.tags = "mine", "cfg", ["a", "b"]
+    tracker = open_tracker_from_config(trackers, cfg, tmp_path / "cfg")
+    tracker.log_run(synthetic_result(0, "A"))
+    assert tracker.close() == []
+    [run] = wandb_reader.read_runs(tmp_path / "cfg" / "wandb")
+    assert (run.group, run.name, run.tags) == ("mine", "cfg seed=0 arm=A", ["a", "b"])
+
+
+def test_one_analysis_run_per_results_folder_a_rerun_replaces_it(clean_env, trackers, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="harness")
+    first = copy.deepcopy(ANALYSIS)
+    second = copy.deepcopy(ANALYSIS)
+    second["comparisons"]["B"]["verdict"] = {"code": "equivalent", "sentence": "B is equivalent to A."}
+    for analysis in (first, second):  # the first run, then a resume of the same folder
+        tracker = open_tracker_from_config(trackers, wandb_config(), tmp_path)
+        tracker.log_analysis(analysis, tmp_path)
+        assert tracker.close() == []
+    [run] = wandb_reader.read_runs(tmp_path / "wandb")
+    assert run.name == "analysis" and run.run_id == f"analysis-{tracking.folder_id(tmp_path)}"
+    assert run.summary["verdict"] == "equivalent"
+    assert sum("replaces its earlier offline copy" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_sweep_of_offline_jobs_gives_one_sync_hint(clean_env, trackers, tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="harness")
+    monkeypatch.setenv(tracking.SWEEP_ENV, "test-sweep")
+    for job in range(2):  # two jobs of a sweep (each in its own folder), then the sweep's analysis
+        tracker = open_tracker_from_config(trackers, wandb_config(), tmp_path / str(job), sweep_root=tmp_path)
+        tracker.log_run(synthetic_result(job, "A"))
+        assert tracker.close() == []
+    tracker = open_tracker_from_config(trackers, wandb_config(), tmp_path, sweep_root=tmp_path)
+    tracker.log_analysis(ANALYSIS, tmp_path)
+    assert tracker.close() == []
+    [hint] = [r.getMessage() for r in caplog.records if "wandb sync" in r.getMessage()]
+    assert "3 run(s) of this sweep" in hint
+    assert f"{tmp_path}/wandb/offline-run-*" in hint and f"{tmp_path}/*/wandb/offline-run-*" in hint
 
 
 def test_history_every_thins_the_loss_curve_but_keeps_the_last_step(trackers, tmp_path):

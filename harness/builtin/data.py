@@ -47,10 +47,14 @@ def digits(augment: bool = False, train_limit: Optional[int] = None, test_limit:
     return _limit(_digits(), augment, train_limit, test_limit)
 
 
-def cifar10(root: str = "data/cifar10", download: bool = False, augment: bool = True,
+def cifar10(root: str = "data/cifar10", download: bool = False, augment: bool = True, verify: bool = True,
             train_limit: Optional[int] = None, test_limit: Optional[int] = None) -> Datasets:
-    """CIFAR-10 through torchvision.datasets.CIFAR10 from ``root`` (holding cifar-10-batches-py/)."""
-    return _limit(_cifar10(root, download), augment, train_limit, test_limit)
+    """CIFAR-10 through torchvision.datasets.CIFAR10 from ``root`` (holding cifar-10-batches-py/).
+
+    verify: check every file against the official md5 before anything is unpickled (a pickle can
+    run code); false only for files you made yourself (the tests' tiny ones).
+    """
+    return _limit(_cifar10(root, download, verify), augment, train_limit, test_limit)
 
 
 def synthetic(num_train: int = 512, num_test: int = 256, num_classes: int = 10, channels: int = 1,
@@ -93,22 +97,27 @@ def _digits() -> Datasets:
     return Datasets("digits", x[n_test:], y[n_test:], x[:n_test], y[:n_test], 10)
 
 
-def _cifar10(root: str, download: bool) -> Datasets:
+def _cifar10(root: str, download: bool, verify: bool = True) -> Datasets:
     import torchvision
 
     class CIFAR10(torchvision.datasets.CIFAR10):
-        """torchvision's CIFAR10, trusting files that unpickle rather than only the official md5s.
+        """torchvision's CIFAR10; with verify=False (data.verify=false) it trusts files that exist.
 
-        Downloads still go through torchvision's md5-checked path; local files may be a subset or
-        a re-pickled copy (tests write tiny ones) and are validated by loading them.
+        With verify (the default) torchvision's own md5 check stands, and ``_verify_cifar10`` has
+        already refused any file that does not match before this class unpickles anything.
+        Downloads always go through torchvision's md5-checked path.
         """
 
         def _check_integrity(self) -> bool:
+            if verify:
+                return super()._check_integrity()
             folder = os.path.join(self.root, self.base_folder)
             files = [f for f, _ in self.train_list + self.test_list] + [self.meta["filename"]]
             return all(os.path.isfile(os.path.join(folder, f)) for f in files)
 
         def _load_meta(self) -> None:
+            if verify:
+                return super()._load_meta()
             import pickle
 
             path = os.path.join(self.root, self.base_folder, self.meta["filename"])
@@ -128,6 +137,8 @@ def _cifar10(root: str, download: bool) -> Datasets:
             "Put the extracted cifar-10-python.tar.gz there, point data.root at it, or set "
             "data.download=true to let torchvision download it."
         )
+    if verify and os.path.isdir(folder):
+        _verify_cifar10(root, folder, CIFAR10)
     try:
         train = CIFAR10(root, train=True, download=download)
         test = CIFAR10(root, train=False, download=download)
@@ -142,6 +153,32 @@ def _cifar10(root: str, download: bool) -> Datasets:
 
     (train_x, train_y), (test_x, test_y) = tensors(train), tensors(test)
     return Datasets("cifar10", train_x, train_y, test_x, test_y, len(train.classes))
+
+
+def _verify_cifar10(root: str, folder: str, cls) -> None:
+    """Refuse, before anything is unpickled, CIFAR-10 files that differ from the official ones.
+
+    The md5s are torchvision's own list (``CIFAR10.train_list``, ``test_list``, ``meta``). A missing
+    file is left to torchvision (it downloads with data.download=true, else says it is missing).
+    """
+    from torchvision.datasets.utils import calculate_md5
+
+    bad = []
+    for name, md5 in cls.train_list + cls.test_list + [(cls.meta["filename"], cls.meta["md5"])]:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            found = calculate_md5(path)
+            if found != md5:
+                bad.append(f"{path} (md5 {found}, expected {md5})")
+    if bad:
+        raise DataError(
+            f"data.root={root!r}: {len(bad)} CIFAR-10 file(s) do not match the official checksums "
+            f"(torchvision's md5 list): {'; '.join(bad)}. They were not loaded: a pickle can run code "
+            "when it is loaded, so only the official files are unpickled. Replace them with the files "
+            "of cifar-10-python.tar.gz (data.download=true fetches and checks them), or, for files you "
+            "made yourself and trust (e.g. the tests' tiny copies), set data.verify=false; the results "
+            "then record it and the report says so."
+        )
 
 
 def _synthetic(num_train: int, num_test: int, num_classes: int, channels: int, size: int) -> Datasets:

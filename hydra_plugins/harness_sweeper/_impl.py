@@ -141,7 +141,7 @@ class SequentialSweeperImpl:
 
     @staticmethod
     def _next_job_idx(root: Path) -> int:
-        """Job folders are numbered: continue after the highest one, so no job reuses a folder."""
+        """Numbered job folders (hydra.sweep.subdir=${hydra.job.num}): continue after the highest one."""
         nums = [int(p.name) for p in root.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name)]
         return max(nums) + 1 if nums else 0
 
@@ -166,10 +166,10 @@ class SequentialSweeperImpl:
     def _analyse(cfg, root: Path, block: dict) -> None:
         from harness import sequential_plan as sp
         from harness.analysis import AnalysisError, analyze_dir
-        from harness.app import group_name, stats_kwargs
+        from harness.app import stats_kwargs
         from harness.report import render_table
         from harness.sequential import write_figure
-        from harness.tracking import open_tracker
+        from harness.tracking import TrackingConfigError, open_tracker
 
         write_figure(block, root / sp.FIGURE_NAME)
         try:
@@ -178,7 +178,11 @@ class SequentialSweeperImpl:
             log.error(f"sweep analysis of {root} failed: {e}")
             return
         render_table(analysis)
-        tracker = open_tracker(cfg, root, group=group_name(cfg, root))
+        try:
+            tracker = open_tracker(cfg, root, sweep_root=root)
+        except TrackingConfigError as e:
+            log.error(f"harness: error: {e}")
+            return
         tracker.log_analysis(analysis, root)
         for w in tracker.close():
             log.warning(w)

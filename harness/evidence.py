@@ -1,0 +1,187 @@
+"""What the result files hold beside the primary metric, gathered for the analysis.
+
+- declared metric directions ("max" or "min", from ``config.stats.metrics``; never guessed);
+- the other metrics with a declared direction, each compared arm against the baseline;
+- the per-example correctness on the test split (``result["examples"]``), for the test set's noise;
+- the learning curves per arm (mean and band over seeds);
+- the setup a reader needs to judge the numbers (determinism mode, device, precision, threads).
+
+Pure functions of result dicts; the statistics come from harness.stats. Kept apart from
+analysis.py, which decides which runs count and whether they are paired.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from harness import results as results_io
+from harness import stats
+
+DIRECTIONS = ("max", "min")
+
+
+class DirectionError(ValueError):
+    """A metric's direction is missing, contradictory or not max/min (analysis turns it into AnalysisError)."""
+
+
+def directions(results, given: Mapping | None, metric: str) -> dict[str, str]:
+    """Metric name -> "max" | "min": the results' recorded config.stats.metrics, then ``given``."""
+    declared: dict[str, str] = {}
+    conflicts = []
+    for r in results:
+        recorded = (((r.get("config") or {}).get("stats") or {}).get("metrics")) or {}
+        if not isinstance(recorded, Mapping):
+            continue
+        for name, direction in recorded.items():
+            direction = str(getattr(direction, "value", direction))  # a config enum records its value
+            if name in declared and declared[name] != direction:
+                conflicts.append(f"{name}: {declared[name]} and {direction}")
+            declared.setdefault(str(name), direction)
+    for name, direction in (given or {}).items():
+        declared[str(name)] = str(getattr(direction, "value", direction))
+    if conflicts and not given:
+        raise DirectionError(
+            f"The results declare different directions for a metric ({'; '.join(sorted(set(conflicts)))}); "
+            f"results of one experiment must agree. Pass the directions explicitly (--direction)."
+        )
+    bad = {k: v for k, v in declared.items() if v not in DIRECTIONS}
+    if bad:
+        listed = ", ".join(f"{k}={v!r}" for k, v in bad.items())
+        raise DirectionError(f"A metric's direction must be 'max' or 'min'; got {listed}.")
+    if metric not in declared:
+        raise DirectionError(
+            f"The primary metric {metric!r} has no declared direction, and it is never guessed from the "
+            f"name. Declare it in the experiment's config: stats.metrics.{metric}=max (higher is better) "
+            f"or stats.metrics.{metric}=min (lower is better); or pass --direction max|min to "
+            f"python -m harness.analyze (directions={{{metric!r}: 'max'}} from Python)."
+        )
+    return declared
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def other_metrics(usable, compared, baseline, metric, declared, alpha) -> dict:
+    """Each other metric with a declared direction, each arm against the baseline (paired t).
+
+    Holm's adjustment runs over every (metric, arm) comparison here: they are reported, not
+    decided by a margin, so the step-down procedure's extra power costs no disagreement.
+    """
+    runs = {key: run["result"] for key, run in usable.items()}
+    present = sorted(
+        name for name in declared
+        if name != metric and any(_finite_number((r.get("metrics") or {}).get(name)) for r in runs.values())
+    )
+    rows = []
+    for name in present:
+        for arm, seeds in compared.items():
+            pairs = [((runs[(s, baseline)].get("metrics") or {}).get(name), (runs[(s, arm)].get("metrics") or {}).get(name))
+                     for s in seeds]
+            pairs = [(a, b) for a, b in pairs if _finite_number(a) and _finite_number(b)]
+            if len(pairs) < stats.MIN_PAIRS:
+                continue
+            a, b = (np.array(x, dtype=float) for x in zip(*pairs))
+            rows.append((name, arm, stats.paired_t(a, b, confidence_level=1 - alpha)))
+    adjusted = stats.holm([t.pvalue for _, _, t in rows]) if rows else []
+    by_arm: dict[str, dict] = {}
+    for (name, arm, t), p_holm in zip(rows, adjusted):
+        low, high = t.confidence_interval()
+        higher = declared[name] == "max"
+        if p_holm < alpha and t.estimate != 0:
+            word = "better" if (t.estimate > 0) == higher else "worse"
+        else:
+            word = "no clear difference"
+        by_arm.setdefault(arm, {})[name] = {
+            "direction": declared[name], "n_pairs": int(t.df) + 1, "mean_diff": t.estimate,
+            "ci": [low, high], "confidence_level": t.confidence_level, "pvalue": t.pvalue,
+            "pvalue_holm": float(p_holm), "reading": word,
+        }
+    return {"metrics": present, "by_arm": by_arm}
+
+
+def examples(compared, by_arm, baseline, metric, unit):
+    """(arm -> (baseline, arm) seeds x examples bool arrays, note) for the test set's noise."""
+    if unit.strip() != "pts":
+        return None, {"available": False, "reason": f"the test set's own noise is estimated for accuracy in points; {metric} is not one"}
+    out = {}
+    sizes = set()
+    for arm, seeds in compared.items():
+        arrays = {}
+        for who in (baseline, arm):
+            rows = []
+            for s in seeds:
+                result = by_arm[who][s]["result"]
+                correct = results_io.example_correctness(result)
+                if correct is None or (result.get("examples") or {}).get("split", "test") != "test":
+                    return None, {
+                        "available": False,
+                        "reason": (f"per-example correctness on the test split is not recorded (seed {s} arm {who}): "
+                                   f"the intervals cover seed noise only, not this test set's own sampling noise"),
+                    }
+                if abs(100.0 * correct.mean() - by_arm[who][s]["value"]) > 1e-6:
+                    return None, {
+                        "available": False,
+                        "reason": (f"the recorded examples of seed {s} arm {who} give {100 * correct.mean():.4f}, "
+                                   f"not its {metric} {by_arm[who][s]['value']:.4f}: not the same test set"),
+                    }
+                rows.append(correct)
+                sizes.add(correct.size)
+            arrays[who] = rows
+        if len(sizes) > 1:
+            return None, {"available": False, "reason": f"runs recorded test sets of different sizes ({sorted(sizes)})"}
+        out[arm] = (np.array(arrays[baseline]), np.array(arrays[arm]))
+    return out, {
+        "available": True,
+        "n_examples": sizes.pop() if sizes else None,
+        "about": ("per-example correctness on the test split: the test set's sampling noise in each "
+                  "difference (crossed seeds x examples, Cornfield & Tukey 1956; Satterthwaite df) and an "
+                  "interval for the effect on the data distribution (Jordan 2024: floor sqrt(p(1-p)/n))"),
+    }
+
+
+def curves(usable, arms) -> dict:
+    """arm -> curve name -> {step, mean, std, n}: learning curves over the seeds that share steps."""
+    out: dict[str, dict] = {}
+    for arm in arms:
+        runs = [run["result"] for (s, a), run in usable.items() if a == arm]
+        stored = [r.get("curve") for r in runs if isinstance(r.get("curve"), Mapping)]
+        if not stored or not isinstance(stored[0].get("step"), list):
+            continue
+        steps = stored[0]["step"]
+        same = [c for c in stored if c.get("step") == steps]
+        for name in sorted(k for k in stored[0] if k != "step"):
+            rows = [c[name] for c in same if isinstance(c.get(name), list) and len(c[name]) == len(steps)]
+            try:
+                values = np.array(rows, dtype=float)
+            except (TypeError, ValueError):
+                continue
+            if values.ndim != 2 or not len(values):
+                continue
+            with np.errstate(all="ignore"):
+                std = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros(len(steps))
+            out.setdefault(arm, {})[name] = {
+                "step": steps, "mean": values.mean(axis=0).tolist(), "std": std.tolist(), "n": len(values),
+            }
+    return out
+
+
+def setup(usable) -> dict:
+    """Distinct values across the analysed runs of what decides their bits and speed."""
+    found: dict[str, set] = {"determinism": set(), "device": set(), "precision": set(), "threads": set()}
+    for run in usable.values():
+        r = run["result"]
+        env = r.get("env") or {}
+        config = r.get("config") or {}
+        mode = env.get("mode") or (config.get("determinism") or {}).get("mode")
+        device = env.get("device")
+        if env.get("device_name"):
+            device = f"{device} ({env['device_name']})"
+        for key, value in (("determinism", mode), ("device", device), ("precision", config.get("precision")),
+                           ("threads", env.get("threads"))):
+            if value is not None:
+                found[key].add(str(value))
+    return {key: sorted(values) for key, values in found.items()}

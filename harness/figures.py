@@ -1,0 +1,148 @@
+"""The analysis figure (matplotlib, Agg, no pyplot): reads the analysis dict, computes nothing.
+
+Panels, left to right, top to bottom:
+  1. each arm against the baseline: per seed a line from the baseline's value to the arm's, one
+     pair of columns per arm, so no line passes through another arm;
+  2. the differences per seed, the interval that decides the verdict, ±margin (its bounds when it
+     is estimated), and the interval for the data distribution when examples were recorded;
+  3. dose-response when every arm's factor value is a number: the metric's mean and t interval
+     against the factor value; otherwise the arms' means with intervals side by side;
+  4. learning curves per arm: mean and ±1 sd band over seeds, from the stored curves.
+The suptitle carries the verdict(s).
+"""
+
+from __future__ import annotations
+
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
+
+
+def figure(analysis: dict, *, title: str, fmt):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 8), dpi=90, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 2)
+    unit = f" ({fmt.unit.strip()})" if fmt.unit else ""
+    _arms_vs_baseline(axes[0, 0], analysis, unit)
+    _differences(axes[0, 1], analysis, fmt, unit)
+    _dose_response(axes[1, 0], analysis, unit)
+    _curves(axes[1, 1], analysis)
+    fig.suptitle(_wrap(title), fontsize=10)
+    return fig
+
+
+def _wrap(text: str, width: int = 130) -> str:
+    lines, line = [], ""
+    for part in text.split("; "):
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = part
+        else:
+            line = f"{line}; {part}" if line else part
+    return "\n".join([*lines, line])
+
+
+def _arms_vs_baseline(ax, analysis, unit):
+    comparisons = analysis["comparisons"]
+    baseline = analysis["baseline"]
+    ticks, labels = [], []
+    for j, (arm, c) in enumerate(comparisons.items()):
+        left, right = j - 0.18, j + 0.18
+        for _, a, b in c["pairs"]:
+            color = "tab:green" if b > a else "tab:red" if b < a else "0.5"
+            if analysis.get("direction") == "min" and b != a:
+                color = "tab:green" if b < a else "tab:red"
+            ax.plot([left, right], [a, b], color=color, alpha=0.6, linewidth=1, marker="o", markersize=3)
+        ticks += [left, right]
+        labels += [baseline, arm]
+    ax.set_xticks(ticks, labels)
+    ax.set_xlim(-0.5, len(comparisons) - 0.5)
+    ax.set_ylabel(analysis["metric"] + unit)
+    ax.set_title("each seed, baseline → arm (green: better in the declared direction)", fontsize=9)
+
+
+def _differences(ax, analysis, fmt, unit):
+    comparisons = analysis["comparisons"]
+    margin = analysis["margin"]
+    ax.axhspan(-margin["value"], margin["value"], color="0.9", label=f"±margin {fmt.value(margin['value'])}{fmt.unit}")
+    if margin["source"] == "auto":
+        for bound, style in ((margin["low"], ":"), (margin["high"], "--")):
+            for sign in (-1, 1):
+                ax.axhline(sign * bound, color="0.55", linewidth=0.8, linestyle=style)
+    ax.axhline(0, color="0.3", linewidth=0.8)
+    for j, (arm, c) in enumerate(comparisons.items()):
+        diffs = [b - a for _, a, b in c["pairs"]]
+        spread = [j - 0.2 + 0.25 * i / max(1, len(diffs) - 1) for i in range(len(diffs))]
+        ax.scatter(spread, diffs, s=14, color="tab:blue", alpha=0.7, zorder=3)
+        zero = c["intervals"]["zero"]
+        mean = c["mean_diff"]
+        if zero["low"] is not None and zero["high"] is not None:
+            ax.errorbar([j + 0.15], [mean], yerr=[[mean - zero["low"]], [zero["high"] - mean]], fmt="s", color="black",
+                        capsize=4, zorder=4, label=f"mean, deciding t CI ({_pct(zero['level'])})" if j == 0 else None)
+        ts = c.get("test_set")
+        if ts and ts["distribution_ci"][0] is not None:
+            low, high = ts["distribution_ci"]
+            ax.errorbar([j + 0.3], [ts["mean_diff"]], yerr=[[ts["mean_diff"] - low], [high - ts["mean_diff"]]],
+                        fmt="D", color="tab:purple", capsize=4, zorder=4,
+                        label="CI for the data distribution" if j == 0 else None)
+    ax.set_xticks(range(len(comparisons)), [f"{arm} - {analysis['baseline']}" for arm in comparisons])
+    ax.set_xlim(-0.5, len(comparisons) - 0.5)
+    ax.set_ylabel("difference" + unit)
+    ax.set_title("differences per seed" + (" (dashed/dotted: the estimated margin's bounds)"
+                                           if margin["source"] == "auto" else ""), fontsize=9)
+    ax.legend(loc="best", fontsize=7)
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _dose_response(ax, analysis, unit):
+    arms = analysis["arms"]
+    numeric = all(_numeric(a.get("factor_value")) for a in arms.values()) and len(
+        {a.get("factor_value") for a in arms.values()}) == len(arms)
+    xs = [a["factor_value"] if numeric else i for i, a in enumerate(arms.values())]
+    for x, (name, a) in zip(xs, arms.items()):
+        if a.get("mean") is None:
+            continue
+        ci = a.get("ci") or [a["mean"], a["mean"]]
+        ax.errorbar([x], [a["mean"]], yerr=[[a["mean"] - ci[0]], [ci[1] - a["mean"]]], fmt="o", capsize=4,
+                    color="tab:blue" if name != analysis["baseline"] else "black")
+        ax.annotate(name, (x, a["mean"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    if numeric:
+        order = sorted(zip(xs, [a.get("mean") for a in arms.values()]))
+        ax.plot([x for x, _ in order], [m for _, m in order], color="0.6", linewidth=0.8, zorder=0)
+        ax.set_xlabel(f"{analysis.get('factor')} (factor value)")
+        ax.set_title("dose-response: mean and 95% t interval over seeds", fontsize=9)
+    else:
+        ax.set_xticks(xs, list(arms))
+        ax.set_title("each arm: mean and 95% t interval over seeds", fontsize=9)
+    ax.set_ylabel(analysis["metric"] + unit)
+
+
+def _curves(ax, analysis):
+    curves = analysis.get("curves") or {}
+    names = sorted({name for per_arm in curves.values() for name in per_arm})
+    if not names:
+        ax.text(0.5, 0.5, "no stored learning curves", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    name = "train_loss" if "train_loss" in names else names[0]
+    for i, (arm, per_arm) in enumerate(curves.items()):
+        curve = per_arm.get(name)
+        if not curve:
+            continue
+        color = COLORS[i % len(COLORS)]
+        mean, std, step = curve["mean"], curve["std"], curve["step"]
+        ax.plot(step, mean, color=color, linewidth=1.2, label=f"{arm} (n={curve['n']})")
+        ax.fill_between(step, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
+                        color=color, alpha=0.2, linewidth=0)
+    ax.set_xlabel("step")
+    ax.set_ylabel(name)
+    ax.set_title(f"learning curves: mean ± 1 sd over seeds ({name})", fontsize=9)
+    ax.legend(loc="best", fontsize=7)
+
+
+def _pct(level: float) -> str:
+    return f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"

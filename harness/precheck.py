@@ -1,0 +1,92 @@
+"""Hydra callbacks that run before any job: a writable output folder, and every job's config.
+
+Hydra itself writes ``.hydra/`` and the log into the output folder before our task function runs,
+and a sweep launches its jobs before any of them can look at the others; so these checks live in
+``on_run_start`` / ``on_multirun_start``, which Hydra calls first. A problem prints one paragraph
+and exits with status 2 (SystemExit passes through Hydra's callback wrapper; other exceptions would
+become warnings). Nothing has been written then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+
+def _refuse(message: str) -> None:
+    print(f"\nharness: error: {message}\n", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def check_writable(folder: Path) -> None:
+    """Refuse a folder (or its nearest existing parent) that this process cannot write into."""
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not os.access(probe, os.W_OK | os.X_OK):
+        finished = (folder / "runs").is_dir()
+        _refuse(
+            f"cannot write into {probe} (read-only or not yours), so nothing was run. "
+            + (f"The results already there are intact and can be analysed without writing: "
+               f"python -m harness.analyze {folder} --no-write. " if finished else "")
+            + "Choose a writable output folder with hydra.run.dir=DIR (a sweep: hydra.sweep.dir=DIR)."
+        )
+
+
+def job_overrides(config: DictConfig) -> list[list[str]]:
+    """Every job's overrides in a sweep, as Hydra's basic sweeper would expand them."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def check_job(job_cfg: DictConfig) -> None:
+    """arm_configs (factor, arms, seed, arm) and the preflight, as the job itself will run them."""
+    from omegaconf import open_dict
+
+    from .experiment import ExperimentError, arm_configs
+    from .preflight import PreflightError, preflight
+
+    job_cfg = job_cfg.copy()
+    with open_dict(job_cfg):
+        job_cfg.pop("hydra", None)  # the job's own config, as its task function will get it
+    arms = arm_configs(job_cfg)
+    try:
+        preflight(job_cfg, arms)
+    except PreflightError as e:
+        raise ExperimentError(str(e)) from None
+
+
+class CheckBeforeRuns(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        check_writable(Path(config.hydra.run.dir))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        from hydra.core.global_hydra import GlobalHydra
+
+        from . import app
+        from .config import replace_whole_arms
+        from .experiment import ExperimentError
+
+        app.CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process
+        check_writable(Path(config.hydra.sweep.dir))
+        if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+            loader = GlobalHydra.instance().config_loader()
+            checked = set()
+            for overrides in job_overrides(config):
+                key = tuple(sorted(overrides))
+                if key in checked:
+                    continue
+                checked.add(key)
+                try:
+                    job = loader.load_sweep_config(config, list(overrides))
+                    replace_whole_arms(job, overrides)
+                    check_job(job)
+                except ExperimentError as e:
+                    _refuse(f"the sweep's job {' '.join(overrides)}: {e} No job was launched.")

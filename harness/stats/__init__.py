@@ -1,0 +1,66 @@
+"""Paired statistics for A/B experiments: pure functions over numpy arrays, scipy underneath.
+
+Every comparison takes the per-seed values of a baseline arm ``a`` and another arm ``b``, paired
+by position (one position = one seed), and studies the differences ``d = b - a``. Results are
+small frozen dataclasses in the style of scipy's result objects (``.statistic``, ``.pvalue``,
+``.confidence_interval()``). Nothing here prints, plots, touches files, or imports Hydra or wandb.
+
+What a verdict means (``decide``), with m the margin (the smallest difference that matters):
+
+    identical            every difference is exactly 0: the factor did not change the numerics
+    better / worse       the minimum-effect test rejects |effect| <= m (CI outside +-m)
+    smaller_than_margin  the test against 0 rejects AND TOST rejects |effect| >= m:
+                         a real difference, but inside +-m
+    equivalent           TOST rejects |effect| >= m (and the test against 0 does not)
+    differs              the test against 0 rejects, but neither test about m decides
+    undecided            nothing rejects; never read as "no effect"
+
+Each claim is decided by a decision p-value (``decision_pvalues``) whose error rate is at most
+alpha: never below the exact sign-flip test's smallest reachable p on the same pairs, alpha / k
+over k arms with intervals at that level, and for an estimated (auto) margin half of alpha spent
+on the margin's chi-square bound. docs/statistics.md gives the design and the simulated rates.
+
+Degenerate data is answered, never NaN'd: identical arms give p = 1 and no warnings; constant
+nonzero differences (sd 0) give a zero-width t interval, but the verdict rests on the exact
+sign-flip test there (3 such seeds: p = 0.25, undecided).
+
+The package, bottom to top (each module imports only from those above it in this list):
+
+    _core.py     constants (MIN_PAIRS, POWER, LARGE_N, SIGNIFICANT_DIGITS), pair checks, differences
+    paired.py    paired t, Welch, Wilcoxon, sign-flip permutation, bootstrap interval, d_z
+    noise.py     seed noise, what pairing removed, the test set's own noise
+    margins.py   the margin, minimum-effect test, TOST, multiple comparisons
+    power.py     power and seeds needed
+    words.py     the verdict in words
+    verdict.py   decide, compare, compare_to_baseline
+"""
+
+from ._core import (
+    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t,
+)
+from .margins import (
+    Margin, MinimumEffectResult, TOSTResult, holm, margin_bound_factors, minimum_effect_test, pooled_seed_std,
+    resolve_margin, tost,
+)
+from .noise import NoiseFloor, TestSetNoise, noise_floor, test_set_floor, test_set_noise
+from .paired import (
+    BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci, effect_size_dz,
+    mean_interval, paired_t, sign_flip_permutation, studentized_bootstrap, welch_t, wilcoxon_signed_rank,
+)
+from .power import SeedsNeeded, fewest_seeds, paired_t_power, sd_interval, seeds_needed, seeds_needed_for, seeds_to_settle_margin
+from .verdict import (
+    DIFFERS, VERDICTS, DecisionInterval, PairedComparison, Verdict, compare, compare_to_baseline, decide,
+    decision_pvalues, sign_flip_floor,
+)
+from .words import beyond_test_set_sentence, verdict_sentence
+
+__all__ = [
+    "BootstrapResult", "ConfidenceInterval", "DIFFERS", "DecisionInterval", "TestSetNoise", "beyond_test_set_sentence",
+    "decision_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
+    "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
+    "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
+    "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",
+    "noise_floor", "one_sample_t", "paired_t", "paired_t_power", "pooled_seed_std", "resolve_margin",
+    "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin", "sign_flip_permutation", "test_set_floor",
+    "tost", "verdict_sentence", "welch_t", "wilcoxon_signed_rank",
+]

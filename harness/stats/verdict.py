@@ -1,0 +1,256 @@
+"""The verdict: every arm against the baseline, from the tests below it in the package.
+
+A claim is made only when its own error rate is at most alpha (docs/statistics.md):
+
+- the exact sign-flip test on the same pairs bounds every p-value from below: a verdict never
+  claims more than a distribution-free test could (3 pairs: p >= 0.25, whatever the t test says);
+- with k comparisons against the baseline each claim is tested at alpha / k (Bonferroni), and
+  the interval shown with it is the t interval at that same level, so interval and decision agree;
+- a claim about an estimated (auto) margin spends half of alpha on the margin's chi-square bound
+  and half on the test, so its error rate at the boundary stays at most alpha.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+import numpy as np
+
+from ._core import ConfidenceInterval, Result, _is_constant, _pairs, _scalar, difference_units, differences
+from .margins import Margin, MinimumEffectResult, TOSTResult, minimum_effect_test, resolve_margin, tost
+from .noise import NoiseFloor, TestSetNoise, noise_floor, test_set_noise
+from .paired import (
+    BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci, effect_size_dz,
+    paired_t, sign_flip_permutation, welch_t, wilcoxon_signed_rank,
+)
+from .power import SeedsNeeded, seeds_needed_for
+from .words import beyond_test_set_sentence, verdict_sentence
+
+VERDICTS = ("identical", "better", "worse", "smaller_than_margin", "equivalent", "differs", "undecided")
+DIFFERS = ("better", "worse", "smaller_than_margin", "differs")  # the test against 0 rejected
+
+
+def decide(p_zero, p_beyond, p_equivalent, mean_diff, alpha: float = 0.05, *, identical=False,
+           higher_is_better: bool = True):
+    """The verdict code(s) from the three decision p-values; works elementwise on arrays.
+
+    p_zero: effect = 0; p_beyond: the minimum-effect test; p_equivalent: TOST. Pass the decision
+    p-values (``decision_pvalues``), which carry the floors and adjustments.
+    """
+    p_zero, p_beyond, p_equivalent, mean_diff, identical = np.broadcast_arrays(
+        p_zero, p_beyond, p_equivalent, mean_diff, identical
+    )
+    improved = mean_diff > 0 if higher_is_better else mean_diff < 0
+    beyond = p_beyond < alpha
+    real = p_zero < alpha
+    equivalent = p_equivalent < alpha
+    codes = np.select(
+        [identical.astype(bool), beyond & improved, beyond & ~improved, real & equivalent, equivalent, real],
+        ["identical", "better", "worse", "smaller_than_margin", "equivalent", "differs"],
+        default="undecided",
+    )
+    return str(codes) if codes.ndim == 0 else codes
+
+
+def sign_flip_floor(n_moved, two_sided: bool = True):
+    """The smallest p-value an exact sign-flip test can reach on n_moved nonzero differences.
+
+    All 2^n sign patterns are equally likely under H0; the observed one is the most extreme at
+    best, together with its mirror image when two-sided: 2 / 2^n (one-sided 1 / 2^n).
+    """
+    n_moved = np.asarray(n_moved, dtype=float)
+    return _scalar(np.minimum(1.0, 2.0 ** ((1 if two_sided else 0) - n_moved)))
+
+
+def decision_pvalues(d, *, margin_beyond, margin_equivalent, margin_share: float = 1.0,
+                     n_comparisons: int = 1, n_moved=None) -> dict:
+    """The p-values a verdict compares with alpha; d is 1-D (one experiment) or 2-D (rows).
+
+    Each is max(t-based p, the sign-flip floor), times n_comparisons (Bonferroni), and for the
+    margin claims divided by ``margin_share``, the part of alpha the test gets when the margin is
+    estimated (the rest goes to the margin's bound). Capped at 1. ``n_moved``: pairs whose
+    difference is not 0 (default: counted from d).
+    """
+    d = np.asarray(d, dtype=float)
+    n = d.shape[-1]
+    if n_moved is None:
+        n_moved = np.sum(d != 0, axis=-1)
+    p_zero = minimum_effect_test(d, 0.0).pvalue  # the two-sided t test, also for rows with sd 0
+    p_beyond = minimum_effect_test(d, margin_beyond).pvalue
+    p_equivalent = tost(d, margin_equivalent).pvalue
+    k = n_comparisons
+    return {
+        "zero": _scalar(np.minimum(1.0, k * np.maximum(p_zero, sign_flip_floor(n_moved)))),
+        "beyond": _scalar(np.minimum(1.0, k / margin_share * np.maximum(p_beyond, sign_flip_floor(n)))),
+        "equivalent": _scalar(np.minimum(1.0, k / margin_share * np.maximum(p_equivalent, sign_flip_floor(n, False)))),
+    }
+
+
+@dataclass(frozen=True)
+class DecisionInterval(Result):
+    """The t interval a claim is decided by: at ``level``, against ``margin`` (None: against 0)."""
+
+    low: float
+    high: float
+    level: float
+    margin: float | None
+    about: str
+
+    def confidence_interval(self) -> ConfidenceInterval:
+        return ConfidenceInterval(self.low, self.high)
+
+
+@dataclass(frozen=True)
+class Verdict(Result):
+    code: str
+    sentence: str
+    beyond_test_set: str = ""  # would it hold on a new test set? (only with per-example records)
+
+
+@dataclass(frozen=True)
+class PairedComparison(Result):
+    """Everything about one arm against the baseline; d = arm - baseline."""
+
+    arm: str
+    baseline: str
+    n: int
+    mean_a: float
+    mean_b: float
+    mean_diff: float
+    identical: bool  # every difference exactly 0
+    exact: bool  # the differences do not vary (sd 0)
+    noise: NoiseFloor
+    t: TTestResult
+    wilcoxon: WilcoxonResult
+    permutation: PermutationResult
+    bootstrap: BootstrapResult
+    welch: TTestResult
+    d_z: float | None
+    margin: Margin
+    minimum_effect: MinimumEffectResult  # against margin.high (the margin for a given one)
+    tost: TOSTResult  # against margin.low (the margin for a given one)
+    seeds_needed: SeedsNeeded
+    alpha: float
+    n_moved: int  # pairs whose difference is not 0
+    n_comparisons: int = 1
+    p_decision: dict | None = None  # zero / beyond / equivalent: what the verdict compares with alpha
+    floors: dict | None = None  # the sign-flip floors of those p-values (before adjustment)
+    intervals: dict | None = None  # zero / beyond / equivalent: DecisionInterval
+    test_set: TestSetNoise | None = None  # the test set's own noise, when examples were recorded
+    verdict: Verdict | None = None
+
+    def confidence_interval(self) -> ConfidenceInterval:
+        """The interval the verdict about 0 is decided by (at the adjusted level)."""
+        return self.intervals["zero"].confidence_interval()
+
+
+def _margin_share(margin: Margin, alpha: float) -> float:
+    return (alpha - margin.bound_alpha) / alpha
+
+
+def _intervals(t: TTestResult, margin: Margin, alpha: float, k: int) -> dict:
+    """The t intervals each claim is decided by, at the level its adjusted test uses."""
+    zero_level = 1 - alpha / k
+    margin_alpha = alpha * _margin_share(margin, alpha) / k
+    adjusted = f", adjusted for {k} comparisons" if k > 1 else ""
+    estimated = " (margin estimated from the data: its upper bound)" if margin.estimated else ""
+    estimated_low = " (margin estimated from the data: its lower bound)" if margin.estimated else ""
+    out = {}
+    for name, level, m, about in (
+        ("zero", zero_level, None, f"two-sided t interval{adjusted}: excludes 0 when the difference is real"),
+        ("beyond", 1 - margin_alpha, margin.high,
+         f"two-sided t interval{adjusted}: outside ±margin{estimated} when beyond it"),
+        ("equivalent", 1 - 2 * margin_alpha, margin.low,
+         f"TOST's (1 - 2 alpha) t interval{adjusted}: inside ±margin{estimated_low} when equivalent"),
+    ):
+        low, high = t.confidence_interval(level)
+        out[name] = DecisionInterval(low, high, level, m, about)
+    return out
+
+
+def _compare_unadjusted(a, b, *, arm: str, baseline: str, margin: Margin, alpha: float,
+                        n_resamples: int, seed: int, n_test: int | None, examples) -> PairedComparison:
+    a, b = _pairs(a, b)
+    d = differences(a, b)
+    level = 1 - alpha
+    noise = noise_floor(a, b, n_test=n_test)
+    mean_diff = float(np.mean(b - a))  # as the t test reports it; d is only rounded for ties and sd 0
+    return PairedComparison(
+        arm=arm, baseline=baseline, n=len(d),
+        mean_a=float(a.mean()), mean_b=float(b.mean()), mean_diff=mean_diff,
+        identical=bool(np.array_equal(a, b)), exact=_is_constant(d), noise=noise,
+        t=paired_t(a, b, confidence_level=level),
+        wilcoxon=wilcoxon_signed_rank(a, b, n_resamples=n_resamples, seed=seed),
+        permutation=sign_flip_permutation(a, b, n_resamples=n_resamples, seed=seed),
+        bootstrap=bootstrap_ci(a, b, confidence_level=level, n_resamples=n_resamples, seed=seed),
+        welch=welch_t(a, b, confidence_level=level),
+        d_z=effect_size_dz(a, b), margin=margin,
+        minimum_effect=minimum_effect_test(d, margin.high),
+        tost=tost(d, margin.low),
+        seeds_needed=seeds_needed_for(mean_diff, noise.std_diff, margin.value, alpha=alpha, n=len(d),
+                                      margin_low=margin.low, margin_high=margin.high),
+        alpha=alpha, n_moved=int(np.sum(difference_units(a, b) != 0)),
+        test_set=test_set_noise(*examples, confidence_level=level) if examples is not None else None,
+    )
+
+
+def compare_to_baseline(pairs: Mapping[str, tuple], *, margin, baseline: str = "A", alpha: float = 0.05,
+                        n_resamples: int = 9999, seed: int = 0, n_test: int | None = None,
+                        unit: str = "", higher_is_better: bool = True,
+                        examples: Mapping[str, tuple] | None = None) -> dict[str, PairedComparison]:
+    """Each arm against the baseline; with k arms each claim is tested at alpha / k.
+
+    ``pairs`` maps arm -> (baseline values, arm values), paired by position. ``margin`` is a
+    number or a resolved Margin (one margin for the whole family of comparisons). ``examples``
+    (optional) maps arm -> (baseline correctness, arm correctness), each a seeds x test-examples
+    bool array in the same seed order: the test set's own noise is then estimated too.
+    """
+    if not pairs:
+        raise ValueError("compare_to_baseline needs at least one arm to compare.")
+    if isinstance(margin, str):
+        raise ValueError(
+            'compare_to_baseline needs the margin as a number or a Margin; for "auto" call '
+            'resolve_margin("auto", [values of each arm]) first (compare() does this for two arms).'
+        )
+    if not isinstance(margin, Margin):
+        margin = resolve_margin(margin, unit=unit, alpha=alpha)
+    examples = examples or {}
+    raw = {
+        arm: _compare_unadjusted(a, b, arm=arm, baseline=baseline, margin=margin, alpha=alpha,
+                                 n_resamples=n_resamples, seed=seed, n_test=n_test,
+                                 examples=examples.get(arm))
+        for arm, (a, b) in pairs.items()
+    }
+    k = len(raw)
+    share = _margin_share(margin, alpha)
+    out = {}
+    for arm, c in raw.items():
+        d = differences(*pairs[arm])
+        p = decision_pvalues(d, margin_beyond=margin.high, margin_equivalent=margin.low, margin_share=share,
+                             n_comparisons=k, n_moved=c.n_moved)
+        floors = {"zero": sign_flip_floor(c.n_moved), "beyond": sign_flip_floor(c.n),
+                  "equivalent": sign_flip_floor(c.n, False)}
+        c = replace(c, n_comparisons=k, p_decision=p, floors=floors, intervals=_intervals(c.t, margin, alpha, k))
+        code = decide(p["zero"], p["beyond"], p["equivalent"], c.mean_diff, alpha,
+                      identical=c.identical, higher_is_better=higher_is_better)
+        sentence = verdict_sentence(c, code, unit=unit, higher_is_better=higher_is_better)
+        c = replace(c, verdict=Verdict(code, sentence))
+        beyond = beyond_test_set_sentence(c, unit=unit, higher_is_better=higher_is_better)
+        out[arm] = replace(c, verdict=Verdict(code, sentence, beyond))
+    return out
+
+
+def compare(a, b, *, margin="auto", alpha: float = 0.05, n_resamples: int = 9999, seed: int = 0,
+            n_test: int | None = None, arm: str = "B", baseline: str = "A", unit: str = "",
+            higher_is_better: bool = True, examples: tuple | None = None) -> PairedComparison:
+    """One arm against one baseline; ``margin="auto"`` pools the seed std of a and b."""
+    a, b = _pairs(a, b)
+    if not isinstance(margin, Margin):
+        margin = resolve_margin(margin, [a, b], unit=unit, alpha=alpha,
+                                resolution=100.0 / n_test if n_test else None)
+    return compare_to_baseline(
+        {arm: (a, b)}, margin=margin, baseline=baseline, alpha=alpha, n_resamples=n_resamples,
+        seed=seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
+        examples={arm: examples} if examples is not None else None,
+    )[arm]

@@ -1,0 +1,238 @@
+"""Measure, don't assert: the error rates of the verdict's claims, by vectorised simulation.
+
+One run prints, each cell with its simulated rate, its standard error and PASS/FAIL:
+
+  1. the false-positive rate under the null (true difference 0), at n = 3, 5, 10, 30;
+  2. every margin-based claim at its boundary (true difference = the margin), for arm correlation
+     rho in {0, 0.5, 0.9}, auto (estimated) and declared margins, and three arms (family-wise);
+  3. the studentized bootstrap interval's coverage at n = 5, 10, 30 (normal differences);
+  4. power of the paired t test against the noncentral t prediction, and seeds needed on a dense
+     grid against an independent integral;
+  5. the coverage of the test-set-aware interval for the data distribution (issue 11, defect 7).
+
+A rate cell passes when rate <= alpha + 3 SE (coverage >= 93% - 3 SE; power within 3 SE of the
+prediction). The verdict's own functions (harness.stats.decision_pvalues, decide, ...) run on all
+simulated experiments at once. Exit status 1 if any cell fails.
+
+    python scripts/bench_stats.py [--experiments 20000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+    sys.path.insert(0, REPO_ROOT)
+
+import numpy as np  # noqa: E402
+from scipy import integrate  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+
+from harness import stats  # noqa: E402
+
+ALPHA = 0.05
+FAILED = []
+
+
+def se(rate: float, n: int) -> float:
+    return math.sqrt(max(rate * (1 - rate), 1e-12) / n)
+
+
+def row(label: str, rate: float, n: int, *, limit: float, kind: str = "max", extra: str = "") -> str:
+    """One table row; kind 'max': rate <= limit + 3 SE, 'min': >= limit - 3 SE, 'near': within 3 SE."""
+    s = se(limit if kind != "near" else rate, n)
+    if kind == "max":
+        ok = rate <= limit + 3 * s
+        bound = f"<= {limit:.3f}"
+    elif kind == "min":
+        ok = rate >= limit - 3 * s
+        bound = f">= {limit:.3f}"
+    else:
+        ok = abs(rate - limit) <= 3 * s
+        bound = f"~ {limit:.3f}"
+    if not ok:
+        FAILED.append(label)
+    return f"| {label} | {rate:.4f} | {se(rate, n):.4f} | {bound} | {n} | {'PASS' if ok else 'FAIL'} |{extra}"
+
+
+def header(*extra: str) -> list[str]:
+    cols = ["cell", "rate", "SE", "required", "experiments", "result", *extra]
+    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+
+
+def paired_arms(rng, experiments, n, rho, shift, arms=2):
+    """Arms with seed std 1 that correlate rho across seeds; every arm after the first is shifted."""
+    level = rng.normal(0, math.sqrt(rho), (experiments, n))
+    out = [level + rng.normal(0, math.sqrt(1 - rho), (experiments, n))]
+    for _ in range(arms - 1):
+        out.append(level + shift + rng.normal(0, math.sqrt(1 - rho), (experiments, n)))
+    return out
+
+
+def codes_for(a, b, *, margin=None, k=1, groups=None):
+    """Verdict codes as compare_to_baseline would give them, for every row at once."""
+    d = b - a
+    if margin is None:  # auto: the pooled seed std of the arms, with its chi-square bounds
+        groups = groups or [a, b]
+        pooled = np.sqrt(np.mean([g.var(axis=1, ddof=1) for g in groups], axis=0))
+        f_low, f_high = stats.margin_bound_factors(a.shape[1] - 1, ALPHA / 2)
+        p = stats.decision_pvalues(d, margin_beyond=pooled * f_high, margin_equivalent=pooled * f_low,
+                                   margin_share=0.5, n_comparisons=k)
+    else:
+        p = stats.decision_pvalues(d, margin_beyond=margin, margin_equivalent=margin, n_comparisons=k)
+    return stats.decide(p["zero"], p["beyond"], p["equivalent"], d.mean(axis=1), ALPHA)
+
+
+def null_rates(rng, experiments):
+    lines = ["### 1. False positives under the null (true difference 0, declared margin 0.5 sd)", "",
+             *header("'better' or 'worse'")]
+    for n in (3, 5, 10, 30):
+        a, b = paired_arms(rng, experiments, n, 0.5, 0.0)
+        codes = codes_for(a, b, margin=0.5)
+        differs = np.isin(codes, stats.DIFFERS).mean()
+        beyond = np.isin(codes, ["better", "worse"]).mean()
+        lines.append(row(f"n = {n}: any difference claimed", differs, experiments, limit=ALPHA,
+                         extra=f" {beyond:.4f} |"))
+    return lines
+
+
+def margin_rates(rng, experiments, n=10):
+    lines = [f"### 2. Margin claims at the boundary (true difference = the margin, n = {n} seeds)", "",
+             "auto: the margin is the arms' seed std (1), estimated by the verdict from the same runs; "
+             "declared: 0.5, given before the data. 'beyond' counts 'better' (the truth is not beyond "
+             "it); 'within' counts 'equivalent' and 'smaller_than_margin' (the truth is not inside it).", "",
+             *header()]
+    for rho in (0.0, 0.5, 0.9):
+        for auto in (True, False):
+            margin = 1.0 if auto else 0.5
+            a, b = paired_arms(rng, experiments, n, rho, margin)
+            codes = codes_for(a, b, margin=None if auto else margin)
+            name = "auto" if auto else "declared"
+            lines.append(row(f"rho {rho}, {name}: wrong 'beyond'", float(np.mean(codes == "better")),
+                             experiments, limit=ALPHA))
+            wrong_within = float(np.mean(np.isin(codes, ["equivalent", "smaller_than_margin"])))
+            lines.append(row(f"rho {rho}, {name}: wrong 'within'", wrong_within, experiments, limit=ALPHA))
+    # three arms, all at the boundary: the family-wise rate of any wrong claim
+    for auto in (True, False):
+        margin = 1.0 if auto else 0.5
+        base, *arms = paired_arms(rng, experiments, n, 0.5, margin, arms=4)
+        groups = [base, *arms]
+        codes = [codes_for(base, arm, margin=None if auto else margin, k=3, groups=groups) for arm in arms]
+        any_beyond = np.any([c == "better" for c in codes], axis=0).mean()
+        any_within = np.any([np.isin(c, ["equivalent", "smaller_than_margin"]) for c in codes], axis=0).mean()
+        name = "auto" if auto else "declared"
+        lines.append(row(f"3 arms, rho 0.5, {name}: any wrong 'beyond'", float(any_beyond), experiments, limit=ALPHA))
+        lines.append(row(f"3 arms, rho 0.5, {name}: any wrong 'within'", float(any_within), experiments, limit=ALPHA))
+    return lines
+
+
+def bootstrap_coverage(rng, experiments, resamples=999):
+    lines = [f"### 3. Studentized bootstrap 95% interval: coverage ({resamples} resamples; normal differences)", "",
+             *header("median width / t width")]
+    for n in (5, 10, 30):
+        d = rng.normal(0.3, 1.0, (experiments, n))
+        low, high = stats.studentized_bootstrap(d, confidence_level=0.95, n_resamples=resamples, rng=rng)
+        covered = float(np.mean((low <= 0.3) & (0.3 <= high)))
+        t_width = 2 * sps.t.ppf(0.975, n - 1) * d.std(axis=1, ddof=1) / math.sqrt(n)
+        ratio = float(np.median((high - low) / t_width))
+        lines.append(row(f"n = {n}", covered, experiments, limit=0.93, kind="min", extra=f" {ratio:.2f} |"))
+    return lines
+
+
+def _reference_power(n, es, alpha):
+    df = n - 1
+    delta = es * math.sqrt(n)
+    c = float(sps.t.ppf(1 - alpha / 2, df))
+    log_norm = -(df / 2) * math.log(2) - math.lgamma(df / 2)
+
+    def phi(x):
+        return 0.5 * math.erfc(-x / math.sqrt(2))
+
+    def f(v):
+        if v <= 0:
+            return 0.0
+        s = math.sqrt(v / df)
+        return (phi(delta - c * s) + phi(-c * s - delta)) * math.exp(log_norm + (df / 2 - 1) * math.log(v) - v / 2)
+
+    return integrate.quad(f, max(0.0, df - 12 * math.sqrt(2 * df)), df + 12 * math.sqrt(2 * df) + 20, limit=400, epsabs=1e-12)[0]
+
+
+def power_rows(rng, experiments):
+    lines = ["### 4. Power of the paired t test against the noncentral t (declared margin 0.25 sd)", "",
+             *header("predicted", "verdict: difference claimed")]
+    for n, es in ((5, 1.5), (10, 0.5), (10, 1.0), (20, 0.5), (30, 0.3)):
+        d = rng.normal(es, 1.0, (experiments, n))
+        _, p = stats.one_sample_t(d)
+        simulated = float(np.mean(p < ALPHA))
+        predicted = float(stats.paired_t_power(n, es, 1.0, ALPHA))
+        a = np.zeros_like(d)
+        claimed = float(np.isin(codes_for(a, d, margin=0.25), stats.DIFFERS).mean())
+        lines.append(row(f"n = {n}, effect/sd = {es}", simulated, experiments, limit=predicted, kind="near",
+                         extra=f" {predicted:.4f} | {claimed:.4f} |"))
+    grid = [(es, alpha, power) for es in np.linspace(0.1, 6.0, 60) for alpha in (0.05, 0.01) for power in (0.8, 0.9, 0.95)]
+    wrong = 0
+    for es, alpha, power in grid:
+        n = stats.seeds_needed(es, 1.0, alpha=alpha, power=power)
+        ok = n is not None and _reference_power(n, es, alpha) >= power - 1e-6
+        ok = ok and (n == stats.fewest_seeds(alpha) or _reference_power(n - 1, es, alpha) < power + 1e-6)
+        wrong += not ok
+    if wrong:
+        FAILED.append("seeds needed grid")
+    lines += ["", f"seeds needed on a grid of {len(grid)} points (effect/sd 0.1..6, alpha 0.05/0.01, power "
+                  f"0.8/0.9/0.95) against an integral over the chi-square: {wrong} wrong "
+                  f"({'PASS' if not wrong else 'FAIL'})"]
+    return lines
+
+
+def test_set_coverage(rng, experiments=1000, seeds=5, examples=400):
+    from scipy.special import ndtr
+
+    pop = np.random.default_rng(12345)
+    u, tau = pop.normal(0, 1, 400_000), pop.normal(0, 1.5, 400_000)
+    truth = 100 * np.mean(ndtr(4 * (0.5 + u) + tau) - ndtr(4 * (0.5 + u)))
+    distribution = seed_only = 0
+    for _ in range(experiments):
+        j = rng.integers(0, len(u), examples)
+        shift = rng.normal(0, 0.15, (seeds, 1))
+        a = rng.random((seeds, examples)) < ndtr(4 * (0.5 + u[j]) + shift)
+        b = rng.random((seeds, examples)) < ndtr(4 * (0.5 + u[j]) + tau[j] + shift)
+        ts = stats.test_set_noise(a, b)
+        low, high = ts.confidence_interval()
+        distribution += low <= truth <= high
+        low, high = stats.paired_t(100 * a.mean(axis=1), 100 * b.mean(axis=1)).confidence_interval()
+        seed_only += low <= truth <= high
+    return [f"### 5. Interval for the data distribution (seeds x test examples; {seeds} seeds, {examples} "
+            f"examples drawn per experiment)", "", *header(),
+            row("seeds x examples interval (95%)", distribution / experiments, experiments, limit=0.93, kind="min"),
+            f"| seed-only t interval, for comparison (not a requirement) | {seed_only / experiments:.4f} | "
+            f"{se(seed_only / experiments, experiments):.4f} | — | {experiments} | info |"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--experiments", type=int, default=20_000, help="simulated experiments per cell (default 20000)")
+    p.add_argument("--bootstrap-experiments", type=int, default=5_000,
+                   help="per bootstrap cell: each needs 999 resamples, so fewer (default 5000)")
+    p.add_argument("--test-set-experiments", type=int, default=1_000,
+                   help="for the test-set interval: each draws its own test set (default 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    started = time.perf_counter()
+    print(f"# bench_stats: alpha {ALPHA}, {args.experiments} experiments per cell, seed {args.seed}\n")
+    for block in (null_rates(rng, args.experiments), margin_rates(rng, args.experiments),
+                  bootstrap_coverage(rng, args.bootstrap_experiments), power_rows(rng, args.experiments),
+                  test_set_coverage(rng, args.test_set_experiments)):
+        print("\n".join(block) + "\n", flush=True)
+    print(f"{'all cells pass' if not FAILED else 'FAILED: ' + ', '.join(FAILED)} "
+          f"({time.perf_counter() - started:.0f} s)")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
