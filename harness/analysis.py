@@ -204,6 +204,12 @@ def _analyze_dir(root: Path, write: bool, kw: dict) -> dict:
             extra["certificate"] = comparability.certificate_for(results_io.read_json(certificate), loaded.results)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
+    sequential = folder / "sequential.json"  # the looks of a sequential run (harness/sequential.py)
+    if sequential.is_file() and "sequential" not in extra:
+        try:
+            extra["sequential"] = results_io.read_json(sequential)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            unreadable.append(("sequential.json", f"not valid JSON ({e})"))
     unreadable += list(kw.pop("unreadable", ()))
     try:
         analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)

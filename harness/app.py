@@ -57,6 +57,10 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         raise ExperimentError(str(e)) from None
     try:
         certify = cfg.repro.certificate and _owns_certificate(cfg)
+        if cfg.ab.sequential.enabled and not narrowed and not multirun:
+            from .sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
+
+            return run_sequential(cfg, out_dir, say=say, tracker=tracker, certify=certify, show_table=show_table)
         outcome = run_experiment(
             cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
             stop_on_fatal=not multirun,
@@ -101,6 +105,9 @@ def run(cfg: DictConfig) -> dict:
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
         exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/watchdog.py)
     CURRENT["folder"] = sweep_root
+    if multirun and cfg.ab.sequential.enabled and "harness_sweeper" not in str(hc.sweeper.get("_target_", "")):
+        log.warning("ab.sequential.enabled=true is ignored by this sweeper: each job runs its seed and arm. "
+                    "Add seeds until settled with -m hydra/sweeper=harness_sequential (or without -m).")
     try:
         done = execute(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
     except OSError as e:

@@ -72,6 +72,8 @@ class AnalyzeSweep(Callback):
         from .report import render_table
         from .tracking import TrackingConfigError, open_tracker
 
+        if "harness_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
+            return  # the sequential sweeper analysed the sweep itself, with its looks
         root = Path(config.hydra.sweep.dir)
         try:
             analysis = analyze_grid_dir(root, **stats_kwargs(config))

@@ -126,6 +126,28 @@ class ReproConfig:
 
 
 @dataclass
+class SequentialConfig:
+    # Add seeds until the comparison is settled (docs/sequential.md): seeds run in batches, every
+    # arm of a seed in the same batch; after each batch a group-sequential design (alpha-spending,
+    # repeated confidence intervals) decides, with its error rate kept whatever made the run stop.
+    # Everything here is the design: declare it before any data, and do not change it on resume.
+    enabled: bool = False  # on: python -m harness runs the loop; -m hydra/sweeper=harness_sequential needs no flag
+    max_seeds: int = 50  # the most seeds (complete pairs) any arm gets: the last look is here
+    min_seeds: Optional[int] = None  # the first look; null: the fewest seeds a claim can rest on (5-7)
+    seeds_per_look: int = 2  # seeds added between looks
+    alpha: Optional[float] = None  # the error rate of each claim; null: stats.alpha
+    # The smallest effect that matters, in the metric's units (accuracy: points), declared before
+    # the data. Claims are "better/worse beyond the margin" and "equivalent within it"; null: only
+    # better/worse than 0 (no equivalence claims). Never estimated from the data (no "auto").
+    margin: Any = None  # Any, so that margin=auto gets our sentence rather than a type error
+    equivalence: Optional[bool] = None  # may "equivalent" be claimed? null: yes when a margin is declared
+    spending: str = "pocock"  # alpha-spending function: pocock | obrien-fleming | hsd
+    gamma: float = 1.0  # the Hwang-Shih-DeCani parameter (spending=hsd only; -4 is like obrien-fleming)
+    futility: float = 0.05  # stop as futile when no plausible effect settles a claim with this chance; 0: never
+    max_failures: int = 0  # failed runs tolerated (their seeds count for no arm) before the run stops
+
+
+@dataclass
 class ABConfig:
     factor: str = "loss.label_smoothing"  # the ONE config path where arms differ
     # arm name -> the value placed at the factor. Empty here: an experiment file declares its arms
@@ -133,6 +155,7 @@ class ABConfig:
     # arm, +ab.arms.C=0.3 adds one, ~ab.arms.B removes one.
     arms: Dict[str, Any] = field(default_factory=dict)
     seeds: List[int] = field(default_factory=lambda: list(range(10)))
+    sequential: SequentialConfig = field(default_factory=SequentialConfig)  # seeds in order, then ab.seeds' missing integers
 
 
 @dataclass

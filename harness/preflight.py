@@ -77,6 +77,10 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
     if s.baseline is not None and s.baseline not in arm_names:
         p.append(f"stats.baseline={s.baseline!r} is not an arm; the arms are: {', '.join(arm_names)}.")
     _int_at_least(p, "stats.bootstrap_resamples", s.bootstrap_resamples, 100)
+    if cfg.ab.sequential.enabled:
+        from .sequential_plan import settings_problems
+
+        p += settings_problems(cfg)
     return p
 
 

@@ -120,7 +120,40 @@ def sections(analysis: dict) -> list[Section]:
     certificate = analysis.get("certificate")
     if isinstance(certificate, dict) and certificate.get("line"):
         out.append(Section("Reproducibility", [], notes=[str(certificate["line"])], show_header=False))
+    out += sequential_sections(analysis)
     return out
+
+
+def sequential_sections(analysis: dict) -> list[Section]:
+    """The looks of a sequential run (analysis["sequential"], harness/sequential.py): a line per look."""
+    seq = analysis.get("sequential")
+    if not isinstance(seq, dict) or not isinstance(seq.get("arms"), dict):
+        return []
+    f = _Fmt(seq)
+    d = seq.get("design") or {}
+    margin = d.get("margin")
+    s = Section(f"Sequential looks ({seq.get('status')})",
+                ["arm", "look", "seeds", "estimate", "repeated CI", "critical t", "decision"])
+    for arm, a in seq["arms"].items():
+        for x in a.get("looks") or []:
+            s.rows.append([arm, str(x["look"]), str(x["n"]), f"{f.signed(x['estimate'])}{f.unit}",
+                           f.interval(x["interval"]), _num(x["critical"], ".3f"), x["decision"]])
+    s.notes += [f"sequential decision ({a['decision']}): {a['sentence']}" for a in seq["arms"].values()]
+    s.notes.append(
+        f"design, declared before the data: looks at {', '.join(map(str, d.get('looks') or []))} seeds, "
+        f"alpha {d.get('alpha')}, margin {'±' + f.value(margin) + f.unit if margin else 'none'}, "
+        f"{d.get('spending')} spending, futility {d.get('futility')}; each look's interval covers the true "
+        f"difference at every look at once, so the decision keeps its error rate wherever the run stopped. "
+        f"The fixed-N tests above, on the same seeds, do not account for the looks.")
+    skewed = [f"{arm} {a['looks'][-1]['skewness']:+.2f}" for arm, a in seq["arms"].items()
+              if a.get("looks") and abs(a["looks"][-1].get("skewness") or 0.0) >= 1.0]
+    if skewed:  # the boundaries assume normal differences; skew inflates the error (docs/sequential.md)
+        s.notes.append(f"skewed differences at the last look ({', '.join(skewed)}): the boundaries assume normal "
+                       f"differences, and skew of 1 raises the error rate to ~0.07 at alpha 0.05; prefer "
+                       f"spending=obrien-fleming or a larger min_seeds for this metric.")
+    if seq.get("stopped"):
+        s.notes.append(f"stopped unsettled: {seq['stopped']}")
+    return [s]
 
 
 def _noise_section(analysis: dict, f: _Fmt) -> Section:

@@ -53,6 +53,7 @@ from pathlib import Path
 
 from .tracking_content import (  # noqa: F401 - the public names stay importable from here
     _cell, _is_cell, _is_plain, analysis_summary, comparison_table, comparisons_of, decode_loss_bits,
+    sequential_history,
 )
 from .tracking_options import (  # noqa: F401
     MAX_GROUP, MAX_TAG, MODES, SWEEP_ENV, OnlineGate, TrackingConfigError, _describe, _is_number, _select,
@@ -61,7 +62,8 @@ from .tracking_options import (  # noqa: F401
 
 log = logging.getLogger("harness.tracking")
 
-_ARTIFACT_FILES = ("analysis.json", "report.md", "analysis.png", "certificate.json", "experiment.json")
+_ARTIFACT_FILES = ("analysis.json", "report.md", "analysis.png", "certificate.json", "experiment.json",
+                   "sequential.json", "sequential.png")
 
 
 def open_tracker(cfg, out_dir, group: str | None = None, sweep_root=None):
@@ -241,6 +243,8 @@ class WandbTracker:
                 data["figure"] = wandb.Image(str(figure))
             if data:
                 run.log(data)  # no explicit step: a resumed online run continues after its last one
+            for row in sequential_history(analysis):  # a sequential run's looks, one row per look
+                run.log(row)
             run.summary.update(analysis_summary(analysis))
             artifact = self._artifact(analysis, out_dir)
             if artifact is not None:

@@ -71,6 +71,21 @@ def comparison_table(comparisons: list[dict]) -> tuple[list[str], list[list]]:
     return list(picks), rows
 
 
+def sequential_history(analysis: dict) -> list[dict]:
+    """The looks of a sequential run as history rows, in order: sequential/seeds (the n of the
+    look) and sequential/<arm>/{estimate,lower,upper,critical,decision}."""
+    seq = analysis.get("sequential")
+    rows: dict[int, dict] = {}
+    for arm, a in ((seq or {}).get("arms") or {}).items() if isinstance(seq, dict) else ():
+        for x in a.get("looks") or []:
+            row = rows.setdefault(int(x["n"]), {"sequential/seeds": int(x["n"])})
+            lo, hi = x["interval"]
+            row.update({f"sequential/{arm}/estimate": x["estimate"], f"sequential/{arm}/lower": lo,
+                        f"sequential/{arm}/upper": hi, f"sequential/{arm}/critical": x["critical"],
+                        f"sequential/{arm}/decision": x["decision"]})
+    return [rows[n] for n in sorted(rows)]
+
+
 def analysis_summary(analysis: dict) -> dict:
     """The verdict(s) and key numbers; per comparison under '<arm>_vs_<baseline>/<column>'."""
     columns, rows = comparison_table(comparisons_of(analysis))

@@ -1,0 +1,314 @@
+"""Sequential mode, the bookkeeping: the design from ``ab.sequential``, which seeds count, what next.
+
+Hydra-free and torch-free, shared by the in-process loop (harness/sequential.py) and the Hydra
+sweeper (hydra_plugins/harness_sweeper). The statistics are harness.stats_sequential's; here we
+only decide which result files give which paired differences, in which order:
+
+- seeds are used in order: ``ab.seeds`` as given, then the smallest non-negative integers not in
+  it (with the default ab.seeds, seed i is i);
+- a seed counts when the baseline and every arm still running have a completed result with a
+  finite metric; a seed with a failed run counts for no arm (it is recorded, and the next seed
+  takes its place, up to ``ab.sequential.max_failures`` failed runs);
+- an arm stops getting seeds once its decision is settled (better, worse, equivalent, futile, or
+  undecided at the maximum); the run stops when every arm is settled.
+
+The decisions are a pure function of the ordered results, so the same result files always give
+the same looks: a killed run continued with the same command, the sweeper and the in-process
+loop all reach the same decisions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+SCHEMA = "harness.sequential/1"
+SEQUENTIAL_NAME = "sequential.json"
+FIGURE_NAME = "sequential.png"
+_SPENDINGS = ("pocock", "obrien-fleming", "hsd")
+
+
+def _v(x):
+    return getattr(x, "value", x)
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def baseline_and_arms(cfg) -> tuple[str, list[str]]:
+    arms = [str(a) for a in cfg.ab.arms]
+    baseline = cfg.stats.baseline if cfg.stats.baseline is not None else (arms[0] if arms else None)
+    return baseline, [a for a in arms if a != baseline]
+
+
+def settings_problems(cfg) -> list[str]:
+    """Problems of ab.sequential, one sentence each naming the key, the value and what is allowed."""
+    s = cfg.ab.sequential
+    p: list[str] = []
+    key = "ab.sequential."
+
+    def whole(name, low, allow_none=False):
+        v = s[name]
+        if v is None and allow_none:
+            return True
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            p.append(f"{key}{name}={v!r} must be an integer >= {low}" + (" or null" if allow_none else "")
+                     + {"seeds_per_look": " (seeds added between looks; 0 would never reach the next look)",
+                        "max_seeds": " (the most seeds any arm gets)"}.get(name, "") + ".")
+            return False
+        return True
+
+    ok = whole("max_seeds", 2) & whole("seeds_per_look", 1) & whole("min_seeds", 2, allow_none=True)
+    whole("max_failures", 0)
+    if ok and s.min_seeds is not None and s.max_seeds < s.min_seeds:
+        p.append(f"{key}max_seeds={s.max_seeds} is below {key}min_seeds={s.min_seeds}: the first look would "
+                 f"come after the last. Raise max_seeds or lower min_seeds.")
+    if s.alpha is not None and not (_number(s.alpha) and 0 < s.alpha < 0.5):
+        p.append(f"{key}alpha={s.alpha!r} must be a number between 0 and 0.5 (e.g. 0.05), or null for stats.alpha.")
+    margin = s.margin
+    if margin is not None and not (_number(margin) and margin >= 0):
+        p.append(f"{key}margin={margin!r} must be null or a number >= 0 in the metric's units, declared "
+                 f"before the data (the smallest effect that matters); the sequential mode has no 'auto' margin.")
+    elif s.equivalence is True and not margin:
+        p.append(f"{key}equivalence=true asks for 'equivalent' claims, but {key}margin={margin!r}: equivalence "
+                 f"is only claimed within a margin declared before the data. Set {key}margin=<the smallest "
+                 f"effect that matters, in {cfg.stats.metric}'s units>, or {key}equivalence=false (or null).")
+    if s.spending not in _SPENDINGS:
+        p.append(f"{key}spending={s.spending!r} is not a spending function; allowed: {', '.join(_SPENDINGS)}.")
+    if not (_number(s.gamma)):
+        p.append(f"{key}gamma={s.gamma!r} must be a finite number (used with spending=hsd).")
+    if not (_number(s.futility) and 0 <= s.futility < 0.5):
+        p.append(f"{key}futility={s.futility!r} must lie in [0, 0.5) (0 turns futility stopping off).")
+    return p
+
+
+def design_of(cfg):
+    """The SequentialDesign that ``ab.sequential`` declares. ValueError: one paragraph per problem."""
+    from .stats_sequential import SequentialDesign
+
+    problems = settings_problems(cfg)
+    directions = {str(k): _v(v) for k, v in cfg.stats.metrics.items()}
+    direction = directions.get(cfg.stats.metric)
+    if direction not in ("max", "min"):
+        problems.append(f"stats.metric={cfg.stats.metric!r} has no declared direction in stats.metrics; the "
+                        f"sequential mode needs it: +stats.metrics.{cfg.stats.metric}=max (or min).")
+    baseline, others = baseline_and_arms(cfg)
+    if not others:
+        problems.append(f"ab.arms has {len(cfg.ab.arms)} arm(s): the sequential mode compares at least two.")
+    if problems:
+        raise ValueError(" ".join(problems))
+    s = cfg.ab.sequential
+    margin = float(s.margin) if s.margin is not None else None
+    equivalence = bool(margin) if s.equivalence is None else bool(s.equivalence)
+    alpha = float(s.alpha if s.alpha is not None else cfg.stats.alpha)
+    kw = dict(max_seeds=int(s.max_seeds), seeds_per_look=int(s.seeds_per_look), alpha=alpha, margin=margin,
+              direction=direction, equivalence=equivalence, spending=str(s.spending), gamma=float(s.gamma),
+              futility=float(s.futility), arms=len(others))
+    floor = min_claim_seeds(alpha, len(others), margin)
+    min_seeds = floor if s.min_seeds is None else int(s.min_seeds)
+    if min_seeds < floor:
+        raise ValueError(
+            f"ab.sequential.min_seeds={min_seeds} is too few: with alpha {alpha:g}, {len(others)} arm(s) against "
+            f"the baseline and {'a margin' if margin else 'no margin'}, each claim is tested one-sided at "
+            f"{one_sided_alpha(alpha, len(others), margin):.4g}, and the exact sign-flip test on n pairs cannot "
+            f"go below 2**-n: a claim needs at least {floor} seeds. Set ab.sequential.min_seeds >= {floor} "
+            f"(or null, which takes {floor}).")
+    if min_seeds > kw["max_seeds"]:
+        raise ValueError(f"ab.sequential.max_seeds={kw['max_seeds']} is below the first look at {min_seeds} seeds "
+                         f"(ab.sequential.min_seeds{'=null: the fewest seeds a claim can rest on' if s.min_seeds is None else ''}). "
+                         f"Raise max_seeds to at least {min_seeds}.")
+    try:
+        return SequentialDesign(min_seeds=min_seeds, **kw)
+    except ValueError as e:  # a rule of the core not mirrored above: its own sentence, under our key
+        raise ValueError(f"ab.sequential: {e}") from None
+
+
+def one_sided_alpha(alpha: float, arms: int, margin) -> float:
+    """The core's level of each one-sided claim (SequentialDesign.one_sided_alpha)."""
+    return alpha / arms / (1 if margin else 2)
+
+
+def min_claim_seeds(alpha: float, arms: int, margin) -> int:
+    """The core's floor (SequentialDesign.min_claim_seeds): the exact sign-flip test's 2**-n."""
+    return max(3, math.ceil(math.log2(1.0 / one_sided_alpha(alpha, arms, margin)) - 1e-12))
+
+
+def seed_order(seeds) -> Iterator[int]:
+    """ab.seeds in order, then the smallest non-negative integers not among them."""
+    given = [int(x) for x in seeds]
+    yield from given
+    used, i = set(given), 0
+    while True:
+        if i not in used:
+            yield i
+        i += 1
+
+
+# -- which results count, and what runs next ----------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What the result files say now, and the next batch (empty when done)."""
+
+    history: dict  # arm -> tuple of Look (every look reached, up to the settling one)
+    pair_seeds: dict  # arm -> the seeds whose pairs the looks used, in order
+    active: list  # arms still getting seeds
+    failed: list  # [{"seed", "arm", "reason"}] failed runs among the seeds used so far
+    batch_seeds: list = field(default_factory=list)  # the next batch: these seeds ...
+    batch_arms: list = field(default_factory=list)  # ... for these arms (the baseline first)
+    stopped: Optional[str] = None  # why the run stops unsettled (the failure budget)
+
+    @property
+    def done(self) -> bool:
+        return not self.batch_seeds
+
+
+def _value(r, metric):
+    if r.get("status") != "completed":
+        err = r.get("error") or {}
+        return None, f"failed: {err.get('type', 'error')}: {err.get('message', 'no message')}"
+    v = (r.get("metrics") or {}).get(metric)
+    if not _number(v):
+        return None, f"metric {metric} is {v!r}"
+    return float(v), None
+
+
+def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_failures: int = 0) -> Plan:
+    """Walk the seeds in order over the results; replay each arm; choose the next batch.
+
+    ``results``: result dicts (any order; one per (seed, arm)). ``seeds``: ab.seeds as given.
+    ``arms``: the arms compared with ``baseline``, in order.
+    """
+    from .stats_sequential import replay
+
+    by = {(r.get("seed"), str(r.get("arm"))): r for r in results}
+    looks = set(design.looks)
+    active = list(arms)
+    diffs = {a: [] for a in arms}
+    used = {a: [] for a in arms}
+    failed: list = []
+    order = seed_order(seeds)
+    frontier = None
+    for s in order:
+        if not active:
+            break
+        need = [baseline, *active]
+        runs = {a: by.get((s, a)) for a in need}
+        if any(r is None for r in runs.values()):
+            frontier = s  # the first seed still missing a run: the next batch starts here
+            break
+        values = {}
+        for a, r in runs.items():
+            values[a], why = _value(r, metric)
+            if why:
+                failed.append({"seed": s, "arm": a, "reason": why})
+        if any(v is None for v in values.values()):
+            continue  # a seed with a failed run counts for no arm
+        for a in list(active):
+            diffs[a].append(values[a] - values[baseline])
+            used[a].append(s)
+            if len(diffs[a]) in looks:
+                h = replay(design, diffs[a], arm=a)
+                if h and h[-1].settled:
+                    active.remove(a)
+    history = {a: replay(design, diffs[a], arm=a) for a in arms}
+    pair_seeds = {a: used[a][: (history[a][-1].n if history[a] else len(used[a]))] for a in arms}
+    out = Plan(history, pair_seeds, active, failed)
+    if len(failed) > max_failures:
+        shown = "; ".join(f"seed {f['seed']} arm {f['arm']}: {f['reason']}" for f in failed[:5])
+        out.stopped = (f"{len(failed)} failed run(s), more than ab.sequential.max_failures={max_failures}: {shown}"
+                       f"{' ...' if len(failed) > 5 else ''}. A run that fails more often in one arm than in "
+                       f"the other biases the comparison; fix the cause (the result files say why) and run "
+                       f"the same command again, or raise max_failures knowingly.")
+        return out
+    if not active:
+        return out
+    n = min(len(diffs[a]) for a in active)
+    nxt = next((k for k in design.looks if k > n), None)
+    if nxt is None:  # cannot happen: the last look always settles (undecided at the maximum)
+        return out
+    batch = [frontier] if frontier is not None else []
+    if frontier is None:
+        frontier = next(order)
+        batch = [frontier]
+    while len(batch) < nxt - n:
+        batch.append(next(order))
+    out.batch_seeds, out.batch_arms = batch, [baseline, *active]
+    return out
+
+
+# -- the record: sequential.json, analysis.json's "sequential" block ----------------------------
+
+
+_SAY = {
+    "better": "{arm} is better than {baseline}{beyond}",
+    "worse": "{arm} is worse than {baseline}{beyond}",
+    "equivalent": "{arm} and {baseline} are equivalent within ±{m}",
+    "futile": "no claim can be settled by {max} seeds (stopped for futility: neither better, worse nor equivalent is within reach)",
+    "undecided": "undecided after {max} seeds, the maximum",
+    "continue": "not settled yet",
+}
+
+
+def sentence(look, design, baseline: str, unit: str) -> str:
+    m = design.margin
+    fmt = (lambda x: f"{x:+.2f}") if unit == " pts" else (lambda x: f"{x:+.4g}")
+    beyond = f" beyond the margin ±{abs(m):g}{unit}" if m else ""
+    head = _SAY[look.decision].format(arm=look.arm, baseline=baseline, beyond=beyond, m=f"{m:g}{unit}" if m else "",
+                                      max=design.max_seeds)
+    lo, hi = look.interval
+    return (f"{head}: {look.arm} - {baseline} = {fmt(look.estimate)}{unit} ({look.level:.0%} repeated CI "
+            f"{fmt(lo)} to {fmt(hi)}) after {look.n} seeds, look {look.look} of {len(design.looks)}.")
+
+
+def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: int) -> dict:
+    """The sequential block: the design, every look of every arm, the decisions, why it stopped."""
+    unit = " pts" if "accuracy" in metric else ""
+    arms = {}
+    for arm, h in p.history.items():
+        last = h[-1] if h else None
+        arms[arm] = {
+            "decision": last.decision if last else "continue",
+            "sentence": sentence(last, design, baseline, unit) if last else "the first look is not reached yet",
+            "n": last.n if last else 0,
+            "seeds": list(p.pair_seeds[arm]),
+            "looks": [x.to_dict() for x in h],
+        }
+    return {
+        "schema": SCHEMA,
+        "status": status,  # running | settled | stopped
+        "stopped": p.stopped,
+        "metric": metric,
+        "unit": unit.strip(),
+        "baseline": baseline,
+        "design": design.to_dict(),
+        "boundaries": [{"n": n, "z": z, "nominal_alpha": a, "critical": c} for n, z, a, c in design.boundaries],
+        "arms": arms,
+        "active": list(p.active),
+        "failed": list(p.failed),
+        "runs": runs,
+    }
+
+
+def stored_design_problem(stored: dict, design, metric: str, baseline: str, where) -> Optional[str]:
+    """Why a folder's stored sequential run cannot be continued with this design (None: it can)."""
+    from .stats_sequential import SequentialDesign
+
+    try:
+        old = SequentialDesign.from_dict(stored.get("design") or {})
+    except (TypeError, ValueError) as e:
+        return f"{where} holds a sequential record whose design cannot be read ({e})."
+    diff = [f"{k} {getattr(old, k)!r} -> {getattr(design, k)!r}" for k in design.to_dict()
+            if k in SequentialDesign.__dataclass_fields__ and getattr(old, k) != getattr(design, k)]
+    for k, new in (("metric", metric), ("baseline", baseline)):
+        if stored.get(k) != new:
+            diff.append(f"{k} {stored.get(k)!r} -> {new!r}")
+    if not diff:
+        return None
+    return (f"{where} holds a sequential run declared with another design ({'; '.join(diff)}). The design is "
+            f"declared before the data: changing it after some looks voids the error guarantee of every "
+            f"claim. Run with the stored settings to continue it, or choose another output folder "
+            f"(hydra.run.dir=..., or hydra.sweep.dir=... for the sweeper).")

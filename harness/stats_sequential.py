@@ -1,0 +1,340 @@
+"""Sequential decisions as seeds are added: a group-sequential design with alpha-spending.
+
+Pure numpy/scipy (no Hydra, wandb or torch); moves to ``harness/stats/sequential.py`` later.
+See ``docs/sequential.md`` for the method, its references and the measured error rates.
+
+The data are the per-seed paired differences ``d = arm - baseline`` in the metric's units. The
+design is declared before the data: the maximum number of seeds, the looks (a first look at
+``min_seeds``, then every ``seeds_per_look`` seeds, and always one at ``max_seeds``), alpha, the
+margin and the metric's direction. At look k with n_k seeds the repeated confidence interval
+(Jennison & Turnbull 1989) is ``mean +- c_k * sd / sqrt(n_k)``; the critical values c_k come from
+an alpha-spending function (Lan & DeMets 1983) computed for the normal sequence by recursive
+numerical integration (Armitage, McPherson & Rowe 1969) and carried to the t scale at the same
+nominal level (the "significance level approach", Jennison & Turnbull 2000, section 3.8). Every
+interval covers the true effect at all looks at once, with probability >= 1 - 2*a1 (a1 below), so
+any claim read off any look is error-controlled, whatever made the run stop there.
+
+Claims, read from the interval [lo, hi] (m the declared margin, for a "max" metric):
+
+    better       lo > m              worse        hi < -m
+    equivalent   -m < lo and hi < m  (needs m > 0, declared before the data)
+    futile       for every effect inside the interval, the chance that the last look settles a
+                 claim is below ``futility`` (non-binding: it never raises an error rate)
+    undecided    the last look came and nothing settled       continue     otherwise
+
+Each claim is one-sided at its boundary, so a1 = alpha / arms when m > 0 (TOST convention,
+Schuirmann 1987); with m = 0 "better" and "worse" share the boundary 0 and a1 = alpha / (2 arms),
+a two-sided test. Several arms against one baseline split alpha evenly (Bonferroni): valid under
+any dependence between arms and any data-dependent dropping of arms. No claim is made before the
+exact sign-flip test on the same pairs could reach a1 (``min_seeds >= log2(1 / a1)``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
+
+import numpy as np
+from scipy import stats as sps
+
+from harness.stats_sequential_bounds import SPENDINGS, _normal_bounds, _spend, _t_bounds
+
+DECISIONS = ("continue", "better", "worse", "equivalent", "futile", "undecided")
+CONTINUE, BETTER, WORSE, EQUIVALENT, FUTILE, UNDECIDED = range(6)
+_FUTILITY_POINTS = 9  # effects inside the interval at which the chance to settle is evaluated
+
+
+@dataclass(frozen=True)
+class SequentialDesign:
+    """A sequential paired comparison, declared before any data. Raises ValueError on bad values."""
+
+    max_seeds: int = 50
+    seeds_per_look: int = 2
+    min_seeds: int = 6
+    alpha: float = 0.05
+    margin: float | None = None  # the smallest effect of interest, metric units, declared up front
+    direction: str = "max"  # "max": higher is better; "min": lower is better
+    equivalence: bool = True  # whether "equivalent within +-margin" may be claimed
+    spending: str = "pocock"
+    gamma: float = 1.0  # Hwang-Shih-DeCani parameter (spending="hsd" only)
+    futility: float = 0.05  # stop as futile when no plausible effect settles a claim with >= this chance
+    arms: int = 1  # arms compared with the baseline; alpha is split evenly (Bonferroni)
+    _bounds: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        def bad(msg):
+            raise ValueError(f"SequentialDesign: {msg}")
+
+        for name in ("max_seeds", "seeds_per_look", "min_seeds", "arms"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                bad(f"{name} must be a whole number, got {v!r}.")
+        if not (isinstance(self.alpha, (int, float)) and 0.0 < self.alpha < 0.5):
+            bad(f"alpha is the error rate allowed for each claim and must lie in (0, 0.5), got "
+                f"{self.alpha!r}; 0.05 is the usual choice.")
+        if self.direction not in ("max", "min"):
+            bad(f"direction must be 'max' (higher is better) or 'min' (lower is better), got "
+                f"{self.direction!r}; it is declared, never guessed from the metric's name.")
+        if self.arms < 1:
+            bad(f"arms (the number of arms compared with the baseline) must be >= 1, got {self.arms}.")
+        if self.seeds_per_look < 1:
+            bad(f"seeds_per_look must be >= 1, got {self.seeds_per_look}: each look must add at "
+                "least one seed to every arm still running, or the run never ends.")
+        floor = self.min_claim_seeds
+        if self.min_seeds < floor:
+            bad(f"min_seeds is {self.min_seeds}, but with alpha {self.alpha}, {self.arms} arm(s) and "
+                f"{'a margin' if self.margin else 'no margin'} each claim is tested one-sided at "
+                f"{self.one_sided_alpha:.4g}, and the exact sign-flip test on n pairs cannot go "
+                f"below 2**-n: a claim needs at least {floor} seeds. Set min_seeds >= {floor}.")
+        if self.max_seeds < self.min_seeds:
+            bad(f"max_seeds ({self.max_seeds}) is below min_seeds ({self.min_seeds}): the first "
+                "look would come after the last. Raise max_seeds or lower min_seeds.")
+        if self.margin is not None and not (math.isfinite(self.margin) and self.margin >= 0):
+            bad(f"margin must be a finite number >= 0 in the metric's units, got {self.margin!r}.")
+        if self.equivalence and not self.margin:
+            bad(f"margin is {self.margin!r} but an 'equivalent' claim is possible (equivalence="
+                "True). Equivalence is only claimed within a margin declared before the data (the "
+                "smallest effect that matters, in the metric's units): pass margin=..., or set "
+                "equivalence=False to decide only better/worse than 0.")
+        if self.spending not in SPENDINGS:
+            bad(f"spending must be one of {SPENDINGS}, got {self.spending!r}.")
+        if not (0.0 <= self.futility < 0.5):
+            bad(f"futility must lie in [0, 0.5) (0 turns futility stopping off), got {self.futility!r}.")
+        object.__setattr__(self, "_bounds", self._compute_bounds())
+
+    @property
+    def one_sided_alpha(self) -> float:
+        """The level of each one-sided claim: alpha split across arms, halved when margin = 0."""
+        return self.alpha / self.arms / (1 if self.margin else 2)
+
+    @property
+    def min_claim_seeds(self) -> int:
+        return max(3, math.ceil(math.log2(1.0 / self.one_sided_alpha) - 1e-12))
+
+    @property
+    def looks(self) -> tuple:
+        ns = list(range(self.min_seeds, self.max_seeds + 1, self.seeds_per_look))
+        return tuple(ns if ns[-1] == self.max_seeds else ns + [self.max_seeds])
+
+    def _compute_bounds(self):
+        looks = self.looks
+        a1 = self.one_sided_alpha
+        cum = _spend(self.spending, self.gamma, a1, np.array(looks) / self.max_seeds)
+        cum[-1] = a1  # all of it is spent by the last look
+        inc = tuple(np.diff(np.concatenate([[0.0], cum])).tolist())
+        z = np.array(_normal_bounds(tuple(float(n) for n in looks), inc))
+        crit = np.array(_t_bounds(looks, inc, tuple(sps.t.isf(sps.norm.sf(z), np.array(looks) - 1))))
+        nominal = sps.t.sf(crit, np.array(looks) - 1)
+        return tuple(zip(looks, z.tolist(), nominal.tolist(), crit.tolist()))
+
+    @property
+    def boundaries(self) -> tuple:
+        """Per look: (n, z boundary, nominal one-sided level, critical value on the t scale)."""
+        return self._bounds
+
+    def critical(self, n: int) -> float:
+        for look_n, _, _, c in self._bounds:
+            if look_n == n:
+                return c
+        raise ValueError(f"{n} seeds is not a look of this design; the looks are {self.looks}.")
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "SequentialDesign":
+        """The design stored with a run (``to_dict``), for resuming: derived keys are ignored."""
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if not k.startswith("_") and k in d})
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
+        d["looks"] = list(self.looks)
+        d["one_sided_alpha"] = self.one_sided_alpha
+        return d
+
+
+def evaluate(design: SequentialDesign, n: int, mean, sd):
+    """Vectorised decision at one look with n seeds, from the mean and sd of the differences.
+
+    Returns (lo, hi, decision codes, chance to settle); shapes follow ``mean``. Used both by
+    ``replay`` and by the simulations in scripts/bench_sequential.py, so they cannot drift apart.
+    """
+    mean, sd = np.broadcast_arrays(np.asarray(mean, float), np.asarray(sd, float))
+    sign = 1.0 if design.direction == "max" else -1.0
+    g = sign * mean  # oriented: positive = better
+    half = design.critical(n) * sd / math.sqrt(n)
+    glo, ghi = g - half, g + half
+    m = float(design.margin or 0.0)
+    code = np.full(g.shape, CONTINUE, dtype=np.int8)
+    code[glo > m] = BETTER
+    code[ghi < -m] = WORSE
+    if design.equivalence:
+        code[(glo > -m) & (ghi < m)] = EQUIVALENT
+    settle = np.ones(g.shape)
+    N = design.max_seeds
+    if n >= N:
+        code[code == CONTINUE] = UNDECIDED
+    elif design.futility > 0:
+        # chance that the last look settles a claim if the rest of the seeds had mean mu, for mu
+        # spread over the current interval; sd is taken as known (its estimate at this look)
+        frac = np.linspace(0.0, 1.0, _FUTILITY_POINTS)
+        mu = glo[..., None] + (ghi - glo)[..., None] * frac
+        s = sd[..., None]
+        center = (n * g[..., None] + (N - n) * mu) / N
+        spread = np.maximum(s * math.sqrt(N - n) / N, 1e-300)
+        hN = design.critical(N) * s / math.sqrt(N)
+        p = sps.norm.sf((m + hN - center) / spread) + sps.norm.cdf((-m - hN - center) / spread)
+        if design.equivalence:
+            p = p + np.clip(sps.norm.cdf((m - hN - center) / spread)
+                            - sps.norm.cdf((-m + hN - center) / spread), 0.0, None)
+        settle = p.max(axis=-1)
+        code[(code == CONTINUE) & (settle < design.futility)] = FUTILE
+    lo, hi = (glo, ghi) if sign > 0 else (-ghi, -glo)
+    return lo, hi, code, settle
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look: what was known, the boundaries in force, and the decision."""
+
+    look: int  # 1-based index among the design's looks
+    n: int  # seeds (pairs) used
+    estimate: float  # mean difference, arm - baseline, metric units
+    sd: float  # sd of the differences
+    interval: tuple  # repeated confidence interval, simultaneous over all looks
+    level: float  # its simultaneous coverage, 1 - 2 * one-sided alpha
+    critical: float  # c_k on the t scale: interval = estimate +- critical * sd / sqrt(n)
+    nominal_alpha: float  # one-sided nominal level of this look
+    margin: float | None
+    chance_to_settle: float  # the futility statistic (1.0 at the last look or with futility off)
+    skewness: float  # sample skewness of the differences: the boundaries assume normal ones, and
+    # strong skew (|skewness| >~ 1) inflates the error of claims against the long tail's opposite
+    decision: str
+    arm: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.decision != "continue"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["interval"] = list(self.interval)
+        return d
+
+
+def _look(design, k, n, d, arm):
+    mean = float(np.mean(d))
+    sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
+    lo, hi, code, settle = evaluate(design, n, mean, sd)
+    _, _, nominal, crit = design.boundaries[k]
+    skew = float(sps.skew(d, bias=False)) if sd > 0 and n > 2 else 0.0
+    return Look(look=k + 1, n=n, estimate=mean, sd=sd, interval=(float(lo), float(hi)),
+                level=1.0 - 2.0 * design.one_sided_alpha, critical=crit, nominal_alpha=nominal,
+                margin=design.margin, chance_to_settle=float(settle), skewness=skew, decision=DECISIONS[int(code)],
+                arm=arm)
+
+
+def _as_differences(differences) -> np.ndarray:
+    d = np.asarray(differences, dtype=float).ravel()
+    if not np.isfinite(d).all():
+        raise ValueError("the paired differences must be finite numbers (arm - baseline per seed).")
+    return d
+
+
+def replay(design: SequentialDesign, differences, *, arm: str | None = None) -> tuple:
+    """Every look the differences reach, in order, stopping at the first settled decision.
+
+    ``differences[i]`` is arm - baseline for the i-th seed, in seed order. Seeds beyond the look
+    that settled (a resumed run that ran a batch too many) are ignored, so the same seeds always
+    give the same history. An empty tuple means the first look is not reached yet.
+    """
+    d = _as_differences(differences)
+    history = []
+    for k, n in enumerate(design.looks):
+        if n > len(d):
+            break
+        history.append(_look(design, k, n, d[:n], arm))
+        if history[-1].settled:
+            break
+    return tuple(history)
+
+
+def sequential_look(design: SequentialDesign, differences, *, arm: str | None = None) -> Look | None:
+    """The latest look (the decision in force) for the differences so far; None before the first."""
+    h = replay(design, differences, arm=arm)
+    return h[-1] if h else None
+
+
+def next_seeds(design: SequentialDesign, n_done: int) -> int:
+    """Seeds needed for the next look after n_done (0 when the last look is reached)."""
+    return next((n for n in design.looks if n > n_done), n_done) - n_done
+
+
+@dataclass(frozen=True)
+class ArmsState:
+    """Several arms against one baseline: each arm's history, which still get seeds, what is next."""
+
+    history: Mapping  # arm -> tuple of Look
+    active: tuple  # arms still getting seeds
+    next_n: int | None  # seeds every active arm needs for the next look (None when done)
+
+    @property
+    def done(self) -> bool:
+        return not self.active
+
+    def decisions(self) -> dict:
+        return {a: (h[-1].decision if h else "continue") for a, h in self.history.items()}
+
+    def to_dict(self) -> dict:
+        return {"history": {a: [x.to_dict() for x in h] for a, h in self.history.items()},
+                "active": list(self.active), "next_n": self.next_n, "done": self.done}
+
+
+def replay_arms(design: SequentialDesign, differences: Mapping) -> ArmsState:
+    """Replay several arms vs the baseline; an arm stops getting seeds once its decision settles.
+
+    ``differences`` maps arm -> per-seed differences against the baseline (seeds in the same
+    order for every arm; an arm dropped early simply has fewer). ``design.arms`` must equal the
+    number of arms: alpha is split across them (Bonferroni), so dropping an arm never spends more.
+    """
+    if len(differences) != design.arms:
+        raise ValueError(f"the design splits alpha over arms={design.arms}, but {len(differences)} "
+                         "arm(s) were given; declare arms= as the number of arms compared with the "
+                         "baseline before the data.")
+    history, active = {}, []
+    for arm, d in differences.items():
+        history[arm] = replay(design, d, arm=str(arm))
+        if not (history[arm] and history[arm][-1].settled):
+            active.append(arm)
+    if not active:
+        return ArmsState(history, (), None)
+    reached = min((history[a][-1].n if history[a] else 0) for a in active)
+    nxt = next((n for n in design.looks if n > reached), None)
+    return ArmsState(history, tuple(active), nxt)
+
+
+def simulate(design: SequentialDesign, differences: np.ndarray) -> tuple:
+    """Run the design on many simulated experiments at once (operating characteristics).
+
+    ``differences`` has shape (experiments, max_seeds): the paired differences each experiment
+    would see, in seed order. Returns (decision code, seeds used) per experiment, both arrays,
+    through the same ``evaluate`` as ``replay``.
+    """
+    d = np.asarray(differences, dtype=float)
+    if d.ndim != 2 or d.shape[1] < design.max_seeds:
+        raise ValueError(f"simulate needs an array (experiments, >= {design.max_seeds} seeds).")
+    looks = np.array(design.looks)
+    s1 = np.cumsum(d[:, : design.max_seeds], axis=1)[:, looks - 1]
+    s2 = np.cumsum(d[:, : design.max_seeds] ** 2, axis=1)[:, looks - 1]
+    mean = s1 / looks
+    var = np.clip((s2 - looks * mean**2) / np.maximum(looks - 1, 1), 0.0, None)
+    code = np.zeros(len(d), dtype=np.int8)
+    used = np.zeros(len(d), dtype=np.int64)
+    open_ = np.ones(len(d), dtype=bool)
+    for k, n in enumerate(looks):
+        idx = np.flatnonzero(open_)
+        if idx.size == 0:
+            break
+        _, _, c, _ = evaluate(design, int(n), mean[idx, k], np.sqrt(var[idx, k]))
+        stop = c != CONTINUE
+        code[idx[stop]], used[idx[stop]] = c[stop], n
+        open_[idx[stop]] = False
+    return code, used

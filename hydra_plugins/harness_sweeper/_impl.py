@@ -1,0 +1,189 @@
+"""The sequential sweeper's loop: launch a batch of (seed, arm) jobs, read the result files, decide.
+
+BasicSweeper's loop (launch a batch, ``initial_job_idx`` growing so job folders never collide) with
+the decision between batches taken by harness.sequential_plan over the result files under the
+sweep folder -- the same function, the same looks and the same decisions as the in-process loop
+(harness/sequential.py). A job's status is read, never its return value (which re-raises); a run
+that fails inside a job is recorded in its result file. Past ``ab.sequential.max_failures`` failed
+runs or jobs the sweep stops with a message and exit status 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, flag_override
+
+log = logging.getLogger("harness")
+
+_CHOSEN_BY_SWEEPER = ("seed", "arm", "ab.seeds")
+
+
+def _fail(message: str, code: int) -> None:
+    print(f"\nharness: error: {message}\n", file=sys.stderr)
+    raise SystemExit(code)
+
+
+class SequentialSweeperImpl:
+    def __init__(self, max_batch_size: Optional[int]) -> None:
+        if max_batch_size is not None and (not isinstance(max_batch_size, int) or max_batch_size < 1):
+            _fail(f"hydra.sweeper.max_batch_size={max_batch_size!r} must be an integer >= 1 or null "
+                  "(null: launch a whole batch of seeds at once).", 2)
+        self.max_batch_size = max_batch_size
+        self.config: Optional[DictConfig] = None
+        self.launcher = None
+        self.hydra_context: Optional[HydraContext] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from hydra.core.plugins import Plugins
+
+        self.hydra_context = hydra_context
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config)
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def sweep(self, arguments: List[str]) -> Any:
+        import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
+        from harness import sequential_plan as sp
+        from harness.experiment import ExperimentError
+        from harness.results import load_tree
+        from harness.sequential import prepare, refresh
+
+        self._check_arguments(arguments)
+        cfg = self._task_config()
+        root = Path(str(self.config.hydra.sweep.dir))
+        try:
+            design, baseline, arms = prepare(cfg, root)  # every check, before any job or file
+        except ExperimentError as e:
+            _fail(str(e), 2)
+        root.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, root / "multirun.yaml")
+        refresh(cfg, root, say=log.info)
+        budget = int(cfg.ab.sequential.max_failures)
+        log.info(f"sequential sweeper: looks at {', '.join(map(str, design.looks))} seeds; jobs in {root}")
+
+        idx = self._next_job_idx(root)
+        returns, job_failures = [], []
+        last = None
+        while True:
+            loaded = load_tree(root).results
+            p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms,
+                        metric=cfg.stats.metric, max_failures=budget)
+            if last is not None and len(loaded) <= last[0] and len(job_failures) == last[1] and not p.done:
+                p.stopped = (f"the last batch's jobs completed but left no new result file under {root}; "
+                             "check the jobs' logs (a job folder per job).")  # else it would repeat forever
+            last = (len(loaded), len(job_failures))
+            if not p.stopped and job_failures and len(job_failures) + len(p.failed) > budget:
+                p.stopped = (f"{len(job_failures)} job(s) failed before writing a result "
+                             f"({'; '.join(job_failures[:3])}) and {len(p.failed)} run(s) failed, more than "
+                             f"ab.sequential.max_failures={budget}. Fix the cause and run the same command again.")
+            self._write(cfg, root, design, p, baseline, loaded, "running")
+            for arm, h in p.history.items():
+                if h:
+                    x = h[-1]
+                    log.info(f"sequential look {x.look}, {arm}: n {x.n}, estimate {x.estimate:+.4g}, interval "
+                             f"[{x.interval[0]:+.4g}, {x.interval[1]:+.4g}], decision {x.decision}")
+            if p.stopped or p.done:
+                break
+            have = {(r.get("seed"), str(r.get("arm"))) for r in loaded}
+            jobs = [list(arguments) + [f"seed={s}", f"arm={a}"]
+                    for s in p.batch_seeds for a in p.batch_arms if (s, a) not in have]
+            log.info(f"sequential sweeper: batch of {len(jobs)} job(s), seeds "
+                     f"{', '.join(map(str, p.batch_seeds))} for arms {', '.join(p.batch_arms)}")
+            step = self.max_batch_size or len(jobs)
+            for i in range(0, len(jobs), step):
+                chunk = jobs[i: i + step]
+                results = self.launcher.launch(chunk, initial_job_idx=idx)
+                idx += len(chunk)
+                returns.append(results)
+                for job, r in zip(chunk, results):
+                    if r.status != JobStatus.COMPLETED:
+                        job_failures.append(f"{' '.join(job[-2:])}: {self._why(r)}")
+
+        block = self._write(cfg, root, design, p, baseline, load_tree(root).results,
+                            "stopped" if p.stopped else "settled")
+        for arm, a in block["arms"].items():
+            log.info(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
+        self._analyse(cfg, root, block)
+        if p.stopped:
+            _fail(f"sequential sweep stopped unsettled: {p.stopped}", 1)
+        return returns
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _check_arguments(self, arguments: List[str]) -> None:
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        for o in parser.parse_overrides(arguments):
+            key = o.get_key_element().lstrip("+~")
+            if o.is_sweep_override():
+                _fail(f"{o.input_line}: the sequential sweeper runs one experiment and chooses its seeds and "
+                      f"arms; it does not sweep other values. Run one sweep per value (or use the basic "
+                      f"sweeper for a grid).", 2)
+            if key in _CHOSEN_BY_SWEEPER:
+                _fail(f"{o.input_line}: the sequential sweeper chooses seeds and arms itself (ab.seeds sets the "
+                      f"order of seeds, ab.arms the arms); drop this override.", 2)
+
+    def _task_config(self) -> DictConfig:
+        """The config a job gets, without the hydra node (as the task function sees it)."""
+        cfg = self.config.copy()
+        with flag_override(cfg, ["struct", "readonly"], [False, False]):
+            del cfg["hydra"]
+        return cfg
+
+    @staticmethod
+    def _next_job_idx(root: Path) -> int:
+        """Numbered job folders (hydra.sweep.subdir=${hydra.job.num}): continue after the highest one."""
+        nums = [int(p.name) for p in root.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name)]
+        return max(nums) + 1 if nums else 0
+
+    @staticmethod
+    def _why(r) -> str:
+        try:
+            r.return_value  # re-raises the job's exception (status is FAILED)
+        except BaseException as e:  # noqa: BLE001 - named in the message
+            return f"{type(e).__name__}: {e}"
+        return f"status {r.status}"
+
+    @staticmethod
+    def _write(cfg, root, design, p, baseline, loaded, status) -> dict:
+        from harness import sequential_plan as sp
+        from harness.results import write_json
+
+        block = sp.record(design, p, metric=cfg.stats.metric, baseline=baseline, status=status, runs=len(loaded))
+        write_json(root / sp.SEQUENTIAL_NAME, block)
+        return block
+
+    @staticmethod
+    def _analyse(cfg, root: Path, block: dict) -> None:
+        from harness import sequential_plan as sp
+        from harness.analysis import AnalysisError, analyze_dir
+        from harness.app import stats_kwargs
+        from harness.report import render_table
+        from harness.sequential import write_figure
+        from harness.tracking import TrackingConfigError, open_tracker
+
+        write_figure(block, root / sp.FIGURE_NAME)
+        try:
+            analysis = analyze_dir(root, extra={"sequential": block}, **stats_kwargs(cfg))
+        except AnalysisError as e:
+            log.error(f"sweep analysis of {root} failed: {e}")
+            return
+        render_table(analysis)
+        try:
+            tracker = open_tracker(cfg, root, sweep_root=root)
+        except TrackingConfigError as e:
+            log.error(f"harness: error: {e}")
+            return
+        tracker.log_analysis(analysis, root)
+        for w in tracker.close():
+            log.warning(w)
+        log.info(f"results: {root}  (analysis.json, report.md, analysis.png, sequential.json, sequential.png)")

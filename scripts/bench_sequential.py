@@ -1,0 +1,249 @@
+"""Operating characteristics of the sequential design (harness.stats_sequential), by simulation.
+
+Prints, in one run: the false-positive rate under the null; the error rate of each margin claim
+at its boundary; power against the fixed-N design with the same maximum; the expected seeds to a
+decision as a ratio to the fixed-N design of the same power; the spending functions compared; the
+contrast of peeking a fixed-N t test at every look and of an anytime-valid confidence sequence;
+non-normal differences; several arms. Effects are in units of sigma, the sd of the paired
+differences. Every cell is a vectorised simulation of EXPERIMENTS experiments through the same
+``evaluate`` the harness uses. One core, well under a minute.
+
+    python scripts/bench_sequential.py
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy import stats as sps
+from scipy.optimize import minimize_scalar
+
+from harness.stats_sequential import (BETTER, EQUIVALENT, FUTILE, UNDECIDED, WORSE,
+                                      SequentialDesign, simulate)
+
+EXPERIMENTS = 20_000
+BOUNDARY_EXPERIMENTS = 50_000  # cells that check an error rate against alpha: SE 0.001
+MAX = 50
+ALPHA = 0.05
+EFFECTS = (0.0, 0.5, 1.0, 2.0)
+LOOK = dict(max_seeds=MAX, min_seeds=6, seeds_per_look=2, alpha=ALPHA)
+
+
+def se(p, n=EXPERIMENTS):
+    return math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+def fixed_n_power(d, alpha=ALPHA):
+    """Power of the two-sided paired t test (the 'better' side) at every n = 2..MAX, same data."""
+    n = np.arange(2, MAX + 1)
+    s1, s2 = np.cumsum(d, 1)[:, 1:], np.cumsum(d * d, 1)[:, 1:]
+    m = s1 / n
+    t = m * np.sqrt(n) / np.sqrt(np.maximum((s2 - n * m * m) / (n - 1), 1e-300))
+    return n, t, (t > sps.t.isf(alpha / 2, n - 1)).mean(0)
+
+
+def ratio_to_fixed(power, seeds, d):
+    """E[seeds] / the smallest fixed n whose power reaches the sequential power (capped at the
+    simulation's resolution, 1 - 1/EXPERIMENTS)."""
+    n, _, fp = fixed_n_power(d)
+    target = min(power, 1 - 1 / EXPERIMENTS)
+    ok = np.flatnonzero(fp >= target)
+    nfix = int(n[ok[0]]) if ok.size else None
+    return fp[-1], nfix, (seeds.mean() / nfix if nfix else float("nan"))
+
+
+def draws(rng, effect, kind="normal", experiments=EXPERIMENTS):
+    if kind == "normal":
+        z = rng.standard_normal((experiments, MAX))
+    elif kind == "t3":  # heavy tails, scaled to sd 1
+        z = rng.standard_t(3, (experiments, MAX)) / math.sqrt(3.0)
+    elif kind == "gamma4":  # skewness 1: centred gamma(4), scaled to sd 1
+        z = (rng.gamma(4.0, 1.0, (experiments, MAX)) - 4.0) / 2.0
+    else:  # skewness 2: centred exponential
+        z = rng.exponential(1.0, (experiments, MAX)) - 1.0
+    return z + effect
+
+
+def superiority(rng):
+    des = SequentialDesign(margin=None, equivalence=False, **LOOK)
+    print(f"\n1. Better/worse than 0 (no margin), alpha {ALPHA}, looks at {des.looks[0]}, "
+          f"{des.looks[1]}, ... {MAX} (Pocock-type spending), {EXPERIMENTS} experiments per row")
+    print(f"{'effect':>7} {'better':>7} {'worse':>7} {'futile':>7} {'undec':>7} {'E[seeds]':>9}"
+          f" {'fixed-50 power':>15} {'fixed n, same power':>20} {'ratio':>6} {'(vs n at power .99)':>20}")
+    for eff in EFFECTS:
+        d = draws(rng, eff, experiments=BOUNDARY_EXPERIMENTS if eff == 0 else EXPERIMENTS)
+        code, used = simulate(des, d)
+        b, w = (code == BETTER).mean(), (code == WORSE).mean()
+        line = (f"{eff:>6}σ {b:7.4f} {w:7.4f} {(code == FUTILE).mean():7.3f} "
+                f"{(code == UNDECIDED).mean():7.3f} {used.mean():9.1f}")
+        if eff == 0:
+            fpr = b + w
+            line += (f"   false-positive rate {fpr:.4f} ± {se(fpr, len(d)):.4f} (target <= {ALPHA}; "
+                     f"{len(d)} experiments)")
+        else:
+            fp50, nfix, r = ratio_to_fixed(b, used, d)
+            _, n99, r99 = ratio_to_fixed(min(b, 0.99), used, d)
+            line += f" {fp50:15.3f} {str(nfix):>20} {r:6.2f} {f'{r99:.2f} (n {n99})':>20}"
+        print(line)
+
+
+def margins(rng):
+    for m in (0.5, 1.0):
+        des = SequentialDesign(margin=m, **LOOK)
+        print(f"\n2. Margin claims, margin {m}σ declared before the data (each claim one-sided at "
+              f"alpha {ALPHA}; interval level {1 - 2 * des.one_sided_alpha:.2f}; "
+              f"{BOUNDARY_EXPERIMENTS} experiments at +-margin)")
+        print(f"{'true effect':>12} {'better':>7} {'worse':>7} {'equiv':>7} {'futile':>7} "
+              f"{'undec':>7} {'E[seeds]':>9}   wrong claims at this truth")
+        for eff in (m, -m, 0.0, 2 * m):
+            nexp = BOUNDARY_EXPERIMENTS if abs(eff) == m else EXPERIMENTS
+            code, used = simulate(des, draws(rng, eff, experiments=nexp))
+            r = {k: (code == v).mean() for k, v in
+                 dict(b=BETTER, w=WORSE, e=EQUIVALENT, f=FUTILE, u=UNDECIDED).items()}
+            wrong = {m: "better, equivalent", -m: "worse, equivalent", 0.0: "better, worse",
+                     2 * m: "worse, equivalent"}[eff]
+            errs = {"better": r["b"], "worse": r["w"], "equivalent": r["e"]}
+            shown = ", ".join(f"{k} {errs[k]:.4f} ± {se(errs[k], nexp):.4f}" for k in wrong.split(", "))
+            print(f"{eff:>11}σ {r['b']:7.4f} {r['w']:7.4f} {r['e']:7.4f} {r['f']:7.3f} "
+                  f"{r['u']:7.3f} {used.mean():9.1f}   {shown}")
+
+
+def spendings(rng):
+    print("\n3. Spending functions (no margin; the same draws for every design): FPR, power, "
+          "E[seeds]/fixed n of the same power")
+    ds = {eff: draws(rng, eff) for eff in EFFECTS}
+    for label, kw in (("Pocock-type (chosen)", dict(spending="pocock")),
+                      ("Hwang-Shih-DeCani γ=-2", dict(spending="hsd", gamma=-2.0)),
+                      ("O'Brien-Fleming-type", dict(spending="obrien-fleming")),
+                      ("Pocock-type, a look every 5 seeds", dict(spending="pocock", seeds_per_look=5))):
+        des = SequentialDesign(margin=None, equivalence=False, **{**LOOK, **kw})
+        cells = []
+        for eff in EFFECTS:
+            code, used = simulate(des, ds[eff])
+            if eff == 0:
+                cells.append(f"FPR {np.isin(code, [BETTER, WORSE]).mean():.4f}")
+            else:
+                p = (code == BETTER).mean()
+                cells.append(f"{eff}σ: power {p:.3f} ratio {ratio_to_fixed(p, used, ds[eff])[2]:.2f}")
+        print(f"  {label:<34} " + " | ".join(cells))
+
+
+def contrasts(rng):
+    des = SequentialDesign(margin=None, equivalence=False, **LOOK)
+    d = draws(rng, 0.0)
+    n, t, _ = fixed_n_power(d)
+    crit = sps.t.isf(ALPHA / 2, n - 1)
+    rej = np.abs(t) > crit
+    looks = np.isin(n, des.looks)
+    print(f"\n4. Contrast under the null (effect 0), {EXPERIMENTS} experiments")
+    print(f"  fixed-N t test (alpha {ALPHA}) peeked at each of the {looks.sum()} looks: "
+          f"false-positive rate {rej[:, looks].any(1).mean():.4f}")
+    every = n >= 3
+    print(f"  fixed-N t test peeked after every seed from 3 to {MAX}: "
+          f"false-positive rate {rej[:, every].any(1).mean():.4f}")
+    print(f"  fixed-N t test once at n = {MAX}: false-positive rate {rej[:, -1].mean():.4f}")
+    # anytime-valid: Robbins' two-sided normal-mixture boundary with a plug-in sd (the asymptotic
+    # CS of Waudby-Smith et al. 2024, as in ville.AsymptoticCS), tuned to be narrowest at n = 25
+    def width(rho, v=25.0):
+        return math.sqrt((v + rho) * math.log((v + rho) / (rho * ALPHA**2)))
+    rho = minimize_scalar(lambda r: width(math.exp(r)), bounds=(-10, 10), method="bounded").x
+    rho = math.exp(rho)
+    radius_sd = np.sqrt((n + rho) * np.log((n + rho) / (rho * ALPHA**2))) / n  # times sd
+    s1, s2 = np.cumsum(d, 1)[:, 1:], np.cumsum(d * d, 1)[:, 1:]
+    m = s1 / n
+    sd = np.sqrt(np.maximum((s2 - n * m * m) / (n - 1), 0))
+    use = n >= LOOK["min_seeds"]
+    cs_null = (np.abs(m) > radius_sd * sd)[:, use].any(1).mean()
+    out = [f"false-positive rate {cs_null:.4f}"]
+    for eff in (1.0, 2.0):
+        de = draws(rng, eff)
+        s1, s2 = np.cumsum(de, 1)[:, 1:], np.cumsum(de * de, 1)[:, 1:]
+        m = s1 / n
+        sd = np.sqrt(np.maximum((s2 - n * m * m) / (n - 1), 0))
+        hit = ((m - radius_sd * sd) > 0) & use
+        stop = np.where(hit.any(1), n[np.argmax(hit, 1)], MAX)
+        code, used = simulate(des, de)
+        out.append(f"{eff}σ: E[seeds] {stop.mean():.1f} (this design {used.mean():.1f})")
+    print(f"  anytime-valid CS (normal mixture, plug-in sd, from n = {LOOK['min_seeds']}, every seed): "
+          + "; ".join(out))
+    # anytime-valid and exact: the t test's Bayes factor with a N(0, g) prior on the effect size
+    # and the right-Haar prior on sigma is an e-process under the null whatever sigma (Lai 1976;
+    # Perez-Ortiz et al. 2024); reject when it reaches 1/alpha (Ville's inequality), every seed
+    g = 1.0
+    out = []
+    for eff in (0.0, 0.5, 1.0, 2.0):
+        de = draws(rng, eff)
+        s1, s2 = np.cumsum(de, 1)[:, 1:], np.cumsum(de * de, 1)[:, 1:]
+        m = s1 / n
+        t2 = m * m * n / np.maximum((s2 - n * m * m) / (n - 1), 1e-300)
+        nu = n - 1
+        log_bf = (-0.5 * np.log1p(n * g) + (nu + 1) / 2 * (np.log1p(t2 / nu) - np.log1p(t2 / (nu * (1 + n * g)))))
+        hit = (log_bf >= math.log(1 / ALPHA)) & use
+        stop = np.where(hit.any(1), n[np.argmax(hit, 1)], MAX)
+        if eff == 0:
+            out.append(f"false-positive rate {hit.any(1).mean():.4f}")
+        else:
+            code, used = simulate(des, de)
+            pw = (hit.any(1) & (m[np.arange(len(m)), np.argmax(hit, 1)] > 0)).mean()
+            out.append(f"{eff}σ: power {pw:.3f} (this design {(code == BETTER).mean():.3f}), "
+                       f"E[seeds] {stop.mean():.1f} (this design {used.mean():.1f})")
+    print(f"  anytime-valid t e-process (Bayes factor, effect-size prior N(0, {g:g}), every seed): "
+          + "; ".join(out))
+
+
+def robustness(rng):
+    print("\n5. Non-normal differences under the null (the boundaries assume normal differences): "
+          "false-positive rate (better + worse)")
+    designs = (("Pocock-type (chosen)", {}), ("O'Brien-Fleming-type", dict(spending="obrien-fleming")))
+    for kind, label in (("t3", "heavy tails (t, 3 df)"), ("gamma4", "skewness 1 (centred gamma 4)"),
+                        ("exp", "skewness 2 (centred exponential)")):
+        d = draws(rng, 0.0, kind, BOUNDARY_EXPERIMENTS)
+        cells = []
+        for name, kw in designs:
+            des = SequentialDesign(margin=None, equivalence=False, **{**LOOK, **kw})
+            fpr = np.isin(simulate(des, d)[0], [BETTER, WORSE]).mean()
+            cells.append(f"{name} {fpr:.4f} ± {se(fpr, len(d)):.4f}")
+        _, t, _ = fixed_n_power(d)
+        once = (np.abs(t[:, -1]) > sps.t.isf(ALPHA / 2, MAX - 1)).mean()
+        print(f"  {label:<34} " + " | ".join(cells) + f" | fixed-N t at {MAX} {once:.4f}")
+
+
+def arms(rng):
+    k = 3
+    des = SequentialDesign(margin=None, equivalence=False, arms=k, **{**LOOK, "min_seeds": 7})
+    print(f"\n6. {k} arms against one baseline (shared baseline: differences correlated 0.5), "
+          f"alpha split by Bonferroni ({des.one_sided_alpha:.4f} per side and arm), min_seeds "
+          f"{des.min_seeds}")
+    for effects in ((0.0, 0.0, 0.0), (-1.0, 0.0, 0.0), (-2.0, 0.5, 0.0)):
+        base = rng.standard_normal((EXPERIMENTS, MAX))
+        codes, used = [], []
+        for eff in effects:
+            d = (rng.standard_normal((EXPERIMENTS, MAX)) - base) / math.sqrt(2) + eff
+            c, u = simulate(des, d)
+            codes.append(c)
+            used.append(u)
+        codes, used = np.array(codes), np.array(used)
+        eff = np.array(effects)[:, None]
+        wrong = ((codes == BETTER) & (eff <= 0)) | ((codes == WORSE) & (eff >= 0))
+        fw = wrong.any(0).mean()
+        per = ", ".join(f"arm {e:+g}σ: {(c == WORSE).mean():.3f} worse, {(c == BETTER).mean():.3f} "
+                        f"better, E[seeds] {u.mean():.1f}" for e, c, u in zip(effects, codes, used))
+        print(f"  effects {effects}: family-wise wrong claims {fw:.4f} ± {se(fw):.4f}; {per}")
+
+
+def main():
+    t0 = time.time()
+    rng = np.random.default_rng(2026)
+    superiority(rng)
+    margins(rng)
+    spendings(rng)
+    contrasts(rng)
+    robustness(rng)
+    arms(rng)
+    print(f"\n({time.time() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Sequential decisions (harness.stats_sequential): design checks, error rates by small
+simulations (tolerances from their standard errors), replay, direction, several arms."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from harness.stats_sequential import (BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign,
+                                      evaluate, next_seeds, replay, replay_arms, sequential_look,
+                                      simulate)
+from harness.stats_sequential_bounds import _normal_bounds, _spend
+
+ALPHA = 0.05
+SIMS = 4000  # experiments per simulated cell: SE of a rate near 0.05 is 0.0034
+
+
+def tol(p, n=SIMS):
+    return p + 3 * math.sqrt(p * (1 - p) / n)
+
+
+# designs shared by the tests (boundaries are cached per look schedule and spending)
+SUP = dict(max_seeds=30, min_seeds=6, seeds_per_look=3, alpha=ALPHA, margin=None, equivalence=False)
+MAR = dict(max_seeds=30, min_seeds=6, seeds_per_look=3, alpha=ALPHA, margin=0.5)
+
+
+# -- the design refuses bad values, before any data, with a sentence that says what to do ------
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(max_seeds=5, min_seeds=8, margin=1.0), "max_seeds (5) is below min_seeds (8)"),
+    (dict(seeds_per_look=0, margin=1.0), "seeds_per_look must be >= 1"),
+    (dict(margin=None), "margin=..., or set equivalence=False"),
+    (dict(margin=0.0), "Equivalence is only claimed within a margin declared before the data"),
+    (dict(alpha=0.0, margin=1.0), "alpha is the error rate"),
+    (dict(alpha=1.5, margin=1.0), "must lie in (0, 0.5)"),
+    (dict(direction="up", margin=1.0), "declared, never guessed"),
+    (dict(min_seeds=3, margin=1.0), "a claim needs at least 5 seeds"),
+    (dict(min_seeds=5, margin=None, equivalence=False), "a claim needs at least 6 seeds"),
+    (dict(margin=-1.0), "margin must be a finite number >= 0"),
+    (dict(margin=1.0, spending="linear"), "spending must be one of"),
+    (dict(margin=1.0, max_seeds=10.5), "max_seeds must be a whole number"),
+])
+def test_bad_design_fails_with_a_clear_message(kwargs, words):
+    with pytest.raises(ValueError) as e:
+        SequentialDesign(**kwargs)
+    assert words in str(e.value)
+    assert str(e.value).startswith("SequentialDesign: ")
+
+
+def test_looks_schedule_and_next_seeds():
+    d = SequentialDesign(max_seeds=20, min_seeds=6, seeds_per_look=4, margin=1.0)
+    assert d.looks == (6, 10, 14, 18, 20)  # the last look is always at max_seeds
+    assert [next_seeds(d, n) for n in (0, 6, 7, 18, 20)] == [6, 4, 3, 2, 0]
+    stored = json.loads(json.dumps(d.to_dict()))  # stored with the run, compared on resume
+    assert SequentialDesign.from_dict(stored) == d
+    assert SequentialDesign.from_dict({**stored, "alpha": 0.1}) != d
+
+
+def test_normal_boundaries_match_published_obrien_fleming_values():
+    # Lan-DeMets O'Brien-Fleming-type, 5 equally spaced looks, one-sided 0.025: the values of
+    # Jennison & Turnbull (2000) / gsDesign: 4.877, 3.357, 2.680, 2.290, 2.031
+    t = np.arange(1, 6) / 5
+    inc = np.diff(np.r_[0.0, _spend("obrien-fleming", 0.0, 0.025, t)])
+    z = _normal_bounds(tuple(map(float, range(1, 6))), tuple(inc.tolist()))
+    assert np.allclose(z, [4.877, 3.357, 2.680, 2.290, 2.031], atol=0.0015)
+
+
+# -- error rates, by simulation ---------------------------------------------------------------
+
+def test_false_positive_rate_under_the_null_at_most_alpha():
+    d = SequentialDesign(**SUP)
+    code, used = simulate(d, np.random.default_rng(1).standard_normal((SIMS, 30)))
+    fpr = np.isin(code, [BETTER, WORSE]).mean()
+    assert fpr <= tol(ALPHA)
+    # under the null most runs end as futile or undecided, and futility saves seeds
+    assert (code == DECISIONS.index("futile")).mean() > 0.5 and used.mean() < 30
+    assert (code == DECISIONS.index("undecided")).any()
+    # the same data, a fixed-N t test peeked at every look: the inflation this module prevents
+    from scipy import stats as sps
+    x = np.random.default_rng(1).standard_normal((SIMS, 30))
+    n = np.array(d.looks)
+    m = np.cumsum(x, 1)[:, n - 1] / n
+    sd = np.sqrt((np.cumsum(x * x, 1)[:, n - 1] - n * m * m) / (n - 1))
+    peeked = (np.abs(m / sd * np.sqrt(n)) > sps.t.isf(ALPHA / 2, n - 1)).any(1).mean()
+    assert peeked > tol(ALPHA)
+
+
+def test_intervals_cover_the_truth_at_every_look_at_once():
+    # the repeated confidence intervals, read at ALL looks (no stopping): simultaneous coverage
+    d = SequentialDesign(**MAR)
+    x = np.random.default_rng(2).standard_normal((SIMS, 30)) * 2.0 + 0.7  # any mean, any sd
+    miss = np.zeros(SIMS, dtype=bool)
+    for n in d.looks:
+        lo, hi, _, _ = evaluate(d, n, x[:, :n].mean(1), x[:, :n].std(1, ddof=1))
+        miss |= (lo > 0.7) | (hi < 0.7)
+    assert miss.mean() <= tol(2 * d.one_sided_alpha)
+
+
+@pytest.mark.parametrize("truth, claims", [(0.5, ("better", "equivalent")),
+                                           (-0.5, ("worse", "equivalent"))])
+def test_margin_claims_at_the_boundary_at_most_alpha(truth, claims):
+    d = SequentialDesign(**MAR)
+    code, _ = simulate(d, np.random.default_rng(3).standard_normal((SIMS, 30)) + truth)
+    for claim in claims:
+        assert (code == DECISIONS.index(claim)).mean() <= tol(ALPHA), claim
+
+
+def test_large_effect_is_settled_early():
+    d = SequentialDesign(**SUP)
+    code, used = simulate(d, np.random.default_rng(4).standard_normal((SIMS, 30)) + 2.0)
+    assert (code == BETTER).mean() >= 0.99
+    assert used.mean() < 10  # a fixed-N t test needs 10 seeds for power 0.9999 at 2 sigma
+
+
+# -- replay: the same seeds give the same decisions, however the run was cut --------------------
+
+def test_replay_is_a_prefix_and_ignores_seeds_after_the_decision():
+    d = SequentialDesign(**MAR)
+    x = np.random.default_rng(5).standard_normal(30) + 1.5
+    full = replay(d, x)
+    assert full[-1].decision == "better" and full[-1].n < 30
+    for cut in range(len(x) + 1):  # killed after any seed, resumed later
+        part = replay(d, x[:cut])
+        assert part == full[: len(part)]
+    assert replay(d, np.r_[x, np.ones(5)]) == full  # a batch too many changes nothing
+    assert sequential_look(d, x) == full[-1]
+    assert sequential_look(d, x[:5]) is None  # before the first look
+    json.dumps([look.to_dict() for look in full])
+
+
+def test_replay_agrees_with_the_vectorised_simulation():
+    d = SequentialDesign(**MAR)
+    x = np.random.default_rng(6).standard_normal((60, 30)) * 1.3 + np.linspace(-1.5, 1.5, 60)[:, None]
+    code, used = simulate(d, x)
+    for row, c, u in zip(x, code, used):
+        last = replay(d, row)[-1]
+        assert (last.decision, last.n) == (DECISIONS[c], u)
+    assert len(set(code.tolist())) >= 3  # the rows reach several different decisions
+
+
+def test_direction_min_mirrors_max():
+    x = np.random.default_rng(7).standard_normal(30) - 1.2  # lower is better: an improvement
+    up = replay(SequentialDesign(**MAR), -x)
+    down = replay(SequentialDesign(**MAR, direction="min"), x)
+    assert [a.decision for a in up] == [b.decision for b in down] and down[-1].decision == "better"
+    assert np.allclose([b.interval for b in down], [(-a.interval[1], -a.interval[0]) for a in up])
+
+
+def test_constant_differences_need_the_sign_flip_floor():
+    d = SequentialDesign(**SUP)  # min_seeds 6: 2**-6 < 0.025, the exact test could claim
+    look = sequential_look(d, np.full(6, 0.25))
+    assert look.decision == "better" and look.interval == (0.25, 0.25)
+    with pytest.raises(ValueError, match="finite"):
+        replay(d, [0.1, np.nan, 0.2, 0.3, 0.1, 0.2])
+
+
+def test_equivalence_is_claimed_for_a_null_effect():
+    d = SequentialDesign(**{**MAR, "margin": 1.0})
+    code, _ = simulate(d, np.random.default_rng(8).standard_normal((500, 30)))
+    assert (code == EQUIVALENT).mean() > 0.9
+
+
+# -- several arms ------------------------------------------------------------------------------
+
+def test_arms_split_alpha_and_a_worse_arm_stops_getting_seeds():
+    with pytest.raises(ValueError, match="a claim needs at least 7 seeds"):
+        SequentialDesign(**{**SUP, "arms": 3})  # alpha / 6 per side and arm: 2**-6 is not enough
+    d = SequentialDesign(**{**SUP, "arms": 3, "min_seeds": 7})
+    assert d.one_sided_alpha == pytest.approx(ALPHA / 6)
+    rng = np.random.default_rng(9)
+    diffs = {"bad": rng.standard_normal(12) - 3.0, "b": rng.standard_normal(12), "c": rng.standard_normal(12)}
+    state = replay_arms(d, diffs)
+    assert state.decisions()["bad"] == "worse" and "bad" not in state.active
+    stopped_at = state.history["bad"][-1].n
+    assert stopped_at < 12 and set(state.active) == {"b", "c"}
+    assert state.next_n == next(n for n in d.looks if n > state.history["b"][-1].n)
+    # the dropped arm has no more seeds; the others go on: the same decisions for it
+    more = {"bad": diffs["bad"][:stopped_at], **{a: np.r_[diffs[a], rng.standard_normal(6)] for a in "bc"}}
+    assert replay_arms(d, more).history["bad"] == state.history["bad"]
+    json.dumps(state.to_dict())
+    with pytest.raises(ValueError, match="arms=3"):
+        replay_arms(d, {"b": diffs["b"]})
+
+
+def test_family_wise_error_across_arms_under_the_null():
+    d = SequentialDesign(**{**SUP, "arms": 3, "min_seeds": 7})
+    rng = np.random.default_rng(10)
+    base = rng.standard_normal((SIMS, 30))
+    wrong = np.zeros(SIMS, dtype=bool)
+    for _ in range(3):  # differences against a shared baseline: correlated 0.5
+        code, _ = simulate(d, (rng.standard_normal((SIMS, 30)) - base) / math.sqrt(2))
+        wrong |= np.isin(code, [BETTER, WORSE])
+    assert wrong.mean() <= tol(ALPHA)
