@@ -4,7 +4,7 @@
 
 The loop: validate the design (ab.sequential) and every setting before anything is written; then,
 over and over, read the result files, replay the looks (harness.sequential_plan, with the
-statistics of harness.stats_sequential), and run the next batch -- the next seeds for the baseline
+statistics of harness.stats.sequential), and run the next batch -- the next seeds for the baseline
 and every arm still running -- with ``harness.experiment.run_experiment`` narrowed to each seed
 (``seed=S``, and ``arm=A`` once an arm has stopped), the units a sweep's jobs run. It stops
 when every arm is settled (or past the failure budget), writes ``sequential.json`` (every look of

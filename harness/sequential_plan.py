@@ -1,7 +1,7 @@
 """Sequential mode, the bookkeeping: the design from ``ab.sequential``, which seeds count, what next.
 
 Hydra-free and torch-free, shared by the in-process loop (harness/sequential.py) and the Hydra
-sweeper (hydra_plugins/harness_sweeper). The statistics are harness.stats_sequential's; here we
+sweeper (hydra_plugins/harness_sweeper). The statistics are harness.stats.sequential's; here we
 only decide which result files give which paired differences, in which order:
 
 - seeds are used in order: ``ab.seeds`` as given, then the smallest non-negative integers not in
@@ -86,7 +86,7 @@ def settings_problems(cfg) -> list[str]:
 
 def design_of(cfg):
     """The SequentialDesign that ``ab.sequential`` declares. ValueError: one paragraph per problem."""
-    from .stats_sequential import SequentialDesign
+    from .stats.sequential import SequentialDesign
 
     problems = settings_problems(cfg)
     directions = {str(k): _v(v) for k, v in cfg.stats.metrics.items()}
@@ -182,7 +182,7 @@ def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_
     ``results``: result dicts (any order; one per (seed, arm)). ``seeds``: ab.seeds as given.
     ``arms``: the arms compared with ``baseline``, in order.
     """
-    from .stats_sequential import replay
+    from .stats.sequential import replay
 
     by = {(r.get("seed"), str(r.get("arm"))): r for r in results}
     looks = set(design.looks)
@@ -295,7 +295,7 @@ def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: in
 
 def stored_design_problem(stored: dict, design, metric: str, baseline: str, where) -> Optional[str]:
     """Why a folder's stored sequential run cannot be continued with this design (None: it can)."""
-    from .stats_sequential import SequentialDesign
+    from .stats.sequential import SequentialDesign
 
     try:
         old = SequentialDesign.from_dict(stored.get("design") or {})

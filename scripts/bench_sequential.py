@@ -1,4 +1,4 @@
-"""Operating characteristics of the sequential design (harness.stats_sequential), by simulation.
+"""Operating characteristics of the sequential design (harness.stats.sequential), by simulation.
 
 Prints, in one run: the false-positive rate under the null; the error rate of each margin claim
 at its boundary; power against the fixed-N design with the same maximum; the expected seeds to a
@@ -20,7 +20,7 @@ import numpy as np
 from scipy import stats as sps
 from scipy.optimize import minimize_scalar
 
-from harness.stats_sequential import (BETTER, EQUIVALENT, FUTILE, UNDECIDED, WORSE,
+from harness.stats.sequential import (BETTER, EQUIVALENT, FUTILE, UNDECIDED, WORSE,
                                       SequentialDesign, simulate)
 
 EXPERIMENTS = 20_000

@@ -1,4 +1,4 @@
-"""Sequential decisions (harness.stats_sequential): design checks, error rates by small
+"""Sequential decisions (harness.stats.sequential): design checks, error rates by small
 simulations (tolerances from their standard errors), replay, direction, several arms."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from harness.stats_sequential import (BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign,
+from harness.stats.sequential import (BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign,
                                       evaluate, next_seeds, replay, replay_arms, sequential_look,
                                       simulate)
-from harness.stats_sequential_bounds import _normal_bounds, _spend
+from harness.stats.sequential_bounds import _normal_bounds, _spend
 
 ALPHA = 0.05
 SIMS = 4000  # experiments per simulated cell: SE of a rate near 0.05 is 0.0034

@@ -38,7 +38,7 @@ from typing import Mapping
 import numpy as np
 from scipy import stats as sps
 
-from harness.stats_sequential_bounds import SPENDINGS, _normal_bounds, _spend, _t_bounds
+from harness.stats.sequential_bounds import SPENDINGS, _normal_bounds, _spend, _t_bounds
 
 DECISIONS = ("continue", "better", "worse", "equivalent", "futile", "undecided")
 CONTINUE, BETTER, WORSE, EQUIVALENT, FUTILE, UNDECIDED = range(6)
