@@ -19,7 +19,7 @@ from .conftest import FAST, REPO, run_cli
 
 def test_ctrl_c_says_what_is_safe_and_how_to_resume_and_resume_works(tmp_path):
     out = tmp_path / "out"
-    args = [*FAST, "train.max_steps=300", "repro.certificate=false", f"hydra.run.dir={out}"]
+    args = [*FAST, "train.max_steps=150", "data.train_limit=256", "repro.certificate=false", f"hydra.run.dir={out}"]
     env = {k: v for k, v in __import__("os").environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, env=env, text=True,
