@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .results import NOT_IN_IDENTITY, config_digest
+from .results import NOT_IN_IDENTITY, config_digest, flatten
 
 try:  # a fast, canonical serialisation for keys and digests (10,000 results in a few ms)
     import orjson as _orjson
@@ -192,7 +192,7 @@ def config_differences(groups) -> dict:
         config = {k: v for k, v in (r.get("config") or {}).items() if k not in ("seed", "arm", "ab", "experiment_name",
                                                                                "resume", "progress", "logger", "stats")}
         factor = factor_of(r)
-        flat = {k: v for k, v in _flatten(config).items() if not (factor and _under(k, factor))}
+        flat = {k: v for k, v in flatten(config).items() if not (factor and _under(k, factor))}
         flats.append(flat)
     keys = sorted({k for f in flats for k in f})
     missing = object()
@@ -202,15 +202,6 @@ def config_differences(groups) -> dict:
         if any(_canonical(v) != _canonical(values[0]) for v in values if v is not missing) or missing in values:
             out[k] = [None if v is missing else v for v in values]
     return out
-
-
-def _flatten(obj, prefix="") -> dict:
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out or {prefix[:-1]: {}}
-    return {prefix[:-1]: obj}
 
 
 def _seeds(rs) -> str:

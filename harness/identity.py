@@ -23,20 +23,11 @@ from omegaconf import DictConfig, OmegaConf
 import harness
 
 from .results import NOT_IN_IDENTITY as NOT_IN_HASH  # never change a run's numbers  # noqa: F401
-from .results import config_digest
+from .results import config_digest, flatten  # noqa: F401 - flatten is used by experiment.py
 
 
 def plain(cfg) -> dict:
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-
-
-def flatten(obj, prefix="") -> dict:
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-        return out or {prefix[:-1]: {}}
-    return {prefix[:-1]: obj}
 
 
 def under(key: str, path: str) -> bool:

@@ -200,15 +200,16 @@ def config_digest(config: dict, exclude_factor: str | None = None) -> str:
     if isinstance(d.get("repro"), dict):
         d["repro"] = {k: v for k, v in d["repro"].items() if k not in REPRO_NOT_IN_IDENTITY}
     if exclude_factor:
-        d = {k: v for k, v in _flatten(d).items() if not (k == exclude_factor or k.startswith(exclude_factor + "."))}
+        d = {k: v for k, v in flatten(d).items() if not (k == exclude_factor or k.startswith(exclude_factor + "."))}
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _flatten(obj, prefix="") -> dict:
+def flatten(obj, prefix="") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}: config paths as keys (an empty mapping stays a key)."""
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         return out or {prefix[:-1]: {}}
     return {prefix[:-1]: obj}
 
