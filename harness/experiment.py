@@ -4,7 +4,8 @@ An experiment is the base config plus ``ab``: the ONE config path (``ab.factor``
 each arm's value there, and the seeds. This module builds every arm's config and proves that the arms
 differ only under the factor; runs each (seed, arm) unless a matching result is already on disk;
 writes ``runs/seed=S/arm=A/result.json`` atomically; and checks that arms of one seed share their
-initial weights and data order. Statistics live in stats.py/analysis.py, not here.
+initial weights and data order. Resume decisions live in resume.py; statistics in harness/stats/ and
+analysis.py, not here.
 """
 
 from __future__ import annotations
