@@ -70,7 +70,6 @@ class AnalyzeSweep(Callback):
         from .app import stats_kwargs
         from .grid import analyze_grid_dir, render_grid
         from .report import render_table
-        from .tracking import TrackingConfigError, open_tracker
 
         if "harness_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
             return  # the sequential sweeper analysed the sweep itself, with its looks
@@ -85,16 +84,27 @@ class AnalyzeSweep(Callback):
             render_grid(analysis)
         elif analysis is not None:
             render_table(analysis)
-        try:
-            tracker = open_tracker(config, root, sweep_root=root)
-        except TrackingConfigError as e:
-            log.error(f"harness: error: {e}")
+        if not track_sweep_analysis(config, root, None if grid else analysis):
             return
-        if analysis is not None and not grid:
-            tracker.log_analysis(analysis, root)
-        for w in tracker.close():  # also the sweep's one `wandb sync` hint for its jobs' runs
-            log.warning(w)
         if grid:
             log.info(f"sweep analysis: {root / 'grid.json'} (and analysis.json in each grid point's folder)")
         elif analysis is not None:
             log.info(f"sweep analysis: {root / 'analysis.json'}")
+
+
+def track_sweep_analysis(config: DictConfig, root: Path, analysis) -> bool:
+    """Log a sweep's analysis (None: nothing to log) to wandb and close the tracker, which also
+    prints the sweep's one `wandb sync` hint for its jobs' runs. False when the wandb settings are
+    bad (said in the log). Shared by this callback and the sequential sweeper."""
+    from .tracking import TrackingConfigError, open_tracker
+
+    try:
+        tracker = open_tracker(config, root, sweep_root=root)
+    except TrackingConfigError as e:
+        log.error(f"harness: error: {e}")
+        return False
+    if analysis is not None:
+        tracker.log_analysis(analysis, root)
+    for w in tracker.close():
+        log.warning(w)
+    return True

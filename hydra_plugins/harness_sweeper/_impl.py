@@ -169,7 +169,7 @@ class SequentialSweeperImpl:
         from harness.app import stats_kwargs
         from harness.report import render_table
         from harness.sequential import write_figure
-        from harness.tracking import TrackingConfigError, open_tracker
+        from harness.callbacks import track_sweep_analysis
 
         write_figure(block, root / sp.FIGURE_NAME)
         try:
@@ -178,12 +178,6 @@ class SequentialSweeperImpl:
             log.error(f"sweep analysis of {root} failed: {e}")
             return
         render_table(analysis)
-        try:
-            tracker = open_tracker(cfg, root, sweep_root=root)
-        except TrackingConfigError as e:
-            log.error(f"harness: error: {e}")
+        if not track_sweep_analysis(cfg, root, analysis):
             return
-        tracker.log_analysis(analysis, root)
-        for w in tracker.close():
-            log.warning(w)
         log.info(f"results: {root}  (analysis.json, report.md, analysis.png, sequential.json, sequential.png)")
