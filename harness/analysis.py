@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from harness import comparability, evidence, stats
+from harness import declaration as declaration_io
+from harness.declaration import Declaration, DeclarationError
 from harness import results as results_io
 from harness.selection import PAIRED_FINGERPRINTS  # noqa: F401 - public here too
 from harness.selection import (
@@ -44,31 +46,32 @@ ANALYSIS_NAME = "analysis.json"
 REPORT_NAME = "report.md"
 FIGURE_NAME = "analysis.png"
 CERTIFICATE_NAME = "certificate.json"
-def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: Mapping | None = None,
-            margin="auto", baseline: str | None = None, alpha: float = 0.05, bootstrap_resamples: int = 9999,
-            bootstrap_seed: int = 0, unreadable=(), extra: dict | None = None,
-            allow_mixed_identity: bool = False) -> dict:
+def analyze(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
+            extra: dict | None = None, allow_mixed_identity: bool = False, **choices) -> dict:
     """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared.
 
-    ``metric`` is the primary metric: it decides the verdict. ``directions`` maps metric names to
-    "max" (higher is better) or "min"; the results' recorded ``config.stats.metrics`` declare them,
-    and ``directions`` adds to or overrides those. Nothing is guessed from a metric's name: the
-    primary metric must have a declared direction. Every other metric with a declared direction
-    that the results hold is reported beside the verdict. Results of more than one identity
-    (comparability.py) are refused unless ``allow_mixed_identity``.
+    ``declaration`` says what to analyse (harness/declaration.py): the primary metric, which decides
+    the verdict, every declared metric with its direction and unit, the margin, alpha, the baseline.
+    Without it, the declaration the results' recorded configs make is used. ``choices`` (metric,
+    margin, alpha, baseline, direction, directions, bootstrap_resamples, bootstrap_seed) make an
+    ALTERNATIVE analysis: analysis.json then lists each departure from the declaration. Nothing is
+    guessed from a metric's name. Results of more than one identity (comparability.py) are refused
+    unless ``allow_mixed_identity``.
     """
-    _check_options(metric, alpha, bootstrap_resamples)
     results = list(results)
     if not results:
         raise AnalysisError("There are no results to analyse: the list of result dicts is empty.")
     experiment, factor = _one_experiment(results)
+    decl = declared(results, declaration, choices)
+    metric, alpha, bootstrap_resamples = decl.metric, decl.alpha, decl.bootstrap_resamples
+    _check_options(metric, alpha, bootstrap_resamples)
     arms = _arm_order(results)
     if len(arms) < 2:
         raise AnalysisError(
             f"Only one arm ({arms[0]!r}) has results; an A/B comparison needs at least two arms of "
             f"the same experiment. Point the analysis at the folder that holds all arms."
         )
-    baseline = arms[0] if baseline is None else baseline
+    baseline = decl.baseline or arms[0]
     if baseline not in arms:
         raise AnalysisError(f"The baseline arm {baseline!r} has no results; the arms are: {_names(arms)}.")
     others = [a for a in arms if a != baseline]
@@ -81,12 +84,12 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: M
     ident["inputs_digest"] = comparability.inputs_digest(results)
     _check_one_configuration_per_arm(results, arms)
     _check_metric_exists(results, metric)
-    try:
-        directions = evidence.directions(results, directions, metric)
-    except evidence.DirectionError as e:
-        raise AnalysisError(str(e)) from None
+    if metric not in decl.metrics:
+        raise AnalysisError(decl._undeclared(metric))
+    spec = decl.primary
+    directions = decl.directions
 
-    usable, excluded = _usable_runs(results, metric)
+    usable, excluded = _usable_runs(results, spec)
     verified = _check_pairing(usable)
     usable, unpaired = _drop_unpaired(usable, baseline, others)
     excluded = _sorted_entries(excluded + unpaired, arms)
@@ -116,32 +119,35 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: M
             + " Run more seeds, or fix the failed runs and re-run them."
         )
 
-    unit = " pts" if "accuracy" in metric else ""
-    higher_is_better = directions[metric] == "max"
+    unit = spec.suffix
+    higher_is_better = spec.higher_is_better
     values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
-    n_test = _common_n_test(usable) if "accuracy" in metric else None
+    n_test = _common_n_test(usable) if spec.examples else None
     try:
-        chosen = stats.resolve_margin(margin, [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
-                                      resolution=100.0 / n_test if n_test else None)
+        chosen = stats.resolve_margin(0.0 if decl.margin is None else decl.margin,
+                                      [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
+                                      resolution=spec.example_scale / n_test if n_test else None)
     except ValueError as e:
         raise AnalysisError(f"Bad margin: {e}") from None
-    examples, examples_note = evidence.examples(compared, by_arm, baseline, metric, unit)
+    examples, examples_note = evidence.examples(compared, by_arm, baseline, spec)
     comparisons = stats.compare_to_baseline(
         {arm: (np.array([by_arm[baseline][s]["value"] for s in seeds]),
                np.array([by_arm[arm][s]["value"] for s in seeds]))
          for arm, seeds in compared.items()},
         margin=chosen, baseline=baseline, alpha=alpha, n_resamples=bootstrap_resamples,
-        seed=bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
+        seed=decl.bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
         examples=examples,
     )
     others_reported = evidence.other_metrics(usable, compared, baseline, metric, directions, alpha)
 
     out = {
         "schema": SCHEMA,
+        "declaration": decl.to_dict(),
+        "departures": list(decl.departures),  # empty: the declared analysis; else an alternative
         "experiment": experiment,
         "factor": factor,
         "metric": metric,
-        "unit": unit.strip(),
+        "unit": spec.unit,
         "direction": directions[metric],
         "higher_is_better": higher_is_better,
         "directions": {name: directions[name] for name in [metric, *others_reported["metrics"]]},
@@ -179,24 +185,76 @@ def analyze(results: list[dict], *, metric: str = "test_accuracy", directions: M
     return _plain(out)
 
 
-def analyze_dir(root, *, write: bool = True, directions: Mapping | None = None, **kw) -> dict:
-    """Analyse every result.json under ``root``; write analysis.json, report.md, analysis.png there.
+CHOICES = ("metric", "margin", "alpha", "baseline", "direction", "directions", "bootstrap_resamples",
+           "bootstrap_seed")
 
-    ``directions`` and the other keywords are analyze()'s.
+
+def declared(results, declaration: Declaration | None, choices: Mapping) -> Declaration:
+    """The declaration to analyse with: the given one (else the results' own), with ``choices``
+    as an alternative. AnalysisError for a choice that is not one, or a declaration that cannot be read."""
+    unknown = sorted(set(choices) - set(CHOICES))
+    if unknown:
+        raise TypeError(f"analyze() got unexpected keyword argument(s) {', '.join(unknown)}; "
+                        f"the analysis choices are {', '.join(CHOICES)}.")
+    try:
+        decl = declaration if declaration is not None else declaration_io.of_results(results)
+        picked = {k: v for k, v in choices.items() if v is not None}
+        resampling = {k: picked.pop(k) for k in ("bootstrap_resamples", "bootstrap_seed") if k in picked}
+        if "margin" not in picked:
+            picked["margin"] = "declared"
+        decl = decl.alternative(**picked)
+    except DeclarationError as e:
+        raise AnalysisError(str(e)) from None
+    for key, value in resampling.items():
+        if value != getattr(decl, key):
+            from dataclasses import replace
+
+            decl = replace(decl, departures=decl.departures + (f"{key.replace('_', ' ')} {value} (declared: "
+                                                              f"{getattr(decl, key)})",), **{key: value})
+    return decl
+
+
+def alternative_name(choices: Mapping) -> str:
+    """The folder an alternative analysis is written to: alternatives/<key=value,...>."""
+    import re
+
+    parts = []
+    for key in CHOICES:
+        value = choices.get(key)
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            value = "+".join(f"{k}-{getattr(v, 'value', v)}" for k, v in sorted(value.items()))
+        parts.append(f"{key}={value}")
+    return re.sub(r"[^A-Za-z0-9_.=,+-]", "_", ",".join(parts)) or "alternative"
+
+
+def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = None, **kw) -> dict:
+    """Analyse every result.json under ``root`` as declared; write analysis.json, report.md, analysis.png.
+
+    The declaration is ``declaration``, else root's declaration.json, else the one the results'
+    recorded configs make. Choices that depart from it (``metric=``, ``margin=``, ...: see
+    analyze()) make an alternative analysis, written to alternatives/<choices>/ in root, never over
+    the declared files.
 
     Raises results.ResultsError when root does not exist and AnalysisError when nothing under it
     can be analysed. A ``certificate.json`` in root (the reproducibility certificate) is included
     as ``certificate`` when it was made for these results, else as a "not certified" record.
-    When the analysis is refused, an earlier analysis.json, report.md and analysis.png that
+    When the declared analysis is refused, an earlier analysis.json, report.md and analysis.png that
     described other results are moved to superseded/analysis-<time>/ (they would look current).
     """
     with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
-        return _analyze_dir(Path(root), write, {**kw, "directions": directions})
+        return _analyze_dir(Path(root), write, declaration, kw)
 
 
-def _analyze_dir(root: Path, write: bool, kw: dict) -> dict:
+def _analyze_dir(root: Path, write: bool, declaration, kw: dict) -> dict:
     folder = root if root.is_dir() else root.parent
     loaded, unreadable = _load(root, folder)
+    if declaration is None:
+        try:
+            declaration = declaration_io.read(folder)
+        except DeclarationError as e:
+            raise AnalysisError(str(e)) from None
     extra = dict(kw.pop("extra", None) or {})
     certificate = folder / CERTIFICATE_NAME
     if certificate.is_file() and "certificate" not in extra:
@@ -211,22 +269,39 @@ def _analyze_dir(root: Path, write: bool, kw: dict) -> dict:
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append(("sequential.json", f"not valid JSON ({e})"))
     unreadable += list(kw.pop("unreadable", ()))
+    choices = {k: kw.pop(k) for k in CHOICES if k in kw}
+    alternative = True  # until the declaration is read: a refusal then sets nothing aside
     try:
-        analysis = analyze(loaded.results, unreadable=unreadable, extra=extra, **kw)
+        _one_experiment(loaded.results)
+        declaration = declared(loaded.results, declaration, choices)
+        alternative = declaration.is_alternative
+        analysis = analyze(loaded.results, declaration, unreadable=unreadable, extra=extra, **kw)
     except AnalysisError as e:
-        moved = set_aside_stale_outputs(folder, loaded.results) if write else None
+        moved = set_aside_stale_outputs(folder, loaded.results) if write and not alternative else None
         if moved:
             raise AnalysisError(f"{e} The earlier analysis in {folder} described other results; it was "
                                 f"moved to {moved.relative_to(folder).as_posix()}/ so that it does not "
                                 f"look current.") from None
         raise
     if write:
-        from harness import report  # matplotlib is only needed when writing
-
-        results_io.write_json(folder / ANALYSIS_NAME, analysis)
-        report.write_markdown(analysis, folder / REPORT_NAME)
-        report.write_figure(analysis, folder / FIGURE_NAME)
+        target = folder
+        if analysis["departures"]:
+            target = folder / ALTERNATIVES / alternative_name(choices)
+            analysis["written_to"] = target.relative_to(folder).as_posix()
+        write_outputs(analysis, target)
     return analysis
+
+
+ALTERNATIVES = "alternatives"  # alternative analyses go to alternatives/<choices>/, never over the declared files
+
+
+def write_outputs(analysis: dict, folder: Path) -> None:
+    """analysis.json, report.md and analysis.png in folder."""
+    from harness import report  # matplotlib is only needed when writing
+
+    results_io.write_json(folder / ANALYSIS_NAME, analysis)
+    report.write_markdown(analysis, folder / REPORT_NAME)
+    report.write_figure(analysis, folder / FIGURE_NAME)
 
 
 def _load(root: Path, folder: Path):

@@ -1,14 +1,19 @@
 """Re-analyse any tree of result.json files: ``python -m harness.analyze DIR``.
 
 DIR may hold one run, a whole experiment, a multirun sweep, or files copied back from a cluster.
-Prints the table and writes analysis.json, report.md and analysis.png into DIR (unless
---no-write). Bad input gets a one-paragraph message on stderr and exit status 2.
+With no flags it reproduces the DECLARED analysis (DIR/declaration.json, else the results'
+recorded config): the same metric, margin, alpha, baseline and verdict as the run printed, written
+to analysis.json, report.md and analysis.png (unless --no-write). A flag that changes the basis
+(--metric, --margin, --alpha, --baseline, --direction, the resampling) makes an ALTERNATIVE
+analysis: printed with a line naming each departure, written to DIR/alternatives/<choices>/,
+never over the declared files. Bad input gets a one-paragraph message on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness import report
 from harness.analysis import AnalysisError, analyze_dir
@@ -45,16 +50,19 @@ def parser() -> argparse.ArgumentParser:
         description="Analyse the result.json files under DIR: paired tests, margin, verdict.",
     )
     p.add_argument("dir", metavar="DIR", help="folder holding result.json files (searched recursively)")
-    p.add_argument("--metric", default="test_accuracy", help="key of result.json's metrics (default: test_accuracy)")
+    alt = " (an alternative analysis when it departs from the declaration)"
+    p.add_argument("--metric", default=None, help="key of result.json's metrics (default: the declared stats.metric)" + alt)
     p.add_argument("--direction", choices=("max", "min"), default=None,
-                   help="direction of --metric: max (higher is better) or min (lower is better); default: "
-                        "what the results' config declares (stats.metrics.<name>); never guessed from the name")
-    p.add_argument("--margin", type=_margin, default="auto",
-                   help='smallest difference that matters, in the metric\'s units, or "auto" (the pooled seed std)')
-    p.add_argument("--baseline", default=None, help="arm the others are compared with (default: the first arm)")
-    p.add_argument("--alpha", type=_alpha, default=0.05, help="significance level (default: 0.05)")
-    p.add_argument("--bootstrap-resamples", type=int, default=9999, help="bootstrap and permutation resamples")
-    p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the resampling (default: 0)")
+                   help="direction of the metric: max (higher is better) or min (lower is better); default: "
+                        "the declared one (stats.metrics.<name>); never guessed from the name" + alt)
+    p.add_argument("--margin", type=_margin, default=None,
+                   help='smallest difference that matters, in the metric\'s units, or "auto" (the pooled seed '
+                        'std); default: the declared stats.margin' + alt)
+    p.add_argument("--baseline", default=None, help="arm the others are compared with (default: the declared one)" + alt)
+    p.add_argument("--alpha", type=_alpha, default=None, help="significance level (default: the declared stats.alpha)" + alt)
+    p.add_argument("--bootstrap-resamples", type=int, default=None, help="bootstrap and permutation resamples "
+                   "(default: the declared stats.bootstrap_resamples)" + alt)
+    p.add_argument("--bootstrap-seed", type=int, default=None, help="seed of the resampling (default: the declared one)" + alt)
     p.add_argument("--no-write", action="store_true", help="print only; write nothing into DIR")
     p.add_argument("--allow-mixed-identity", action="store_true",
                    help="compare arms whose config outside the factor, code or environment differ "
@@ -73,8 +81,7 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     options = dict(write=not args.no_write, metric=args.metric, margin=args.margin, baseline=args.baseline,
                    alpha=args.alpha, bootstrap_resamples=args.bootstrap_resamples,
-                   bootstrap_seed=args.bootstrap_seed,
-                   directions={args.metric: args.direction} if args.direction else None)
+                   bootstrap_seed=args.bootstrap_seed, direction=args.direction)
     try:
         if args.grid:
             from harness.grid import SCHEMA as GRID_SCHEMA
@@ -97,7 +104,9 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     report.render_table(analysis)
     if not args.no_write:
-        print(f"wrote analysis.json, report.md and analysis.png into {args.dir}")
+        where = Path(args.dir) / analysis.get("written_to", "")
+        print(f"wrote analysis.json, report.md and analysis.png into {where}"
+              + (" (an alternative analysis: the declared files are untouched)" if analysis["departures"] else ""))
     return 0
 
 

@@ -48,9 +48,14 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     Raises ExperimentError for a misconfigured experiment (nothing, or only recorded failures, on disk).
     """
     from . import tracking
+    from .declaration import Declaration, DeclarationError
 
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
+    try:
+        declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
+    except DeclarationError as e:
+        raise ExperimentError(str(e)) from None
     try:
         tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
     except tracking.TrackingConfigError as e:
@@ -60,7 +65,10 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         if cfg.ab.sequential.enabled and not narrowed and not multirun:
             from .sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
 
-            return run_sequential(cfg, out_dir, say=say, tracker=tracker, certify=certify, show_table=show_table)
+            return run_sequential(cfg, out_dir, declaration, say=say, tracker=tracker, certify=certify,
+                                  show_table=show_table)
+        if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
+            declaration.write(out_dir, say=say)
         outcome = run_experiment(
             cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
             stop_on_fatal=not multirun,
@@ -74,7 +82,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         from .report import render_table
 
         try:
-            analysis = analyze_dir(out_dir, **stats_kwargs(cfg))
+            analysis = analyze_dir(out_dir, declaration=declaration)
         except AnalysisError as e:
             return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
         if show_table:
@@ -166,19 +174,3 @@ def _owns_certificate(cfg: DictConfig) -> bool:
     first_seed = cfg.ab.seeds[0] if len(cfg.ab.seeds) else None
     first_arm = next(iter(cfg.ab.arms), None)
     return (cfg.seed is None or cfg.seed == first_seed) and (cfg.arm is None or cfg.arm == first_arm)
-
-
-def stats_kwargs(cfg: DictConfig) -> dict:
-    s = cfg.stats
-    return {
-        "metric": s.metric,
-        "directions": {str(k): getattr(v, "value", v) for k, v in s.metrics.items()},
-        "margin": s.margin,
-        "baseline": s.baseline,
-        "alpha": s.alpha,
-        "bootstrap_resamples": s.bootstrap_resamples,
-        "bootstrap_seed": s.bootstrap_seed,
-    }
-
-
-_stats_kwargs = stats_kwargs  # the name the sweep callback imports

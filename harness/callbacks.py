@@ -64,10 +64,10 @@ class AnalyzeSweep(Callback):
         os.environ[SWEEP_ENV] = uuid.uuid4().hex[:12]
         os.environ[LAUNCHER_ENV] = str(os.getpid())
         pin_sweep(config)
+        write_declaration(config, Path(str(config.hydra.sweep.dir)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from .analysis import AnalysisError
-        from .app import stats_kwargs
         from .grid import analyze_grid_dir, render_grid
         from .report import render_table
 
@@ -75,7 +75,7 @@ class AnalyzeSweep(Callback):
             return  # the sequential sweeper analysed the sweep itself, with its looks
         root = Path(config.hydra.sweep.dir)
         try:
-            analysis = analyze_grid_dir(root, **stats_kwargs(config))
+            analysis = analyze_grid_dir(root)  # as root's declaration.json says
         except AnalysisError as e:
             log.error(f"sweep analysis of {root} failed: {e}")
             analysis = None
@@ -90,6 +90,18 @@ class AnalyzeSweep(Callback):
             log.info(f"sweep analysis: {root / 'grid.json'} (and analysis.json in each grid point's folder)")
         elif analysis is not None:
             log.info(f"sweep analysis: {root / 'analysis.json'}")
+
+
+def write_declaration(config: DictConfig, root: Path) -> None:
+    """The sweep's declaration.json, written once by the launching process (its jobs' ab.seeds,
+    seed and arm may differ; what is analysed does not). A config that declares nothing analysable
+    is said here; every job then refuses it with the same sentence."""
+    from .declaration import Declaration, DeclarationError
+
+    try:
+        Declaration.from_config(config).write(root, say=log.warning)
+    except DeclarationError as e:
+        log.error(f"harness: error: {e}")
 
 
 def track_sweep_analysis(config: DictConfig, root: Path, analysis) -> bool:

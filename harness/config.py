@@ -97,17 +97,26 @@ class Direction(Enum):
 
 
 def _builtin_metrics() -> dict:
-    return {"test_accuracy": Direction.max, "test_loss": Direction.min, "train_loss": Direction.min}
+    # What the built-in loop returns. test_accuracy is the mean of per-example outcomes it records
+    # (run.record_examples(correct, metric="test_accuracy")), in percentage points.
+    return {"test_accuracy": {"direction": "max", "unit": "pts", "examples": True},
+            "test_loss": {"direction": "min"}, "train_loss": {"direction": "min"}}
 
 
 @dataclass
 class StatsConfig:
     metric: str = "test_accuracy"  # the primary metric: the verdict is about it (a key of the metrics)
-    # Every metric to report, with its direction, declared (never guessed from a name). Your
-    # experiment adds its own: stats.metrics: {rmse: min}.
-    metrics: Dict[str, Direction] = field(default_factory=_builtin_metrics)
+    # Every metric to report, declared (never guessed from a name): a direction (rmse: min) or
+    # {direction: max|min, unit: TEXT, examples: true|false}. unit is how the numbers read (pts =
+    # percentage points); examples: the metric is the mean of the per-example 0/1 outcomes the
+    # training function records with run.record_examples(correct, metric=NAME), which gives the
+    # test set's own noise. Checked when the declaration is made (harness/declaration.py).
+    metrics: Dict[str, Any] = field(default_factory=_builtin_metrics)
     alpha: float = 0.05
-    margin: Any = "auto"  # smallest effect that matters, in the metric's units; auto = seed noise floor
+    # The smallest effect that matters, in the metric's units, declared before the data; one key for
+    # every mode. auto = the seed noise floor, ESTIMATED FROM THE DATA (fixed seeds only); null = no
+    # margin: claims are better or worse than 0, never "equivalent".
+    margin: Any = "auto"
     baseline: Optional[str] = None  # arm the others are compared with; default: the first arm
     bootstrap_resamples: int = 9999
     bootstrap_seed: int = 0
@@ -136,11 +145,10 @@ class SequentialConfig:
     min_seeds: Optional[int] = None  # the first look; null: the fewest seeds a claim can rest on (5-7)
     seeds_per_look: int = 2  # seeds added between looks
     alpha: Optional[float] = None  # the error rate of each claim; null: stats.alpha
-    # The smallest effect that matters, in the metric's units (accuracy: points), declared before
-    # the data. Claims are "better/worse beyond the margin" and "equivalent within it"; null: only
-    # better/worse than 0 (no equivalence claims). Never estimated from the data (no "auto").
-    margin: Any = None  # Any, so that margin=auto gets our sentence rather than a type error
-    equivalence: Optional[bool] = None  # may "equivalent" be claimed? null: yes when a margin is declared
+    # The margin is stats.margin (one key for every mode; a number or null here, never auto). This key
+    # is kept only to say so to a config written before: any value is refused with that sentence.
+    margin: Any = None
+    equivalence: Optional[bool] = None  # may "equivalent" be claimed? null: yes when stats.margin is a number
     spending: str = "pocock"  # alpha-spending function: pocock | obrien-fleming | hsd
     gamma: float = 1.0  # the Hwang-Shih-DeCani parameter (spending=hsd only; -4 is like obrien-fleming)
     futility: float = 0.05  # stop as futile when no plausible effect settles a claim with this chance; 0: never

@@ -1,6 +1,5 @@
 """What the result files hold beside the primary metric, gathered for the analysis.
 
-- declared metric directions ("max" or "min", from ``config.stats.metrics``; never guessed);
 - the other metrics with a declared direction, each compared arm against the baseline;
 - the per-example correctness on the test split (``result["examples"]``), for the test set's noise;
 - the learning curves per arm (mean and band over seeds);
@@ -19,47 +18,6 @@ import numpy as np
 
 from harness import results as results_io
 from harness import stats
-
-DIRECTIONS = ("max", "min")
-
-
-class DirectionError(ValueError):
-    """A metric's direction is missing, contradictory or not max/min (analysis turns it into AnalysisError)."""
-
-
-def directions(results, given: Mapping | None, metric: str) -> dict[str, str]:
-    """Metric name -> "max" | "min": the results' recorded config.stats.metrics, then ``given``."""
-    declared: dict[str, str] = {}
-    conflicts = []
-    for r in results:
-        recorded = (((r.get("config") or {}).get("stats") or {}).get("metrics")) or {}
-        if not isinstance(recorded, Mapping):
-            continue
-        for name, direction in recorded.items():
-            direction = str(getattr(direction, "value", direction))  # a config enum records its value
-            if name in declared and declared[name] != direction:
-                conflicts.append(f"{name}: {declared[name]} and {direction}")
-            declared.setdefault(str(name), direction)
-    for name, direction in (given or {}).items():
-        declared[str(name)] = str(getattr(direction, "value", direction))
-    if conflicts and not given:
-        raise DirectionError(
-            f"The results declare different directions for a metric ({'; '.join(sorted(set(conflicts)))}); "
-            f"results of one experiment must agree. Pass the directions explicitly (--direction)."
-        )
-    bad = {k: v for k, v in declared.items() if v not in DIRECTIONS}
-    if bad:
-        listed = ", ".join(f"{k}={v!r}" for k, v in bad.items())
-        raise DirectionError(f"A metric's direction must be 'max' or 'min'; got {listed}.")
-    if metric not in declared:
-        raise DirectionError(
-            f"The primary metric {metric!r} has no declared direction, and it is never guessed from the "
-            f"name. Declare it in the experiment's config: stats.metrics.{metric}=max (higher is better) "
-            f"or stats.metrics.{metric}=min (lower is better); or pass --direction max|min to "
-            f"python -m harness.analyze (directions={{{metric!r}: 'max'}} from Python)."
-        )
-    return declared
-
 
 def _finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -103,10 +61,15 @@ def other_metrics(usable, compared, baseline, metric, declared, alpha) -> dict:
     return {"metrics": present, "by_arm": by_arm}
 
 
-def examples(compared, by_arm, baseline, metric, unit):
-    """(arm -> (baseline, arm) seeds x examples bool arrays, note) for the test set's noise."""
-    if unit.strip() != "pts":
-        return None, {"available": False, "reason": f"the test set's own noise is estimated for accuracy in points; {metric} is not one"}
+def examples(compared, by_arm, baseline, spec):
+    """(arm -> (baseline, arm) seeds x examples bool arrays, note) for the test set's noise.
+
+    ``spec``: the primary metric's declaration (harness.declaration.MetricSpec); only a metric
+    declared as the mean of per-example outcomes (examples: true) has them."""
+    metric = spec.name
+    if not spec.examples:
+        return None, {"available": False, "reason": (f"{metric} is not declared as the mean of per-example "
+                                                     f"outcomes (stats.metrics.{metric}.examples: true)")}
     out = {}
     sizes = set()
     for arm, seeds in compared.items():
@@ -122,10 +85,10 @@ def examples(compared, by_arm, baseline, metric, unit):
                         "reason": (f"per-example correctness on the test split is not recorded (seed {s} arm {who}): "
                                    f"the intervals cover seed noise only, not this test set's own sampling noise"),
                     }
-                if abs(100.0 * correct.mean() - by_arm[who][s]["value"]) > 1e-6:
+                if abs(spec.example_scale * correct.mean() - by_arm[who][s]["value"]) > 1e-6:
                     return None, {
                         "available": False,
-                        "reason": (f"the recorded examples of seed {s} arm {who} give {100 * correct.mean():.4f}, "
+                        "reason": (f"the recorded examples of seed {s} arm {who} give {spec.example_scale * correct.mean():.4f}, "
                                    f"not its {metric} {by_arm[who][s]['value']:.4f}: not the same test set"),
                     }
                 rows.append(correct)

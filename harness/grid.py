@@ -19,38 +19,53 @@ from pathlib import Path
 
 from . import comparability
 from . import results as results_io
-from .analysis import (ANALYSIS_NAME, CERTIFICATE_NAME, FIGURE_NAME, OUTPUT_NAMES, REPORT_NAME, AnalysisError,
-                       _load, analyze, analyze_dir, set_aside_stale_outputs)
+from . import declaration as declaration_io
+from .analysis import (ALTERNATIVES, CERTIFICATE_NAME, CHOICES, OUTPUT_NAMES, AnalysisError, _load, alternative_name,
+                       analyze, analyze_dir, set_aside_stale_outputs, write_outputs)
 
 SCHEMA = "harness.grid/1"
 GRID_JSON, GRID_MD, GRID_PNG = "grid.json", "grid.md", "grid.png"
 
 
 def analyze_grid_dir(root, *, write: bool = True, **kw) -> dict:
-    """The grid summary of root when it holds several settings of one A/B, else its plain analysis."""
+    """The grid summary of root when it holds several settings of one A/B, else its plain analysis.
+
+    Every point is analysed as root's declaration says (declaration.json, else the results'); choices
+    that depart from it (analysis.analyze's) make an alternative, written to alternatives/<choices>/
+    (the summary in root's, each point's in the point's folder), never over the declared files."""
     root = Path(root)
     with results_io.gc_paused():
         folder = root if root.is_dir() else root.parent
+        if kw.get("declaration") is None:
+            try:
+                kw["declaration"] = declaration_io.read(folder)
+            except declaration_io.DeclarationError as e:
+                raise AnalysisError(str(e)) from None
         loaded, unreadable = _load(root, folder)
         groups = comparability.group(loaded.results)
         if len(groups) == 1:
             return analyze_dir(root, write=write, **kw)
+        alternative = alternative_name({k: v for k, v in kw.items() if k in CHOICES})
         try:
-            summary = _analyze_groups(folder, groups, unreadable, write, kw)
+            summary = _analyze_groups(folder, groups, unreadable, write, kw, alternative)
         except AnalysisError as e:
-            moved = set_aside_stale_outputs(folder, loaded.results, names=(GRID_JSON, GRID_MD, GRID_PNG)) if write else None
+            moved = (set_aside_stale_outputs(folder, loaded.results, names=(GRID_JSON, GRID_MD, GRID_PNG))
+                     if write and not any(kw.get(k) is not None for k in CHOICES) else None)
             if moved:
                 raise AnalysisError(f"{e} The earlier grid summary was moved to "
                                     f"{moved.relative_to(folder).as_posix()}/ so that it does not look current.") from None
             raise
     if write:
-        results_io.write_json(folder / GRID_JSON, summary)
-        write_markdown(summary, folder / GRID_MD)
-        write_figure(summary, folder / GRID_PNG)
+        target = folder / ALTERNATIVES / alternative if summary["departures"] else folder
+        if summary["departures"]:
+            summary["written_to"] = target.relative_to(folder).as_posix()
+        results_io.write_json(target / GRID_JSON, summary)
+        write_markdown(summary, target / GRID_MD)
+        write_figure(summary, target / GRID_PNG)
     return summary
 
 
-def _analyze_groups(folder: Path, groups, unreadable, write: bool, kw: dict) -> dict:
+def _analyze_groups(folder: Path, groups, unreadable, write: bool, kw: dict, alternative: str) -> dict:
     heads = [comparability.identity(g[0]) for g in groups]
     other = [p for p in comparability.PARTS if p != "base_hash"
              and all(p in h for h in heads) and len({comparability._hashable(h[p]) for h in heads}) > 1]
@@ -89,17 +104,12 @@ def _analyze_groups(folder: Path, groups, unreadable, write: bool, kw: dict) -> 
             continue
         where = _own_folder(paths[i], [p for j, ps in enumerate(paths) if j != i for p in ps])
         if write and where is not None:
-            from . import report
-
-            out = folder / where
-            results_io.write_json(out / ANALYSIS_NAME, analysis)
-            report.write_markdown(analysis, out / REPORT_NAME)
-            report.write_figure(analysis, out / FIGURE_NAME)
+            write_outputs(analysis, folder / where / (f"{ALTERNATIVES}/{alternative}" if analysis["departures"] else ""))
         points.append({"setting": setting, "folder": where, "analysis": analysis})
     if not points:
         raise AnalysisError("No grid point could be analysed: " + "; ".join(
             f"{_label(p['setting'])}: {p['reason']}" for p in not_analysed))
-    if write:  # an analysis.json at the root would describe none of the points
+    if write and not points[0]["analysis"]["departures"]:  # an analysis.json at the root would describe none of the points
         set_aside_stale_outputs(folder, [], names=OUTPUT_NAMES)
     return _summary(points, not_analysed, list(swept), unreadable)
 
@@ -125,6 +135,8 @@ def _summary(points, not_analysed, swept, unreadable) -> dict:
         row["comparisons"][arm]["pvalue_holm_grid"] = p
     return {
         "schema": SCHEMA,
+        "declaration": first["declaration"],
+        "departures": first["departures"],
         "experiment": first["experiment"],
         "factor": first["factor"],
         "metric": first["metric"],

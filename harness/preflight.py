@@ -59,24 +59,13 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
         if not torch.cuda.is_available():
             p.append("device=cuda, but torch.cuda.is_available() is False here. Use device=cpu or device=auto.")
 
-    s = cfg.stats
-    directions = {str(k): _v(v) for k, v in s.metrics.items()}
-    if s.metric not in directions:
-        p.append(
-            f"stats.metric={s.metric!r} has no declared direction: stats.metrics declares "
-            f"{', '.join(f'{k} ({v})' for k, v in directions.items()) or 'none'}. Declare it, e.g. "
-            f"+stats.metrics.{s.metric}=max (higher is better) or =min (lower is better)."
-        )
-    if isinstance(s.alpha, bool) or not isinstance(s.alpha, (int, float)) or not 0 < s.alpha < 0.5:
-        p.append(f"stats.alpha={s.alpha!r} must be a number between 0 and 0.5 (e.g. 0.05).")
-    margin = s.margin
-    if not (margin == "auto" or (not isinstance(margin, bool) and isinstance(margin, (int, float))
-                                 and math.isfinite(margin) and margin >= 0)):
-        p.append(f"stats.margin={margin!r} must be auto (the seed noise floor) or a number >= 0 in the "
-                 f"metric's units (the smallest effect that matters).")
-    if s.baseline is not None and s.baseline not in arm_names:
-        p.append(f"stats.baseline={s.baseline!r} is not an arm; the arms are: {', '.join(arm_names)}.")
-    _int_at_least(p, "stats.bootstrap_resamples", s.bootstrap_resamples, 100)
+    from .declaration import Declaration, DeclarationError
+
+    try:  # stats and ab as declared: the same sentences every tool gives (harness/declaration.py)
+        Declaration.from_config(cfg)
+    except DeclarationError as e:
+        p.append(str(e))
+    _int_at_least(p, "stats.bootstrap_resamples", cfg.stats.bootstrap_resamples, 100)
     if cfg.ab.sequential.enabled:
         from .sequential_plan import settings_problems
 

@@ -107,8 +107,11 @@ def _failure(r) -> str:
     return text
 
 
-def _usable_runs(results, metric):
-    """(seed, arm) -> {"value", "result"} for completed runs with a finite metric; the rest named."""
+def _usable_runs(results, spec):
+    """(seed, arm) -> {"value", "result"} for completed runs with a finite metric; the rest named.
+
+    ``spec``: the primary metric's declaration (harness.declaration.MetricSpec)."""
+    metric = spec.name
     usable = {}
     excluded = []
     for r in results:

@@ -32,27 +32,30 @@ class SequentialConfigError(ExperimentError):
     """ab.sequential (or the folder's stored design) does not allow a run; the message says why."""
 
 
-def prepare(cfg: DictConfig, where: Path, *, stored: Optional[Path] = None):
-    """Validate before any run: the design, every other setting (preflight), a stored design.
+def prepare(cfg: DictConfig, declaration, where: Path, *, stored: Optional[Path] = None):
+    """Validate before any run: the design, every other setting (preflight), a stored design; then
+    write the declaration into ``where``.
 
     Returns (design, baseline, arms). Raises SequentialConfigError / ExperimentError.
     """
     from .preflight import PreflightError, preflight
 
     try:
-        design = sp.design_of(cfg)
-    except ValueError as e:
-        raise SequentialConfigError(f"{e} Nothing was run.") from None
-    try:
         preflight(cfg, arm_configs(cfg))
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
-    baseline, arms = sp.baseline_and_arms(cfg)
+    try:
+        design = sp.design_of(declaration)
+    except ValueError as e:
+        raise SequentialConfigError(f"{e} Nothing was run.") from None
+    baseline, arms = sp.baseline_and_arms(declaration)
     path = stored or where / sp.SEQUENTIAL_NAME
     if path.is_file():
-        problem = sp.stored_design_problem(read_json(path), design, cfg.stats.metric, baseline, where)
+        problem = sp.stored_design_problem(read_json(path), design, declaration.metric, baseline, where)
         if problem:
             raise SequentialConfigError(problem)
+    where.mkdir(parents=True, exist_ok=True)
+    declaration.write(where)
     return design, baseline, arms
 
 
@@ -97,14 +100,14 @@ def narrowed(cfg: DictConfig, seed: int, arm: Optional[str] = None) -> DictConfi
     return sub
 
 
-def run_sequential(cfg: DictConfig, out_dir: Path, *, say: Callable[[str], None] = print, tracker=None,
+def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable[[str], None] = print, tracker=None,
                    certify: bool = True, show_table: bool = True):
     """The in-process loop; returns app.Executed (outcome over every batch, the final analysis)."""
     from .app import Executed
 
     out_dir = Path(out_dir)
-    design, baseline, arms = prepare(cfg, out_dir)
-    metric = cfg.stats.metric
+    design, baseline, arms = prepare(cfg, declaration, out_dir)
+    metric = declaration.metric
     budget = int(cfg.ab.sequential.max_failures)
     say(f"sequential: looks at {_looks(design)} seeds, alpha {design.alpha:g}, margin "
         f"{design.margin if design.margin is not None else 'none (better/worse than 0)'}, {design.spending} spending")
@@ -120,7 +123,7 @@ def run_sequential(cfg: DictConfig, out_dir: Path, *, say: Callable[[str], None]
         last = len(loaded)
         p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms, metric=metric,
                     max_failures=budget)
-        _write(out_dir, design, p, cfg, loaded, "running")
+        _write(out_dir, design, p, cfg, declaration, loaded, "running")
         _say_looks(p, say)
         if p.stopped or p.done:
             break
@@ -139,18 +142,17 @@ def run_sequential(cfg: DictConfig, out_dir: Path, *, say: Callable[[str], None]
 
     loaded = load_tree(out_dir).results
     status = "stopped" if p.stopped else "settled"
-    block = _write(out_dir, design, p, cfg, loaded, status)
+    block = _write(out_dir, design, p, cfg, declaration, loaded, status)
     write_figure(block, out_dir / sp.FIGURE_NAME)
     outcome = Outcome(out_dir, results, skipped, failed, cert)
     for arm, a in block["arms"].items():
         say(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
 
     from .analysis import AnalysisError, analyze_dir
-    from .app import stats_kwargs
     from .report import render_table
 
     try:
-        analysis = analyze_dir(out_dir, extra={"sequential": block}, **stats_kwargs(cfg))
+        analysis = analyze_dir(out_dir, declaration=declaration, extra={"sequential": block})
     except AnalysisError as e:
         return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
     if show_table:
@@ -163,9 +165,9 @@ def run_sequential(cfg: DictConfig, out_dir: Path, *, say: Callable[[str], None]
     return Executed(outcome, analysis)
 
 
-def _write(out_dir: Path, design, p, cfg, loaded, status) -> dict:
-    block = sp.record(design, p, metric=cfg.stats.metric, baseline=sp.baseline_and_arms(cfg)[0], status=status,
-                      runs=len(loaded))
+def _write(out_dir: Path, design, p, cfg, declaration, loaded, status) -> dict:
+    block = sp.record(design, p, metric=declaration.metric, baseline=declaration.baseline, status=status,
+                      runs=len(loaded), unit=declaration.unit)
     write_json(out_dir / sp.SEQUENTIAL_NAME, block)
     if loaded:  # run_experiment wrote the last batch's seeds; say which seeds the folder holds
         from .identity import plain

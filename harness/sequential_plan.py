@@ -37,10 +37,9 @@ def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def baseline_and_arms(cfg) -> tuple[str, list[str]]:
-    arms = [str(a) for a in cfg.ab.arms]
-    baseline = cfg.stats.baseline if cfg.stats.baseline is not None else (arms[0] if arms else None)
-    return baseline, [a for a in arms if a != baseline]
+def baseline_and_arms(decl) -> tuple[str, list[str]]:
+    """The declaration's baseline and the arms compared with it."""
+    return decl.baseline, decl.others
 
 
 def settings_problems(cfg) -> list[str]:
@@ -67,14 +66,11 @@ def settings_problems(cfg) -> list[str]:
                  f"come after the last. Raise max_seeds or lower min_seeds.")
     if s.alpha is not None and not (_number(s.alpha) and 0 < s.alpha < 0.5):
         p.append(f"{key}alpha={s.alpha!r} must be a number between 0 and 0.5 (e.g. 0.05), or null for stats.alpha.")
-    margin = s.margin
-    if margin is not None and not (_number(margin) and margin >= 0):
-        p.append(f"{key}margin={margin!r} must be null or a number >= 0 in the metric's units, declared "
-                 f"before the data (the smallest effect that matters); the sequential mode has no 'auto' margin.")
-    elif s.equivalence is True and not margin:
-        p.append(f"{key}equivalence=true asks for 'equivalent' claims, but {key}margin={margin!r}: equivalence "
-                 f"is only claimed within a margin declared before the data. Set {key}margin=<the smallest "
-                 f"effect that matters, in {cfg.stats.metric}'s units>, or {key}equivalence=false (or null).")
+    if s.equivalence is True and not _number(cfg.stats.margin):
+        p.append(f"{key}equivalence=true asks for 'equivalent' claims, but stats.margin={cfg.stats.margin!r}: "
+                 f"equivalence is only claimed within a margin declared before the data. Set "
+                 f"stats.margin=<the smallest effect that matters, in {cfg.stats.metric}'s units>, or "
+                 f"{key}equivalence=false (or null).")
     if s.spending not in _SPENDINGS:
         p.append(f"{key}spending={s.spending!r} is not a spending function; allowed: {', '.join(_SPENDINGS)}.")
     if not (_number(s.gamma)):
@@ -84,25 +80,24 @@ def settings_problems(cfg) -> list[str]:
     return p
 
 
-def design_of(cfg):
-    """The SequentialDesign that ``ab.sequential`` declares. ValueError: one paragraph per problem."""
+def design_of(decl):
+    """The SequentialDesign a declaration (harness.declaration) declares: ab.sequential with the
+    margin of stats.margin. ValueError: one paragraph per problem."""
     from .stats.sequential import SequentialDesign
 
-    problems = settings_problems(cfg)
-    directions = {str(k): _v(v) for k, v in cfg.stats.metrics.items()}
-    direction = directions.get(cfg.stats.metric)
-    if direction not in ("max", "min"):
-        problems.append(f"stats.metric={cfg.stats.metric!r} has no declared direction in stats.metrics; the "
-                        f"sequential mode needs it: +stats.metrics.{cfg.stats.metric}=max (or min).")
-    baseline, others = baseline_and_arms(cfg)
+    problems = []
+    baseline, others = baseline_and_arms(decl)
     if not others:
-        problems.append(f"ab.arms has {len(cfg.ab.arms)} arm(s): the sequential mode compares at least two.")
+        problems.append(f"ab.arms has {len(decl.arms)} arm(s): the sequential mode compares at least two.")
+    if decl.sequential is None:
+        problems.append("ab.sequential.enabled is false: there is no sequential design to run.")
     if problems:
         raise ValueError(" ".join(problems))
-    s = cfg.ab.sequential
-    margin = float(s.margin) if s.margin is not None else None
+    s = decl.sequential
+    direction = decl.primary.direction
+    margin = float(decl.margin) if decl.margin is not None else None
     equivalence = bool(margin) if s.equivalence is None else bool(s.equivalence)
-    alpha = float(s.alpha if s.alpha is not None else cfg.stats.alpha)
+    alpha = decl.sequential_alpha
     kw = dict(max_seeds=int(s.max_seeds), seeds_per_look=int(s.seeds_per_look), alpha=alpha, margin=margin,
               direction=direction, equivalence=equivalence, spending=str(s.spending), gamma=float(s.gamma),
               futility=float(s.futility), arms=len(others))
@@ -255,7 +250,7 @@ _SAY = {
 
 def sentence(look, design, baseline: str, unit: str) -> str:
     m = design.margin
-    fmt = (lambda x: f"{x:+.2f}") if unit == " pts" else (lambda x: f"{x:+.4g}")
+    fmt = (lambda x: f"{x:+.2f}") if unit.strip() in ("pts", "%") else (lambda x: f"{x:+.4g}")
     beyond = f" beyond the margin ±{abs(m):g}{unit}" if m else ""
     head = _SAY[look.decision].format(arm=look.arm, baseline=baseline, beyond=beyond, m=f"{m:g}{unit}" if m else "",
                                       max=design.max_seeds)
@@ -264,9 +259,11 @@ def sentence(look, design, baseline: str, unit: str) -> str:
             f"{fmt(lo)} to {fmt(hi)}) after {look.n} seeds, look {look.look} of {len(design.looks)}.")
 
 
-def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: int) -> dict:
-    """The sequential block: the design, every look of every arm, the decisions, why it stopped."""
-    unit = " pts" if "accuracy" in metric else ""
+def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: int, unit: str = "") -> dict:
+    """The sequential block: the design, every look of every arm, the decisions, why it stopped.
+
+    ``unit``: the metric's declared unit (harness.declaration), as the numbers are written."""
+    unit = f" {unit}" if unit else ""
     arms = {}
     for arm, h in p.history.items():
         last = h[-1] if h else None

@@ -44,7 +44,7 @@ def test_analysis_of_ten_seeds_has_the_documented_structure():
     a = analyze(F.make_results(values), **FAST)
     assert a["schema"] == SCHEMA
     assert list(a) == [
-        "schema", "experiment", "factor", "metric", "unit", "direction", "higher_is_better", "directions",
+        "schema", "declaration", "departures", "experiment", "factor", "metric", "unit", "direction", "higher_is_better", "directions",
         "alpha", "baseline", "margin", "arms", "noise_floor", "test_set_noise", "pairing_verified", "setup",
         "identity", "multiple_comparisons", "comparisons", "curves", "not_compared", "excluded", "unreadable",
         "data_unverified",
@@ -422,8 +422,13 @@ def test_cli_direction_for_a_metric_the_config_does_not_declare(tmp_path, capsys
                  "--bootstrap-resamples", "999"]) == 0
     out = capsys.readouterr().out
     assert "lower is better" in out and "B is better than A" in out
-    written = json.loads((root / "analysis.json").read_text())
+    # an alternative analysis: its own folder, the departures named, nothing written over the declared files
+    assert not (root / "analysis.json").exists()
+    (written_to,) = (root / "alternatives").iterdir()
+    written = json.loads((written_to / "analysis.json").read_text())
     assert written["directions"] == {"rmse": "min"} and written["direction"] == "min"
+    assert written["departures"] == ["metric rmse (declared: test_accuracy)", "direction of rmse min (declared: none)",
+                                     "margin 0.01 (declared: auto)"]
 
 
 # -- the test set's own noise (issue 11, defect 7) ----------------------------------------------

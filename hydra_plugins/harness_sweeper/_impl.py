@@ -61,10 +61,16 @@ class SequentialSweeperImpl:
         self._check_arguments(arguments)
         cfg = self._task_config()
         root = Path(str(self.config.hydra.sweep.dir))
+        from harness.declaration import Declaration, DeclarationError
+
         try:
-            design, baseline, arms = prepare(cfg, root)  # every check, before any job or file
+            declaration = Declaration.from_config(cfg)  # what will be analysed
+            design, baseline, arms = prepare(cfg, declaration, root)  # every check, before any job
+        except DeclarationError as e:
+            _fail(str(e), 2)
         except ExperimentError as e:
             _fail(str(e), 2)
+        self.declaration = declaration
         root.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, root / "multirun.yaml")
         refresh(cfg, root, say=log.info)
@@ -77,7 +83,7 @@ class SequentialSweeperImpl:
         while True:
             loaded = load_tree(root).results
             p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms,
-                        metric=cfg.stats.metric, max_failures=budget)
+                        metric=self.declaration.metric, max_failures=budget)
             if last is not None and len(loaded) <= last[0] and len(job_failures) == last[1] and not p.done:
                 p.stopped = (f"the last batch's jobs completed but left no new result file under {root}; "
                              "check the jobs' logs (a job folder per job).")  # else it would repeat forever
@@ -153,27 +159,25 @@ class SequentialSweeperImpl:
             return f"{type(e).__name__}: {e}"
         return f"status {r.status}"
 
-    @staticmethod
-    def _write(cfg, root, design, p, baseline, loaded, status) -> dict:
+    def _write(self, cfg, root, design, p, baseline, loaded, status) -> dict:
         from harness import sequential_plan as sp
         from harness.results import write_json
 
-        block = sp.record(design, p, metric=cfg.stats.metric, baseline=baseline, status=status, runs=len(loaded))
+        block = sp.record(design, p, metric=self.declaration.metric, baseline=baseline, status=status, runs=len(loaded),
+                          unit=self.declaration.unit)
         write_json(root / sp.SEQUENTIAL_NAME, block)
         return block
 
-    @staticmethod
-    def _analyse(cfg, root: Path, block: dict) -> None:
+    def _analyse(self, cfg, root: Path, block: dict) -> None:
         from harness import sequential_plan as sp
         from harness.analysis import AnalysisError, analyze_dir
-        from harness.app import stats_kwargs
         from harness.report import render_table
         from harness.sequential import write_figure
         from harness.callbacks import track_sweep_analysis
 
         write_figure(block, root / sp.FIGURE_NAME)
         try:
-            analysis = analyze_dir(root, extra={"sequential": block}, **stats_kwargs(cfg))
+            analysis = analyze_dir(root, declaration=self.declaration, extra={"sequential": block})
         except AnalysisError as e:
             log.error(f"sweep analysis of {root} failed: {e}")
             return
