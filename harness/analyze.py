@@ -64,6 +64,8 @@ def parser() -> argparse.ArgumentParser:
                    "(default: the declared stats.bootstrap_resamples)" + alt)
     p.add_argument("--bootstrap-seed", type=int, default=None, help="seed of the resampling (default: the declared one)" + alt)
     p.add_argument("--no-write", action="store_true", help="print only; write nothing into DIR")
+    p.add_argument("--tables", action="store_true", help="print every table, not only the verdict screen "
+                   "(report.md always has them all)")
     p.add_argument("--allow-mixed-identity", action="store_true",
                    help="compare arms whose config outside the factor, code or environment differ "
                         "(refused by default); what differs is recorded in analysis.json and the report")
@@ -90,9 +92,12 @@ def main(argv=None) -> int:
             analysis = analyze_grid_dir(args.dir, **options)
             if analysis.get("schema") == GRID_SCHEMA:
                 render_grid(analysis)
+                if analysis.get("departures"):
+                    print("ALTERNATIVE ANALYSIS, not the declared one: " + "; ".join(analysis["departures"]))
                 if not args.no_write:
-                    print(f"wrote grid.json, grid.md and grid.png into {args.dir}, and each setting's "
-                          "analysis into its own folder")
+                    where = Path(args.dir) / analysis.get("written_to", "")
+                    print(f"wrote grid.json, grid.md and grid.png into {where}, and each setting's "
+                          "analysis into its own folder" + (f" ({analysis['written_to']}/ there)" if analysis.get("written_to") else ""))
                 return 0
         else:
             analysis = analyze_dir(args.dir, allow_mixed_identity=args.allow_mixed_identity, **options)
@@ -102,7 +107,7 @@ def main(argv=None) -> int:
     except OSError as e:  # e.g. DIR is read-only: the analysis ran, writing it did not
         print(f"harness.analyze: could not write into {args.dir}: {e}. Use --no-write to only print.", file=sys.stderr)
         return EXIT_BAD_INPUT
-    report.render_table(analysis)
+    report.render_table(analysis, tables=args.tables)
     if not args.no_write:
         where = Path(args.dir) / analysis.get("written_to", "")
         print(f"wrote analysis.json, report.md and analysis.png into {where}"

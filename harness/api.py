@@ -39,7 +39,9 @@ class ExperimentResult:
         """The verdict sentence of each comparison with the baseline, one per line."""
         if not self.analysis:
             return None
-        return "\n".join(c["verdict"]["sentence"] for c in self.analysis.get("comparisons", {}).values())
+        from .summary import verdicts
+
+        return "\n".join(verdicts(self.analysis))
 
     @property
     def figure_path(self) -> Path:
@@ -101,7 +103,7 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
     from omegaconf.errors import OmegaConfBaseException
 
     from .app import execute
-    from .config import compose, compose_error, replace_whole_arms
+    from .config import compose, compose_error, factor_override_problem, replace_whole_arms
     from .experiment import ExperimentError
     from .results import load_tree
 
@@ -113,6 +115,9 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
         except (HydraException, OmegaConfBaseException) as e:
             raise HarnessError(f"the overrides {list(overrides)} do not compose a config: {compose_error(e)}") from None
         replace_whole_arms(cfg, overrides)
+        problem = factor_override_problem(cfg, overrides)
+        if problem:
+            raise HarnessError(problem)
     out = Path(out_dir) if out_dir is not None else _default_out_dir(cfg, overrides)
     log = logging.getLogger("harness")
     say = (lambda m: print(m, flush=True)) if verbose else log.debug

@@ -86,7 +86,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         except AnalysisError as e:
             return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
         if show_table:
-            render_table(analysis)
+            render_table(analysis, tables=bool(cfg.tables))
         tracker.log_analysis(analysis, out_dir)
         say(f"results: {out_dir}  (analysis.json, report.md, analysis.png)")
         return Executed(outcome, analysis)
@@ -100,12 +100,15 @@ def run(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from .config import replace_whole_arms
+    from .config import factor_override_problem, replace_whole_arms
     from .determinism import spread_over_gpus
     from .watchdog import exit_with_parent
 
     hc = HydraConfig.get()
     replace_whole_arms(cfg, hc.overrides.task)
+    problem = factor_override_problem(cfg, hc.overrides.task)
+    if problem:
+        fail(problem)
     out_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_root = Path(hc.sweep.dir) if multirun else out_dir

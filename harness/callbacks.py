@@ -64,7 +64,8 @@ class AnalyzeSweep(Callback):
         os.environ[SWEEP_ENV] = uuid.uuid4().hex[:12]
         os.environ[LAUNCHER_ENV] = str(os.getpid())
         pin_sweep(config)
-        write_declaration(config, Path(str(config.hydra.sweep.dir)))
+        if "harness_sweeper" not in str(config.hydra.sweeper.get("_target_", "")):  # that one declares its design
+            write_declaration(config, Path(str(config.hydra.sweep.dir)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         from .analysis import AnalysisError

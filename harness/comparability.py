@@ -189,8 +189,7 @@ def config_differences(groups) -> dict:
     flats = []
     for g in groups:
         r = g[0]
-        config = {k: v for k, v in (r.get("config") or {}).items() if k not in ("seed", "arm", "ab", "experiment_name",
-                                                                               "resume", "progress", "logger", "stats")}
+        config = {k: v for k, v in (r.get("config") or {}).items() if k not in NOT_IN_IDENTITY}
         factor = factor_of(r)
         flat = {k: v for k, v in flatten(config).items() if not (factor and _under(k, factor))}
         flats.append(flat)

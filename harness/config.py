@@ -175,6 +175,7 @@ class Config:
     precision: Precision = Precision.fp32
     resume: bool = True  # skip a (seed, arm) whose completed result matches config and code
     progress: bool = True  # live progress bar on the terminal
+    tables: bool = False  # every table on the terminal; off: the verdict screen (report.md always has them all)
     # Pluggable components: _target_ nodes (a dotted path + its keyword arguments), ours or yours.
     # Every key under one is an argument of its target, checked against its signature before the
     # first run. The built-in loop passes the rest at the call site: model(in_channels=,
@@ -217,6 +218,31 @@ def replace_whole_arms(cfg, overrides) -> None:
         if isinstance(value, dict):
             with open_dict(cfg):
                 cfg.ab.arms = OmegaConf.create(value)
+
+
+def factor_override_problem(cfg, overrides) -> Optional[str]:
+    """A sentence when an override sets the factor's own key (or a key under it), else None.
+
+    The arms place their values at ab.factor, so such a value would be silently replaced by each
+    arm's: ``loss.label_smoothing=1.5`` with factor loss.label_smoothing is refused, pointing to
+    ab.arms. Choosing a config group above the factor (``loss=focal``) is the base and is allowed,
+    and so is ``+path=value``: Hydra only appends a key that does not exist yet, which creates the
+    factor's path for the arms.
+    """
+    factor = str(cfg.ab.factor or "")
+    if not factor:
+        return None
+    for text in map(str, overrides):
+        if text.startswith("+") and not text.startswith("++"):
+            continue
+        key = text.split("=", 1)[0].lstrip("+~")
+        if key == factor or key.startswith(factor + "."):
+            arms = ", ".join(f"{a}={v}" for a, v in cfg.ab.arms.items())
+            return (f"{text!r} sets the experiment's factor ({factor}), where each arm places its own value "
+                    f"({arms or 'no arms yet'}); the value would be silently replaced. Change an arm's value "
+                    f"with ab.arms.NAME=VALUE (ab.arms.B=0.2), add one with +ab.arms.NAME=VALUE, or choose "
+                    f"another factor with ab.factor=PATH.")
+    return None
 
 
 def _dirname(override_dirname: str, *job) -> str:

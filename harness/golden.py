@@ -38,7 +38,7 @@ EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
 # What the bits are promised on; a difference here is named in the check's message.
 STACK_KEYS = ("torch", "device_type", "threads", "cuda", "cudnn", "device_name")
 # The config keys that never change a run's numbers (as in experiment.config_hash).
-NOT_NUMERICS = ("resume", "progress", "logger", "stats", "ab", "experiment_name", "repro")
+NOT_NUMERICS = ("resume", "progress", "tables", "logger", "stats", "ab", "experiment_name", "repro")
 
 
 class BadInput(ValueError):

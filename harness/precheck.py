@@ -71,7 +71,7 @@ class CheckBeforeRuns(Callback):
         from hydra.core.global_hydra import GlobalHydra
 
         from . import app
-        from .config import replace_whole_arms
+        from .config import factor_override_problem, replace_whole_arms
         from .experiment import ExperimentError
 
         app.CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process
@@ -87,6 +87,9 @@ class CheckBeforeRuns(Callback):
                 try:
                     job = loader.load_sweep_config(config, list(overrides))
                     replace_whole_arms(job, overrides)
+                    problem = factor_override_problem(job, overrides)
+                    if problem:
+                        raise ExperimentError(problem)
                     check_job(job)
                 except ExperimentError as e:
                     _refuse(f"the sweep's job {' '.join(overrides)}: {e} No job was launched.")

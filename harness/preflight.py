@@ -62,14 +62,15 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
     from .declaration import Declaration, DeclarationError
 
     try:  # stats and ab as declared: the same sentences every tool gives (harness/declaration.py)
-        Declaration.from_config(cfg)
+        declaration = Declaration.from_config(cfg)
     except DeclarationError as e:
         p.append(str(e))
+        declaration = None
     _int_at_least(p, "stats.bootstrap_resamples", cfg.stats.bootstrap_resamples, 100)
-    if cfg.ab.sequential.enabled:
+    if declaration is not None and declaration.sequential is not None:
         from .sequential_plan import settings_problems
 
-        p += settings_problems(cfg)
+        p += settings_problems(declaration)
     return p
 
 

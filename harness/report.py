@@ -236,7 +236,8 @@ def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
     if c.get("final_weights_identical"):
         s.rows.append(["final weights", "bitwise identical", "in every paired seed"])
     need = c["seeds_needed"]
-    if c["verdict"]["code"] in UNDECIDED:
+    sequential = isinstance(analysis.get("sequential"), dict)
+    if c["verdict"]["code"] in UNDECIDED and not sequential:  # in sequential mode the design plans the seeds
         if c["verdict"]["code"] == "differs":
             s.rows.append(["seeds needed", _seed_range(need["to_settle_margin"], need.get("to_settle_margin_range")),
                            "to settle the margin if the true difference is as observed"])
@@ -253,7 +254,11 @@ def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
         s.notes.append(f"baseline seeds without a partner in {name}: {', '.join(map(str, c['missing_seeds']))}")
     if c["verdict"].get("beyond_test_set"):
         s.notes.insert(0, c["verdict"]["beyond_test_set"])
-    s.notes.insert(0, f"verdict ({c['verdict']['code']}): {c['verdict']['sentence']}")
+    if sequential:
+        s.notes.insert(0, f"fixed-N reading ({c['verdict']['code']}), information only: the sequential decision "
+                          f"below is the verdict, and this reading does not account for its looks. {c['verdict']['sentence']}")
+    else:
+        s.notes.insert(0, f"verdict ({c['verdict']['code']}): {c['verdict']['sentence']}")
     return s
 
 
@@ -319,9 +324,21 @@ def _pairing_detail(noise: dict, f: _Fmt, analysis: dict, arm: str) -> str:
 # -- terminal -----------------------------------------------------------------------------------
 
 
-def render_table(analysis: dict, console: Console | None = None) -> None:
-    """Print the analysis to the terminal as rich tables."""
+def render_table(analysis: dict, console: Console | None = None, *, tables: bool = False) -> None:
+    """Print the analysis to the terminal: the verdict screen (summary.py), and with ``tables``
+    every table report.md holds."""
+    from .summary import lines
+
     console = console or Console()
+    screen = lines(analysis)
+    console.print(Text(screen[0], style="bold"))
+    for line in screen[1:]:
+        console.print(Text(line, style="bold" if line.startswith(("  ", "ALTERNATIVE")) and "=" not in line else None))
+    if not tables:
+        console.print(Text("every table: report.md (or tables=true; python -m harness.analyze DIR --tables)",
+                           style="dim"))
+        return
+    console.print()
     console.print(Text(headline(analysis), style="bold"))
     for s in sections(analysis):
         if s.rows:
@@ -343,8 +360,11 @@ def render_table(analysis: dict, console: Console | None = None) -> None:
 
 
 def markdown(analysis: dict, figure: str | None = "analysis.png") -> str:
-    """report.md: the figure, the same sections as the terminal, then every seed's values."""
-    lines = [f"# Analysis: {analysis.get('experiment')}", "", headline(analysis), ""]
+    """report.md: the verdict screen, the figure, every section, then every seed's values."""
+    from .summary import lines as screen
+
+    lines = [f"# Analysis: {analysis.get('experiment')}", "", "```text", *screen(analysis), "```", "",
+             headline(analysis), ""]
     if figure:
         lines += [f"![{_cell(_title(analysis))}]({figure})", ""]
     for s in [*sections(analysis), per_seed(analysis)]:

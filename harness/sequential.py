@@ -1,6 +1,6 @@
 """Sequential mode in one process: run seeds in batches until every comparison is settled.
 
-``python -m harness +experiment=loss_ab ab.sequential.enabled=true ab.sequential.margin=0.3``
+``python -m harness +experiment=loss_ab ab.sequential.enabled=true stats.margin=0.3``
 
 The loop: validate the design (ab.sequential) and every setting before anything is written; then,
 over and over, read the result files, replay the looks (harness.sequential_plan, with the

@@ -42,14 +42,15 @@ def baseline_and_arms(decl) -> tuple[str, list[str]]:
     return decl.baseline, decl.others
 
 
-def settings_problems(cfg) -> list[str]:
-    """Problems of ab.sequential, one sentence each naming the key, the value and what is allowed."""
-    s = cfg.ab.sequential
+def settings_problems(decl) -> list[str]:
+    """Problems of a declaration's sequential design (ab.sequential and stats.margin), one sentence
+    each naming the key, the value and what is allowed."""
+    s = decl.sequential
     p: list[str] = []
     key = "ab.sequential."
 
     def whole(name, low, allow_none=False):
-        v = s[name]
+        v = getattr(s, name)
         if v is None and allow_none:
             return True
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
@@ -66,10 +67,10 @@ def settings_problems(cfg) -> list[str]:
                  f"come after the last. Raise max_seeds or lower min_seeds.")
     if s.alpha is not None and not (_number(s.alpha) and 0 < s.alpha < 0.5):
         p.append(f"{key}alpha={s.alpha!r} must be a number between 0 and 0.5 (e.g. 0.05), or null for stats.alpha.")
-    if s.equivalence is True and not _number(cfg.stats.margin):
-        p.append(f"{key}equivalence=true asks for 'equivalent' claims, but stats.margin={cfg.stats.margin!r}: "
+    if s.equivalence is True and not (_number(decl.margin) and decl.margin > 0):
+        p.append(f"{key}equivalence=true asks for 'equivalent' claims, but stats.margin={decl.margin!r}: "
                  f"equivalence is only claimed within a margin declared before the data. Set "
-                 f"stats.margin=<the smallest effect that matters, in {cfg.stats.metric}'s units>, or "
+                 f"stats.margin=<the smallest effect that matters, in {decl.metric}'s units>, or "
                  f"{key}equivalence=false (or null).")
     if s.spending not in _SPENDINGS:
         p.append(f"{key}spending={s.spending!r} is not a spending function; allowed: {', '.join(_SPENDINGS)}.")
@@ -91,6 +92,8 @@ def design_of(decl):
         problems.append(f"ab.arms has {len(decl.arms)} arm(s): the sequential mode compares at least two.")
     if decl.sequential is None:
         problems.append("ab.sequential.enabled is false: there is no sequential design to run.")
+    else:
+        problems += settings_problems(decl)
     if problems:
         raise ValueError(" ".join(problems))
     s = decl.sequential

@@ -24,7 +24,7 @@ SYN = [
     "+experiment=loss_ab", "logger=none", "progress=false", "data.train_limit=64",
     "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0",
     "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.4", "+ab.arms.C=-6.0",
-    "ab.sequential.max_seeds=20",
+    "ab.sequential.max_seeds=20", "stats.margin=null",
 ]
 SEQ = SYN + ["ab.sequential.enabled=true"]
 
@@ -139,7 +139,7 @@ def test_bad_sequential_config_fails_before_any_run(tmp_path):
                     "ab.sequential.equivalence=true", f"hydra.sweep.dir={sweep}"])
     assert proc.returncode == 2
     assert "ab.sequential.seeds_per_look=0 must be an integer >= 1" in proc.stderr
-    assert "ab.sequential.equivalence=true asks for 'equivalent' claims, but ab.sequential.margin=None" in proc.stderr
+    assert "ab.sequential.equivalence=true asks for 'equivalent' claims, but stats.margin=None" in proc.stderr
     assert "Traceback" not in proc.stderr and not sweep.exists()
 
 
@@ -148,33 +148,36 @@ def test_bad_sequential_config_fails_before_any_run(tmp_path):
     (["ab.sequential.max_seeds=5", "ab.sequential.min_seeds=6"], "max_seeds=5 is below ab.sequential.min_seeds=6"),
     (["ab.sequential.max_seeds=4"], "max_seeds=4 is below the first look at 7 seeds"),
     (["ab.sequential.equivalence=true"], "equivalence is only claimed within a margin declared before the data"),
-    (["ab.sequential.margin=0", "ab.sequential.equivalence=true"], "but ab.sequential.margin=0: equivalence"),
-    (["ab.sequential.margin=-1"], "ab.sequential.margin=-1 must be null or a number >= 0"),
-    (["ab.sequential.margin=auto"], "the sequential mode has no 'auto' margin"),
+    (["stats.margin=0", "ab.sequential.equivalence=true"], "but stats.margin=0.0: equivalence"),
+    (["stats.margin=-1"], "stats.margin=-1 must be a number >= 0"),
+    (["stats.margin=auto"], "stats.margin=auto cannot be used in sequential mode"),
+    (["ab.sequential.margin=0.3"], "the margin is declared once, for every mode, at stats.margin"),
     (["ab.sequential.min_seeds=5"], "a claim needs at least 7 seeds"),
     (["ab.sequential.spending=linear"], "allowed: pocock, obrien-fleming, hsd"),
     (["ab.sequential.alpha=0.7"], "ab.sequential.alpha=0.7 must be a number between 0 and 0.5"),
     (["ab.sequential.max_failures=-1"], "ab.sequential.max_failures=-1 must be an integer >= 0"),
 ])
 def test_each_bad_value_is_named_with_what_is_allowed(overrides, words):
+    from harness.declaration import Declaration
     from harness.preflight import check_settings
     from harness.sequential_plan import design_of
 
     cfg = compose_cfg(SEQ + overrides)
     with pytest.raises(ValueError) as e:
-        design_of(cfg)
+        design_of(Declaration.from_config(cfg))
     assert words in str(e.value)
     if "first look" not in words and "needs at least" not in words:  # range checks: in the preflight too
         assert any(words in p for p in check_settings(cfg, list(cfg.ab.arms)))
 
 
 def test_design_follows_the_config():
+    from harness.declaration import Declaration
     from harness.sequential_plan import design_of
 
-    d = design_of(compose_cfg(SEQ + ["ab.sequential.margin=0.3", "stats.metric=test_loss"]))
+    d = design_of(Declaration.from_config(compose_cfg(SEQ + ["stats.margin=0.3", "stats.metric=test_loss"])))
     assert (d.direction, d.margin, d.equivalence, d.arms, d.min_seeds) == ("min", 0.3, True, 2, 6)
-    d = design_of(compose_cfg(SEQ + ["~ab.arms.C", "ab.sequential.alpha=0.1", "ab.sequential.equivalence=false",
-                                     "ab.sequential.margin=0.5"]))
+    d = design_of(Declaration.from_config(compose_cfg(SEQ + ["~ab.arms.C", "ab.sequential.alpha=0.1",
+                                                             "ab.sequential.equivalence=false", "stats.margin=0.5"])))
     assert (d.direction, d.alpha, d.equivalence, d.arms, d.min_seeds) == ("max", 0.1, False, 1, 4)
 
 

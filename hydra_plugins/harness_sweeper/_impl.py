@@ -139,10 +139,12 @@ class SequentialSweeperImpl:
                       f"order of seeds, ab.arms the arms); drop this override.", 2)
 
     def _task_config(self) -> DictConfig:
-        """The config a job gets, without the hydra node (as the task function sees it)."""
+        """The config a job gets, without the hydra node (as the task function sees it), with the
+        sequential design on: this sweeper runs it whatever ab.sequential.enabled says."""
         cfg = self.config.copy()
         with flag_override(cfg, ["struct", "readonly"], [False, False]):
             del cfg["hydra"]
+            cfg.ab.sequential.enabled = True
         return cfg
 
     @staticmethod

@@ -1,6 +1,6 @@
 """Config and entry class of the sequential sweeper; every Hydra app imports this module, so it is light.
 
-``python -m harness -m hydra/sweeper=harness_sequential +experiment=loss_ab ab.sequential.margin=0.3``
+``python -m harness -m hydra/sweeper=harness_sequential +experiment=loss_ab stats.margin=0.3``
 launches (seed, arm) jobs (overrides ``seed=S arm=A``) in batches through the configured launcher
 (basic, ``hydra/launcher=local_pool``, submitit) and decides between batches from the result files,
 with the design declared under ``ab.sequential`` (see docs/sequential.md). The work is in _impl.py.

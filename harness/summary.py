@@ -1,0 +1,93 @@
+"""The verdict screen: what the terminal shows after a run or a re-analysis, verdict first.
+
+One screen: the verdict of each comparison (in sequential mode, the sequential decision; the fixed-N
+reading is labelled as information), the declaration it rests on (metric, unit, direction, margin,
+alpha, baseline), a departure line when the analysis is an alternative, the runs and their
+pairing, the arms, and what was left out. Every table is in report.md (and on the terminal with
+``tables=true``, or ``python -m harness.analyze DIR --tables``). Reads the analysis dict only.
+"""
+
+from __future__ import annotations
+
+
+def is_sequential(analysis: dict) -> bool:
+    seq = analysis.get("sequential")
+    return isinstance(seq, dict) and isinstance(seq.get("arms"), dict)
+
+
+def verdicts(analysis: dict) -> list[str]:
+    """The verdict sentence of each comparison: the sequential decision in sequential mode."""
+    if is_sequential(analysis):
+        return [a["sentence"] for a in analysis["sequential"]["arms"].values()]
+    return [c["verdict"]["sentence"] for c in analysis.get("comparisons", {}).values()]
+
+
+def declaration_line(analysis: dict) -> str:
+    """What the verdict rests on, as declared (or as this alternative analysis chose)."""
+    from .report import _Fmt
+
+    f = _Fmt(analysis)
+    words = "higher is better" if analysis.get("direction") == "max" else "lower is better"
+    unit = f"{analysis['unit']}, " if analysis.get("unit") else ""
+    m = analysis["margin"]
+    if is_sequential(analysis):
+        d = analysis["sequential"].get("design") or {}
+        margin = f"±{f.value(d['margin'])}{f.unit} declared before the data" if d.get("margin") else "none (better or worse than 0)"
+        alpha = d.get("alpha", analysis["alpha"])
+        looks = d.get("looks") or []
+        design = f"; sequential, looks at {', '.join(map(str, looks))} seeds, {d.get('spending')} spending"
+    else:
+        if m["source"] == "auto":
+            margin = (f"auto, ESTIMATED FROM THE DATA: ±{f.value(m['value'])}{f.unit} ('beyond' against "
+                      f"±{f.value(m['high'])}, 'equivalent' against ±{f.value(m['low'])})")
+        else:
+            margin = f"±{f.value(m['value'])}{f.unit} declared before the data"
+        alpha, design = analysis["alpha"], ""
+    decl = analysis.get("declaration") or {}
+    arms = ", ".join(f"{k}={v}" for k, v in (decl.get("arms") or {}).items())
+    return (f"declared: metric {analysis['metric']} ({unit}{words}); margin {margin}; alpha {alpha:g}; "
+            f"baseline {analysis['baseline']}; factor {analysis.get('factor')}" + (f" ({arms})" if arms else "") + design)
+
+
+def lines(analysis: dict) -> list[str]:
+    """The screen, one string a line (no markup)."""
+    from .report import _Fmt
+
+    f = _Fmt(analysis)
+    out = [f"{analysis.get('experiment')}: {'sequential decision' if is_sequential(analysis) else 'verdict'}"]
+    out += [f"  {v}" for v in verdicts(analysis)]
+    if analysis.get("departures"):
+        out.append("ALTERNATIVE ANALYSIS, not the declared one: " + "; ".join(analysis["departures"])
+                   + (f" (written to {analysis['written_to']}/)" if analysis.get("written_to") else ""))
+    out.append(declaration_line(analysis))
+    if is_sequential(analysis):
+        for name, c in analysis.get("comparisons", {}).items():
+            out.append(f"fixed-N reading of {name} vs {c['baseline']} on the same seeds (information only: it "
+                       f"does not account for the looks): {c['verdict']['code']}, {f.signed(c['mean_diff'])}{f.unit}")
+    arms = analysis["arms"]
+    n = {a["n"] for a in arms.values()}
+    seeds = f"{n.pop()} seeds" if len(n) == 1 else "seeds " + ", ".join(f"{k} {a['n']}" for k, a in arms.items())
+    pairing = analysis.get("pairing_verified")
+    out.append(f"runs: {seeds} x {len(arms)} arms; "
+               + (f"pairing verified ({' and '.join(pairing)} equal across arms in every seed)" if pairing
+                  else "pairing: no shared fingerprints to verify"))
+    cert = analysis.get("certificate")
+    if isinstance(cert, dict) and cert.get("line"):
+        out.append(str(cert["line"]))
+    out.append("  " + "   ".join(f"{name} {f.value(a['mean'])} ± {f.value(a['std'])}{f.unit}" for name, a in arms.items()))
+    for name, c in analysis.get("comparisons", {}).items():
+        iv = c["intervals"]["zero"]
+        out.append(f"  {name} - {c['baseline']} = {f.signed(c['mean_diff'])}{f.unit}, {_pct(iv['level'])} CI "
+                   f"{f.interval([iv['low'], iv['high']])}, {c['n_pairs']} pairs, sd of differences "
+                   f"{f.value(c['noise']['std_diff'])}{f.unit}")
+    left = [(k, len(analysis.get(k) or [])) for k in ("excluded", "not_compared", "unreadable")]
+    if any(count for _, count in left):
+        out.append("LEFT OUT: " + ", ".join(f"{count} {k.replace('_', ' ')}" for k, count in left if count)
+                   + " (report.md names each and says why)")
+    if analysis.get("data_unverified"):
+        out.append(f"data not verified: {analysis['data_unverified']} run(s) (data.verify=false)")
+    return out
+
+
+def _pct(level: float) -> str:
+    return f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"
