@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .results import atomic_write
+from .summary import Fmt as _Fmt
 
 UNDECIDED = ("undecided", "differs")  # verdicts that come with "seeds needed"
 
@@ -28,29 +29,6 @@ class Section:
 
 
 # -- formatting ---------------------------------------------------------------------------------
-
-
-class _Fmt:
-    """Numbers in the metric's units: accuracy in points to 2 decimals, anything else 4 digits."""
-
-    def __init__(self, analysis: dict):
-        self.points = analysis.get("unit") == "pts"
-        self.unit = " pts" if self.points else ""
-
-    def value(self, x) -> str:
-        if x is None:
-            return "—"
-        return f"{x:.2f}" if self.points else f"{x:.4g}"
-
-    def signed(self, x) -> str:
-        if x is None:
-            return "—"
-        return f"{x:+.2f}" if self.points else f"{x:+.4g}"
-
-    def interval(self, ci) -> str:
-        if not ci or ci[0] is None or ci[1] is None:
-            return "—"
-        return f"[{self.signed(ci[0])}, {self.signed(ci[1])}]{self.unit}"
 
 
 def _p(p) -> str:

@@ -10,6 +10,29 @@ pairing, the arms, and what was left out. Every table is in report.md (and on th
 from __future__ import annotations
 
 
+class Fmt:
+    """Numbers in the metric's units: accuracy in points to 2 decimals, anything else 4 digits."""
+
+    def __init__(self, analysis: dict):
+        self.points = analysis.get("unit") == "pts"
+        self.unit = " pts" if self.points else ""
+
+    def value(self, x) -> str:
+        if x is None:
+            return "—"
+        return f"{x:.2f}" if self.points else f"{x:.4g}"
+
+    def signed(self, x) -> str:
+        if x is None:
+            return "—"
+        return f"{x:+.2f}" if self.points else f"{x:+.4g}"
+
+    def interval(self, ci) -> str:
+        if not ci or ci[0] is None or ci[1] is None:
+            return "—"
+        return f"[{self.signed(ci[0])}, {self.signed(ci[1])}]{self.unit}"
+
+
 def is_sequential(analysis: dict) -> bool:
     seq = analysis.get("sequential")
     return isinstance(seq, dict) and isinstance(seq.get("arms"), dict)
@@ -24,9 +47,7 @@ def verdicts(analysis: dict) -> list[str]:
 
 def declaration_line(analysis: dict) -> str:
     """What the verdict rests on, as declared (or as this alternative analysis chose)."""
-    from .report import _Fmt
-
-    f = _Fmt(analysis)
+    f = Fmt(analysis)
     words = "higher is better" if analysis.get("direction") == "max" else "lower is better"
     unit = f"{analysis['unit']}, " if analysis.get("unit") else ""
     m = analysis["margin"]
@@ -51,9 +72,7 @@ def declaration_line(analysis: dict) -> str:
 
 def lines(analysis: dict) -> list[str]:
     """The screen, one string a line (no markup)."""
-    from .report import _Fmt
-
-    f = _Fmt(analysis)
+    f = Fmt(analysis)
     out = [f"{analysis.get('experiment')}: {'sequential decision' if is_sequential(analysis) else 'verdict'}"]
     out += [f"  {v}" for v in verdicts(analysis)]
     if analysis.get("departures"):

@@ -89,10 +89,15 @@ def sequential_history(analysis: dict) -> list[dict]:
 def analysis_summary(analysis: dict) -> dict:
     """The verdict(s) and key numbers; per comparison under '<arm>_vs_<baseline>/<column>'."""
     columns, rows = comparison_table(comparisons_of(analysis))
-    summary = {k: analysis[k] for k in ("experiment", "factor", "metric", "baseline") if _is_cell(analysis.get(k))}
+    summary = {k: analysis[k] for k in ("experiment", "factor", "metric", "unit", "direction", "baseline", "alpha")
+               if _is_cell(analysis.get(k))}
     margin = _get(analysis, "margin.value") if isinstance(analysis.get("margin"), dict) else analysis.get("margin")
     if _is_cell(margin):
         summary["margin"] = margin
+        if _is_cell(_get(analysis, "margin.source")):
+            summary["margin_source"] = _get(analysis, "margin.source")  # given (declared) or auto (estimated)
+    if analysis.get("departures"):  # an alternative analysis says so wherever it is shown
+        summary["departures"] = "; ".join(analysis["departures"])
     verdicts = []
     for row in rows:
         cells = dict(zip(columns, row))
@@ -106,6 +111,16 @@ def analysis_summary(analysis: dict) -> dict:
             summary["verdict_sentence"] = verdicts[0][2]
     elif verdicts:
         summary["verdict"] = "; ".join(f"{arm}: {code}" for arm, code, _ in verdicts)
+    seq = analysis.get("sequential")
+    if isinstance(seq, dict) and isinstance(seq.get("arms"), dict):  # the sequential decision is the verdict
+        summary["fixed_n_reading"] = summary.pop("verdict", None)
+        summary.pop("verdict_sentence", None)
+        decisions = {arm: a.get("decision") for arm, a in seq["arms"].items()}
+        summary["verdict"] = "; ".join(f"{arm}: {d}" for arm, d in decisions.items()) if len(decisions) > 1 \
+            else next(iter(decisions.values()), None)
+        if len(decisions) == 1:
+            summary["verdict_sentence"] = next(iter(seq["arms"].values())).get("sentence")
+        summary = {k: v for k, v in summary.items() if v is not None}
     if isinstance(analysis.get("excluded"), list):
         summary["excluded_runs"] = len(analysis["excluded"])
     cert = analysis.get("certificate")
