@@ -207,6 +207,7 @@ def _records(values, n=N_VAL, metric="val_score", seeds=4, rng_seed=3):
             value = values(correct)
             r = F.make_result(seed, arm, value, metrics={"val_score": value, "val_loss": 0.3},
                               directions=directions)
+            r["config"]["stats"]["metric"] = "val_score"  # (stats is not in the config hashes)
             r["examples"] = results_io.pack_examples(correct, metric=metric)
             items.append(r)
     return items
