@@ -13,6 +13,7 @@ Runs are tiny (a linear model, a few dozen steps, threads=1) and in-process.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +92,7 @@ ab:
   arms:
     A: 0.5
     B: 0.05
-  seeds: [0, 1, 2]
+  seeds: [0, 1, 2, 3]
 """
 TINY = ["+experiment=val_ab", "logger=none", "progress=false", "determinism.threads=1", "data.train_limit=64",
         "repro.certificate=false"]
@@ -231,7 +232,7 @@ def test_the_agreement_check_tolerates_float32_rounding_and_no_more():
     # one example more is not rounding
     by_arm["B"][2]["value"] += 100 / N_VAL
     arrays, note = evidence.examples(compared, by_arm, "A", VAL_SCORE)
-    assert not note["available"] and "seed 2 arm B" in note["reason"]
+    assert not note["available"] and "seed 2 arm B" in note["reason"] and "not the same test set" in note["reason"]
 
 
 def test_the_analysis_uses_only_the_records_of_the_metric_it_analyses():
@@ -268,7 +269,7 @@ def test_a_hand_edited_metric_that_its_record_contradicts_is_excluded(val_ab, tm
     reasons = {(e["seed"], e["arm"]): e["reason"] for e in a["excluded"]}
     assert reasons[(1, "B")] == (f"val_score 99.99 disagrees with its per-example record "
                                  f"({true_value:.2f} from {N_VAL} examples): excluded")
-    assert a["arms"]["B"]["seeds"] == [0, 2] and 99.99 not in a["arms"]["B"]["values"]
+    assert a["arms"]["B"]["seeds"] == [0, 2, 3] and 99.99 not in a["arms"]["B"]["values"]
     assert "99.99 disagrees with its per-example record" in (edited / "report.md").read_text()
 
 
@@ -279,7 +280,13 @@ def test_the_reason_shows_enough_digits_to_tell_the_values_apart():
     (e,) = excluded
     value = items[1]["metrics"]["val_score"]
     record = 100 * results_io.example_correctness(items[1], "val_score").mean()
-    assert e["reason"].startswith(f"val_score {value:.4f} disagrees with its per-example record ({record:.4f} from")
+    match = re.fullmatch(r"val_score (\d+\.(\d+)) disagrees with its per-example record \((\d+\.\d+) from "
+                         rf"{N_VAL} examples\): excluded", e["reason"])
+    assert match, e["reason"]
+    shown_value, decimals, shown_record = match[1], len(match[2]), match[3]
+    assert shown_value != shown_record and len(shown_record.split(".")[1]) == decimals >= 2
+    assert abs(float(shown_value) - value) <= 0.5 * 10**-decimals
+    assert abs(float(shown_record) - record) <= 0.5 * 10**-decimals
     assert len(usable) == len(items) - 1
 
 
