@@ -368,7 +368,8 @@ class Run:
                 raise RunUsageError(
                     f"run.record_examples recorded the per-example outcomes of {', '.join(missing)}, but the "
                     f"training function returned no such metric (it returned {', '.join(metrics) or 'none'}): "
-                    f"record them with metric= the name of the returned metric they make up.")
+                    f"record them with metric= the name of the returned metric they make up (without metric= "
+                    f"they belong to the one metric stats.metrics declares with examples: true).")
             out["examples"] = pack_example_records(self._examples)
         if self._save_weights or self._keep:
             model_state = self._model.state_dict() if self._model is not None else {
