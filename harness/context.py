@@ -15,10 +15,13 @@ hands out everything seeded and records everything the harness proves things wit
     run.step(loss)                      once per optimizer step: loss bits + parameter digest
     run.log(step, **scalars)            curve points (result.json, wandb)
     run.autocast()                      bf16 autocast when precision=bf16, else nothing
-    run.record_examples(correct)        per-example correctness on the test split (test-set noise)
+    run.record_examples(correct, metric=NAME)  per-example outcomes on the test split of a metric
+                                        declared with examples: true (its test-set noise)
     run.dataset(node, **kw)             instantiate a data node once per process (cached by config)
 
 It imports neither Hydra nor wandb and knows nothing of arms: a notebook can build one directly.
+``metrics`` are the declared metrics (the config's ``stats.metrics``: the harness passes the arm
+config's); they tell ``record_examples`` without a name which metric its outcomes belong to.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import hashlib
 import json
 import time
 from collections import deque
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import torch
 from torch.utils.data import DataLoader, Sampler
@@ -132,10 +135,12 @@ class Run:
     def __init__(self, seed: int, device: torch.device | str = "cpu", precision: str = "fp32", *,
                  check_every: int = 10, progress: Optional[Callable[[int, Optional[int], float], None]] = None,
                  init_hook: Optional[Callable[[torch.nn.Module], None]] = None, keep_step_weights: int = 0,
-                 save_weights: bool = False, stop_after: Optional[int] = None):
+                 save_weights: bool = False, stop_after: Optional[int] = None, metrics: Optional[Mapping] = None):
         """``init_hook(model)`` may change the initial weights in place before the init fingerprint
         (the noise audit nudges one weight by an ULP). ``keep_step_weights``: keep the full weights
-        of the first N steps (harness.diff's butterfly curve); ``save_weights``: the final ones."""
+        of the first N steps (harness.diff's butterfly curve); ``save_weights``: the final ones.
+        ``metrics``: the declared metrics, name -> a ``stats.metrics`` entry (a direction, or
+        {direction, unit, examples}) or a harness.declaration.MetricSpec; None: none declared."""
         self.seed = int(seed)
         self.device = torch.device(device)
         self.precision = precision
@@ -155,7 +160,8 @@ class Run:
         self._total: Optional[int] = None
         self._step_weights: list[torch.Tensor] = []
         self._curve: dict[int, dict[str, float]] = {}
-        self._examples = None
+        self._declared = _declared(metrics)
+        self._examples: dict[str, Any] = {}  # metric -> per-example outcomes, in recording order
         self._in_init = False
         self.steps = 0
         self._t0 = time.perf_counter()
@@ -278,11 +284,38 @@ class Run:
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def record_examples(self, correct) -> None:
-        """Which test examples this run got right (a bool per example, in the test split's order):
-        lets the analysis separate test-set sampling noise from seed noise."""
+    def record_examples(self, correct, metric: Optional[str] = None) -> None:
+        """Which test examples this run got right (a bool per example, in the test split's order),
+        the per-example outcomes of the returned metric ``metric``: lets the analysis separate the
+        test set's sampling noise from seed noise. The metric must be declared with examples: true
+        (stats.metrics.NAME: {direction: max, unit: pts, examples: true}) for the analysis to use
+        it. Without ``metric``: the one metric declared so. One record per metric (a second call
+        for the same metric replaces the first)."""
+        if metric is None:
+            metric = self._examples_metric()
+        elif not isinstance(metric, str) or not metric:
+            raise RunUsageError(f"run.record_examples(correct, metric={metric!r}): metric must be the name of "
+                                f"the returned metric these outcomes are of, e.g. metric=\"test_accuracy\".")
         t = torch.as_tensor(correct).detach().reshape(-1).to("cpu", torch.bool)
-        self._examples = t.numpy().copy()
+        self._examples.pop(metric, None)
+        self._examples[metric] = t.numpy().copy()
+
+    def _examples_metric(self) -> str:
+        """The one declared metric with examples: true, else a RunUsageError that says what to do."""
+        named = [name for name, spec in (self._declared or {}).items() if spec.examples]
+        if len(named) == 1:
+            return named[0]
+        if self._declared is None:
+            found = "no metrics were declared to this Run"
+        elif not named:
+            found = f"none of the declared metrics ({', '.join(self._declared) or 'none'}) has examples: true"
+        else:
+            found = f"several declared metrics have examples: true ({', '.join(named)})"
+        raise RunUsageError(
+            f"run.record_examples(correct) without metric=: {found}, so whose per-example outcomes these are "
+            f"cannot be told (it is never guessed). Name it: run.record_examples(correct, metric=\"NAME\"), "
+            f"and declare NAME in stats.metrics as {{direction: max, unit: pts, examples: true}} (unit pts or %: "
+            f"the metric is 100 x the mean outcome; otherwise the mean itself).")
 
     # -- the harness's side ----------------------------------------------------------------------
 
@@ -295,7 +328,7 @@ class Run:
 
     def finish(self, metrics) -> dict:
         """Called by the harness after the training function returned: the run's record."""
-        from .results import pack_examples
+        from .results import pack_example_records
 
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -329,8 +362,15 @@ class Run:
                 "ms_per_step": 1000 * seconds / self.steps,
             },
         }
-        if self._examples is not None:
-            out["examples"] = pack_examples(self._examples)
+        if self._examples:
+            missing = [name for name in self._examples if name not in metrics]
+            if missing:
+                raise RunUsageError(
+                    f"run.record_examples recorded the per-example outcomes of {', '.join(missing)}, but the "
+                    f"training function returned no such metric (it returned {', '.join(metrics) or 'none'}): "
+                    f"record them with metric= the name of the returned metric they make up (without metric= "
+                    f"they belong to the one metric stats.metrics declares with examples: true).")
+            out["examples"] = pack_example_records(self._examples)
         if self._save_weights or self._keep:
             model_state = self._model.state_dict() if self._model is not None else {
                 str(i): p for i, p in enumerate(self._params)}
@@ -355,6 +395,16 @@ class _HashingDeque(deque):
 
     def append(self, batch) -> None:
         self._order.update(batch.numpy().tobytes())
+
+
+def _declared(metrics: Optional[Mapping]) -> Optional[dict]:
+    """name -> MetricSpec of the declared metrics (``stats.metrics`` entries or MetricSpecs)."""
+    if metrics is None:
+        return None
+    from .declaration import MetricSpec, metric_spec
+
+    return {str(name): entry if isinstance(entry, MetricSpec) else metric_spec(str(name), entry)
+            for name, entry in metrics.items()}
 
 
 def _params_fp(params) -> str:

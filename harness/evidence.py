@@ -1,7 +1,8 @@
 """What the result files hold beside the primary metric, gathered for the analysis.
 
 - the other metrics with a declared direction, each compared arm against the baseline;
-- the per-example correctness on the test split (``result["examples"]``), for the test set's noise;
+- the per-example outcomes on the test split (``result["examples"]``) of the analysed metric, for
+  the test set's noise, and whether the metric agrees with them (up to float32 rounding);
 - the learning curves per arm (mean and band over seeds);
 - the setup a reader needs to judge the numbers (determinism mode, device, precision, threads).
 
@@ -61,11 +62,66 @@ def other_metrics(usable, compared, baseline, metric, declared, alpha) -> dict:
     return {"metrics": present, "by_arm": by_arm}
 
 
+# A metric read back from its per-example record may have passed through float32 (a user's loop
+# computing 100 * correct.float().mean()): a count, a division, a scaling and the cast to the
+# returned number, each rounding by at most float32's epsilon relative to the value. Agreement
+# tolerates that much and no more: at 100 points it is 5e-5, far below one example of any test
+# set under a million examples.
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+FLOAT32_ROUNDINGS = 4
+
+
+def float32_tolerance(*values) -> float:
+    """How far apart two numbers of this magnitude may be from float32 rounding alone."""
+    return FLOAT32_ROUNDINGS * FLOAT32_EPS * max((abs(float(v)) for v in values), default=0.0)
+
+
+def agrees(value, expected) -> bool:
+    """The metric ``value`` is ``expected`` (what its per-example record gives) up to float32 rounding."""
+    return abs(float(value) - float(expected)) <= float32_tolerance(value, expected)
+
+
+def record_of(result, spec):
+    """The per-example record (results.example_record) that belongs to the metric ``spec`` declares.
+
+    A record names its metric; an older one without a name belongs to the declared examples
+    metric: the one the run's recorded config declared with examples: true (of several, the one
+    the run returned), or, when that config declared none (it predates the flag), the analysed
+    metric when it is declared so."""
+    return results_io.example_record(result, spec.name, unnamed=spec.examples and _owns_unnamed(result, spec))
+
+
+def _owns_unnamed(result, spec) -> bool:
+    declared = ((result.get("config") or {}).get("stats") or {}).get("metrics")
+    flagged = [str(name) for name, entry in (declared.items() if isinstance(declared, Mapping) else ())
+               if isinstance(entry, Mapping) and entry.get("examples") is True]
+    if len(flagged) > 1:
+        flagged = [name for name in flagged if name in (result.get("metrics") or {})]
+    return flagged == [spec.name] if flagged else True
+
+
+def record_value(record, spec) -> tuple:
+    """(the metric its per-example record gives: example_scale x the mean outcome, the outcomes)."""
+    correct = results_io.unpack_examples(record)
+    return spec.example_scale * float(correct.mean()) if correct.size else math.nan, correct
+
+
+def two_numbers(a, b, least: int = 2) -> tuple:
+    """a and b with the fewest decimals (at least ``least``) that show them apart."""
+    for digits in range(least, 11):
+        x, y = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if x != y:
+            return x, y
+    return f"{a!r}", f"{b!r}"
+
+
 def examples(compared, by_arm, baseline, spec):
     """(arm -> (baseline, arm) seeds x examples bool arrays, note) for the test set's noise.
 
-    ``spec``: the primary metric's declaration (harness.declaration.MetricSpec); only a metric
-    declared as the mean of per-example outcomes (examples: true) has them."""
+    ``spec``: the analysed metric's declaration (harness.declaration.MetricSpec); only a metric
+    declared as the mean of per-example outcomes (examples: true) has them, and only the records
+    that belong to it (record_of) are used. Each must give the metric's value up to float32
+    rounding (agrees)."""
     metric = spec.name
     if not spec.examples:
         return None, {"available": False, "reason": (f"{metric} is not declared as the mean of per-example "
@@ -78,18 +134,22 @@ def examples(compared, by_arm, baseline, spec):
             rows = []
             for s in seeds:
                 result = by_arm[who][s]["result"]
-                correct = results_io.example_correctness(result)
-                if correct is None or (result.get("examples") or {}).get("split", "test") != "test":
+                record = record_of(result, spec)
+                if record is None or record.get("split", "test") != "test":
                     return None, {
                         "available": False,
-                        "reason": (f"per-example correctness on the test split is not recorded (seed {s} arm {who}): "
-                                   f"the intervals cover seed noise only, not this test set's own sampling noise"),
+                        "reason": (f"per-example correctness of {metric} on the test split is not recorded (seed {s} "
+                                   f"arm {who}): the intervals cover seed noise only, not this test set's own "
+                                   f"sampling noise"),
                     }
-                if abs(spec.example_scale * correct.mean() - by_arm[who][s]["value"]) > 1e-6:
+                given, correct = record_value(record, spec)
+                value = by_arm[who][s]["value"]
+                if not agrees(value, given):
+                    shown_given, shown_value = two_numbers(given, value, 4)
                     return None, {
                         "available": False,
-                        "reason": (f"the recorded examples of seed {s} arm {who} give {spec.example_scale * correct.mean():.4f}, "
-                                   f"not its {metric} {by_arm[who][s]['value']:.4f}: not the same test set"),
+                        "reason": (f"the recorded examples of seed {s} arm {who} give {shown_given}, "
+                                   f"not its {metric} {shown_value}: not the same test set"),
                     }
                 rows.append(correct)
                 sizes.add(correct.size)

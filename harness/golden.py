@@ -236,14 +236,46 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
         lines.append("  the configuration is the same as the golden's: the code (or the stack) changed the numerics.")
     if stack:
         lines.append("  " + stack_line)
-    metric = _primary(result)
-    if metric in golden.get("metrics", {}) and metric in result["metrics"]:
-        lines.append(f"  {metric}: {result['metrics'][metric]:.6g} now, {golden['metrics'][metric]:.6g} in the golden.")
+    before, now = golden.get("metrics") or {}, result.get("metrics") or {}
+    shown = [(m, spec) for m, spec in _declared_metrics(result) if m in before and m in now]
+    if shown:
+        lines.append("  " + "; ".join(f"{m}: {_number(now[m])}{spec.suffix} now, {_number(before[m])}{spec.suffix} in "
+                                      f"the golden" for m, spec in shown) + ".")
     return "\n".join(lines)
 
 
-def _primary(result: dict) -> str:
-    return ((result.get("config") or {}).get("stats") or {}).get("metric", "test_accuracy")
+def _declaration(result: dict):
+    """The declaration of the run's recorded config (its metrics and units), or None when it
+    declares nothing readable: names and units are never guessed."""
+    from .declaration import Declaration, DeclarationError
+
+    try:
+        return Declaration.from_config(result.get("config") or {}, strict=False)
+    except DeclarationError:
+        return None
+
+
+def _declared_metrics(result: dict) -> list:
+    """[(name, MetricSpec)] of the declared metrics, the primary one first."""
+    declaration = _declaration(result)
+    if declaration is None:
+        return []
+    names = [declaration.metric] + [m for m in declaration.metrics if m != declaration.metric]
+    return [(m, declaration.metrics[m]) for m in names if m in declaration.metrics]
+
+
+def _number(x) -> str:
+    return f"{x:.6g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else repr(x)
+
+
+def _primary_line(result: dict) -> str:
+    """The declared primary metric of a run with its unit, e.g. "val_score 82.2 pts"."""
+    declaration = _declaration(result)
+    if declaration is None:
+        return "no declared metric"
+    metric, spec = declaration.metric, declaration.metrics.get(declaration.metric)
+    value = (result.get("metrics") or {}).get(metric)
+    return f"{metric} {_number(value)}{spec.suffix if spec else ''}" if value is not None else f"{metric} not returned"
 
 
 def save(path: str, overrides: list[str], config_dirs=()) -> int:
@@ -261,7 +293,7 @@ def save(path: str, overrides: list[str], config_dirs=()) -> int:
     print(
         f"golden saved: {path}: {n} steps of seed {record['seed']}, arm {record['arm']} "
         f"(torch {env['torch']}, {env['device_type']}, {env['threads']} threads; "
-        f"{_primary(result)} {record['metrics'].get(_primary(result), float('nan')):.6g}). "
+        f"{_primary_line(result)}). "
         f"Check with: python -m harness.golden check {shlex.quote(path)}"
     )
     return EXIT_OK

@@ -16,6 +16,11 @@ each source of noise, with the same data:
                    "not applicable: no CUDA"
   seeds            K seeds (the reference seed and the next K-1): the noise every A/B test must beat
 
+The metrics, their units and whether one is the mean of per-example outcomes come from the
+declaration (stats.metrics, harness/declaration.py), never from a name: --metric is any declared
+metric, the declared primary one by default; when it is the mean of per-example outcomes, which
+moves in steps of one test example, the other declared metrics the runs report get tables too.
+
 For each source: the spread (std, range) of the final metric over its K runs, its ratio to the
 seed spread (with a 95% interval from the F distribution, which assumes roughly normal metrics),
 how many distinct final weights the K runs reached, and from which step their parameters part from
@@ -44,13 +49,12 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from .declaration import Declaration, DeclarationError
 from .diff import first_difference, loss_value
 from .golden import BadInput, add_config_dir, compose_config, select_run, stack_summary
-from .results import write_json
+from .results import example_record, write_json
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
-METRICS = ("test_accuracy", "test_loss", "train_loss")
-UNITS = {"test_accuracy": "percentage points"}
 STEP_WEIGHTS_BYTES = 64 * 2**20  # per run, for the per-step max |Δw| curve (all steps of a small model)
 SOURCES = {
     "repeat": "(a) repeat, same config",
@@ -156,11 +160,16 @@ def steps_to_keep(cfg, seed: int) -> int:
     return max(1, STEP_WEIGHTS_BYTES // (4 * max(1, size.get("n", 1))))
 
 
-def run_all(ref_cfg, seed: int, k: int, device_type: str, keep: int, log=print) -> tuple[list[dict], dict]:
+def run_all(ref_cfg, seed: int, k: int, device_type: str, keep: int, log=print, *, declaration=None,
+            metric=None) -> tuple[list[dict], dict]:
     """Train every planned run; compare each with the reference (the first repeat) as it finishes.
 
     Only the reference's weights are held; each run is reduced to its distances from it at once.
+    Each run keeps the declared metrics it returned (``declaration``: the arm config's, by
+    default); ``metric``, the audited one, must be among the reference run's.
     """
+    if declaration is None:
+        declaration = Declaration.from_config(ref_cfg, strict=False)
     runs = plan(ref_cfg, seed, k, device_type)
     ref, ref_final, ref_steps_w = None, None, None
     for i, run in enumerate(runs, 1):
@@ -172,10 +181,13 @@ def run_all(ref_cfg, seed: int, k: int, device_type: str, keep: int, log=print) 
         final, steps_w = weights["final"], weights["steps"]
         if ref is None:
             ref, ref_final, ref_steps_w = out, final, steps_w
+            if metric is not None and metric not in out["metrics"]:
+                raise BadInput(f"the training function returned {', '.join(out['metrics']) or 'no metrics'}, not "
+                               f"{metric}: audit one of the declared metrics it returns with --metric NAME.")
         steps, ref_steps = out["fingerprints"]["steps"], ref["fingerprints"]["steps"]
         n = min(len(steps_w), len(ref_steps_w))
         run.update(
-            metrics={m: out["metrics"][m] for m in METRICS},
+            metrics={m: out["metrics"][m] for m in declaration.metrics if m in out["metrics"]},
             threads=out["env"]["threads"],
             mode=out["env"]["mode"],
             ulp_change=changed or None,
@@ -190,8 +202,8 @@ def run_all(ref_cfg, seed: int, k: int, device_type: str, keep: int, log=print) 
         )
         del run["cfg"]
         what = f" ({changed['param']}[{changed['position']}] +1 ULP)" if changed else ""
-        log(f"[{i}/{len(runs)}] {SOURCES[run['source']]}: {run['label']}{what}: "
-            f"test_accuracy {run['metrics']['test_accuracy']:.2f}, test_loss {run['metrics']['test_loss']:.5f} "
+        shown = ", ".join(f"{m} {v:.6g}{declaration.metrics[m].suffix}" for m, v in run["metrics"].items())
+        log(f"[{i}/{len(runs)}] {SOURCES[run['source']]}: {run['label']}{what}: {shown or 'no declared metric'} "
             f"({run['seconds']:.1f} s)")
     return runs, ref
 
@@ -237,7 +249,9 @@ def summarize(runs: list[dict], ref: dict) -> dict:
     # The reference run is seed number one of the seed source too.
     seed_runs = [by_source["repeat"][0]] + by_source.get("seeds", [])
     by_source["seeds"] = seed_runs
-    seed_spread = {m: spread([r["metrics"][m] for r in seed_runs]) for m in METRICS}
+    # every declared metric all the runs returned
+    names = [m for m in runs[0]["metrics"] if all(m in r["metrics"] for r in runs)] if runs else []
+    seed_spread = {m: spread([r["metrics"][m] for r in seed_runs]) for m in names}
     out = {}
     for source, rs in by_source.items():
         compared = [r for r in rs if r is not by_source["repeat"][0]]  # the reference vs itself says nothing
@@ -257,7 +271,7 @@ def summarize(runs: list[dict], ref: dict) -> dict:
                 "median_max_abs_dw": _curve([r["max_abs_dw"] for r in compared], np.median),
             },
         }
-        for m in METRICS:
+        for m in names:
             sp = spread([r["metrics"][m] for r in rs])
             entry["metrics"][m] = {**sp, "ratio_to_seeds": std_ratio(sp, seed_spread[m])}
         out[source] = entry
@@ -331,10 +345,13 @@ def _ratio(x: float) -> str:
     return format(x, ".2f" if x == 0 or x >= 0.1 else ".2g")
 
 
-def format_table(summary: dict, metric: str, header: dict) -> str:
+def format_table(summary: dict, metric: str, header: dict, spec=None, n_examples: int | None = None) -> str:
+    """The table of one metric; ``spec`` (its MetricSpec) gives its unit, ``n_examples`` the size of
+    its per-example record when it is the mean of per-example outcomes (one example's step)."""
     rows = [("source", "runs", "distinct", "mean", "std", "range", "std/seed (95% CI)", "params part", "loss parts",
              "max|Δw| end")]
-    mean_spec = ".2f" if metric == "test_accuracy" else ".5f"
+    step = spec.example_scale / n_examples if spec is not None and spec.examples and n_examples else None
+    mean_spec = f".{max(2, 1 - math.floor(math.log10(step)))}f" if step else ".6g"  # one example's step shows
     for source, name in SOURCES.items():
         if source == "threads":
             name = f"(c) threads {','.join(str(t) for t in header['thread_counts'])} (vs {header['threads']})"
@@ -366,8 +383,11 @@ def format_table(summary: dict, metric: str, header: dict) -> str:
             continue
         cells = [f"{row[0]:<{widths[0]}}"] + [f"{c:>{w}}" for c, w in zip(row[1:], widths[1:])]
         lines.append("  ".join(cells))
-    unit = UNITS.get(metric, "")
-    return f"final {metric}{f' ({unit})' if unit else ''}:\n" + "\n".join(lines)
+    about = [spec.unit] if spec is not None and spec.unit else []
+    if step:
+        about.append(f"{n_examples} test examples, one = {step:.3g}{spec.suffix}")
+    label = f" ({'; '.join(about)})" if about else ""
+    return f"final {metric}{label}:\n" + "\n".join(lines)
 
 
 def write_plot(summary: dict, path: Path, title: str, kept: int, steps: int) -> None:
@@ -417,7 +437,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--repeats", "-k", type=int, default=5, metavar="K", help="runs per source, and seeds (default: 5; at least 2)")
     p.add_argument("--out", default=None, metavar="DIR", help="where to write noise_audit.{json,png,txt} (default: outputs/noise_audit/<overrides>)")
-    p.add_argument("--metric", default=None, choices=METRICS, help="the metric of the main table (default: the config's stats.metric)")
+    p.add_argument("--metric", default=None, help="the metric of the main table: any declared in stats.metrics (default: the declared primary one, stats.metric)")
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
     add_config_dir(p)
     return p
@@ -430,11 +450,9 @@ def main(argv=None) -> int:
             raise BadInput(f"--repeats {args.repeats}: a spread needs at least 2 runs per source; use 5 or more.")
         cfg = compose_config(args.overrides, args.config_dir)
         arm_cfg, seed, arm = select_run(cfg, args.overrides)
-        metric = args.metric or cfg.stats.metric
-        if metric not in METRICS:
-            raise BadInput(f"stats.metric={metric!r}: the noise audit reports one of {', '.join(METRICS)}; pass --metric.")
+        declaration, metric = audited_metric(cfg, args.metric)
         out_dir = Path(args.out) if args.out else default_out(args.overrides)
-        out = audit(arm_cfg, seed, arm, args.repeats, metric, args.overrides, out_dir)
+        out = audit(arm_cfg, seed, arm, args.repeats, metric, args.overrides, out_dir, declaration=declaration)
     except BadInput as e:
         print(f"harness.noise_audit: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -442,8 +460,31 @@ def main(argv=None) -> int:
     return EXIT_OK
 
 
-def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str], out_dir: Path) -> str:
-    """Run everything, write the files, return the text to print."""
+def audited_metric(cfg, asked=None) -> tuple:
+    """(the composed config's declaration, the metric to audit): ``asked`` (--metric) or the
+    declared primary metric; one that is not declared is BadInput, in one paragraph."""
+    try:
+        declaration = Declaration.from_config(cfg, strict=False)
+    except DeclarationError as e:
+        raise BadInput(str(e)) from None
+    metric = asked or declaration.metric
+    if metric not in declaration.metrics:
+        declared = ", ".join(declaration.metrics) or "none"
+        raise BadInput(
+            f"{'--metric' if asked else 'stats.metric'} {metric!r} is not a declared metric (stats.metrics declares: "
+            f"{declared}), and a metric's direction, unit and per-example record are never guessed from its name. "
+            f"Audit a declared one with --metric NAME, or declare it in the experiment's config, e.g. "
+            f"stats.metrics.{metric}=min, or {{direction: max, unit: pts, examples: true}} when it is the mean of "
+            f"per-example outcomes the training function records with run.record_examples(correct, metric=\"{metric}\").")
+    return declaration, metric
+
+
+def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str], out_dir: Path,
+          declaration=None) -> str:
+    """Run everything, write the files, return the text to print. ``declaration``: what the composed
+    config declares (metrics, units, per-example records); by default the arm config's."""
+    if declaration is None:
+        declaration, metric = audited_metric(arm_cfg, metric)
     from .determinism import DeterminismError, resolve_device
     from .experiment import ExperimentError
     from .preflight import PreflightError, preflight
@@ -462,8 +503,15 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress, not the result
     keep = steps_to_keep(ref_cfg, seed)
-    runs, ref = run_all(ref_cfg, seed, k, device.type, keep, log)
+    runs, ref = run_all(ref_cfg, seed, k, device.type, keep, log, declaration=declaration, metric=metric)
     summary = summarize(runs, ref)
+    spec = declaration.spec(metric)
+    record = example_record(ref, metric) if spec.examples else None
+    n_examples = record["n"] if record is not None else None
+    # A metric that is the mean of per-example outcomes moves in steps of one example: the other
+    # declared metrics the runs report (not such means) show smaller effects, in tables of their own.
+    also = [m for m in ref["metrics"] if m != metric and m in declaration.metrics and not declaration.metrics[m].examples
+            and m in summary["repeat"]["metrics"]] if spec.examples else []
     steps = len(ref["fingerprints"]["steps"]["loss"])
     threads = int(ref_cfg.determinism.threads)
     header = {"seed": seed, "arm": arm, "k": k, "threads": threads, "thread_counts": thread_counts(threads, k)}
@@ -471,17 +519,16 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
     data = _short((ref_cfg.get("data") or {}).get("_target_", "its data"))
     title = (f"noise audit: {model} on {data}, seed {seed}, arm {arm}, {steps} steps, {device.type}, "
              f"threads={threads}, mode {getattr(ref_cfg.determinism.mode, 'value', ref_cfg.determinism.mode)}, K={k}")
-    tables = [format_table(summary, metric, header)]
-    if metric != "test_loss":
-        tables.append(format_table(summary, "test_loss", header))
+    tables = [format_table(summary, metric, header, spec, n_examples)]
+    tables += [format_table(summary, m, header, declaration.metrics[m]) for m in also]
     legend = (
         "distinct: different final weights among the runs; std/seed: the std over the seeds' std; params part / "
         "loss parts: first step whose parameter digest / loss bits differ from the reference run's (0 = the "
         "initial weights); max|Δw| end: median over runs of max |Δw| of the final weights vs the reference."
     )
     verdicts = verdict(summary, metric, k)
-    if metric != "test_loss":  # accuracy moves in steps of 1/n_test; the loss shows smaller effects
-        verdicts += verdict(summary, "test_loss", k)[1:]
+    for m in also:
+        verdicts += verdict(summary, m, k)[1:]
     text = "\n\n".join([title] + tables + [legend, "\n".join(verdicts)])
 
     write_plot(summary, out_dir / "noise_audit.png", title, keep, steps)
@@ -493,10 +540,12 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
         "arm": arm,
         "repeats": k,
         "metric": metric,
+        "unit": spec.unit,
+        "n_examples": n_examples,  # the size of the metric's per-example record, when it has one
         "steps": steps,
         "weights_kept_steps": keep,
         "env": stack_summary(ref["env"]),
-        "reference": {"final": ref["fingerprints"]["final"], "metrics": {m: ref["metrics"][m] for m in METRICS}},
+        "reference": {"final": ref["fingerprints"]["final"], "metrics": {m: ref["metrics"][m] for m in summary["repeat"]["metrics"]}},
         "summary": summary,
         "runs": [{key: v for key, v in r.items() if key not in ("abs_dloss", "max_abs_dw")} for r in runs],
         "verdict": verdicts,

@@ -26,8 +26,12 @@
                    (config_digest(config, exclude_factor=factor)): equal across the arms of one
                    experiment. The analysis recomputes both from the config block (identity.py).
     code_version   harness version + digest of its source + torch version (for resume)
-    examples       optional per-example outcome on the test split: {split, n, correct: base64 of
-                   the bits (numpy packbits, little bit order)}; see pack_examples/example_correctness
+    examples       optional per-example outcome on the test split: {metric, split, n, correct: base64
+                   of the bits (numpy packbits, little bit order)}, metric the declared metric it
+                   belongs to (run.record_examples(correct, metric=NAME)); a list of such records
+                   when a run recorded several metrics' outcomes. A record without metric (written
+                   before it existed) belongs to the declared examples metric. See pack_examples,
+                   example_record and example_correctness
     created        UTC time the file was written
 
 A reader never sees a half-written file: writes go to a temporary file in the same folder, are
@@ -310,28 +314,56 @@ def _load_files(root: Path, loaded: LoadedResults) -> None:
         loaded.results.append(obj)
 
 
-def pack_examples(correct, split: str = "test") -> dict:
-    """A compact record of which test examples a run got right (1 bit each)."""
-    import base64
-
+def pack_examples(correct, split: str = "test", metric: str | None = None) -> dict:
+    """A compact record of which test examples a run got right (1 bit each), for ``metric``."""
     import numpy as np
 
     bits = np.asarray(correct, dtype=bool).reshape(-1)
     packed = np.packbits(bits, bitorder="little").tobytes()
-    return {"split": split, "n": int(bits.size), "correct": base64.b64encode(packed).decode("ascii")}
+    record = {"split": split, "n": int(bits.size), "correct": base64.b64encode(packed).decode("ascii")}
+    return {"metric": str(metric), **record} if metric is not None else record
 
 
-def example_correctness(result: dict):
-    """The per-example correctness of a result as a bool numpy array, or None when not recorded."""
-    import base64
+def pack_example_records(by_metric: dict, split: str = "test"):
+    """result.json's ``examples`` block for {metric: correctness}: one record, or a list of them."""
+    records = [pack_examples(correct, split, metric) for metric, correct in by_metric.items()]
+    return records[0] if len(records) == 1 else records
 
+
+def example_records(result: dict) -> list:
+    """Every well-formed per-example record of a result (``metric`` is absent in older files)."""
+    ex = result.get("examples")
+    records = ex if isinstance(ex, list) else [ex]
+    return [r for r in records
+            if isinstance(r, dict) and isinstance(r.get("correct"), str) and isinstance(r.get("n"), int)]
+
+
+def example_record(result: dict, metric: str | None = None, *, unnamed: bool = False):
+    """The record that belongs to ``metric``: the one naming it, else (``unnamed``: the caller
+    knows an older record without a name is this metric's) the one without a name. ``metric``
+    None: the only record, whichever metric it belongs to. None when there is no such record."""
+    records = example_records(result)
+    if metric is None:
+        return records[0] if len(records) == 1 else None
+    named = [r for r in records if r.get("metric") == metric]
+    if not named and unnamed:
+        named = [r for r in records if r.get("metric") is None]
+    return named[0] if len(named) == 1 else None
+
+
+def example_correctness(result: dict, metric: str | None = None, *, unnamed: bool = False):
+    """The per-example correctness of a result's record of ``metric`` (see example_record) as a
+    bool numpy array, or None when not recorded."""
+    record = example_record(result, metric, unnamed=unnamed)
+    return None if record is None else unpack_examples(record)
+
+
+def unpack_examples(record: dict):
+    """A record's correctness as a bool numpy array."""
     import numpy as np
 
-    ex = result.get("examples")
-    if not isinstance(ex, dict) or not isinstance(ex.get("correct"), str) or not isinstance(ex.get("n"), int):
-        return None
-    raw = np.frombuffer(base64.b64decode(ex["correct"]), dtype=np.uint8)
-    return np.unpackbits(raw, count=ex["n"], bitorder="little").astype(bool)
+    raw = np.frombuffer(base64.b64decode(record["correct"]), dtype=np.uint8)
+    return np.unpackbits(raw, count=record["n"], bitorder="little").astype(bool)
 
 
 def _seed_key(seed):

@@ -64,6 +64,7 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
         seed, device, _value(cfg.precision), check_every=int(cfg.train.log_every), progress=progress,
         init_hook=init_hook, keep_step_weights=int(cfg.repro.keep_step_weights),
         save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
+        metrics=cfg.stats.metrics if cfg.get("stats") is not None else None,  # declared: whose examples
     )
     fn = resolve_callable(cfg.train.fn, "train.fn")
     frozen = cfg.copy()

@@ -110,7 +110,13 @@ def _failure(r) -> str:
 def _usable_runs(results, spec):
     """(seed, arm) -> {"value", "result"} for completed runs with a finite metric; the rest named.
 
-    ``spec``: the primary metric's declaration (harness.declaration.MetricSpec)."""
+    ``spec``: the primary metric's declaration (harness.declaration.MetricSpec). A metric declared
+    as the mean of per-example outcomes (examples: true) must agree with the run's own record of
+    them up to float32 rounding (evidence.agrees): a run whose metric its record contradicts (a
+    hand-edited result.json, a loop that recorded another test set) is excluded, named with both
+    values. A usable run with such a record also carries "n_examples", its size."""
+    from harness import evidence
+
     metric = spec.name
     usable = {}
     excluded = []
@@ -120,14 +126,21 @@ def _usable_runs(results, spec):
             excluded.append({"seed": seed, "arm": arm, "reason": _failure(r)})
             continue
         value = (r.get("metrics") or {}).get(metric)
+        record = evidence.record_of(r, spec) if spec.examples else None
         if value is None:
             reason = f"metric {metric} is missing"
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             reason = f"metric {metric} is not a number ({value!r})"
         elif not math.isfinite(value):
             reason = f"metric {metric} is {value}"
+        elif record is not None and not evidence.agrees(value, given := evidence.record_value(record, spec)[0]):
+            shown_value, shown_given = evidence.two_numbers(value, given)
+            reason = (f"{metric} {shown_value} disagrees with its per-example record ({shown_given} from "
+                      f"{record['n']} examples): excluded")
         else:
             usable[(seed, arm)] = {"value": float(value), "result": r}
+            if record is not None:
+                usable[(seed, arm)]["n_examples"] = record["n"]
             continue
         excluded.append({"seed": seed, "arm": arm, "reason": reason})
     return usable, excluded
@@ -182,7 +195,9 @@ def _drop_unpaired(usable, baseline, others):
 
 
 def _common_n_test(usable) -> int | None:
-    sizes = {(run["result"].get("metrics") or {}).get("n_test") for run in usable.values()}
+    """The number of test examples every usable run's metric is the mean of: the size of its own
+    per-example record (n_examples, from _usable_runs), else (no record) its n_test metric."""
+    sizes = {run.get("n_examples", (run["result"].get("metrics") or {}).get("n_test")) for run in usable.values()}
     if len(sizes) == 1:
         (size,) = sizes
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:

@@ -480,10 +480,24 @@ def test_without_recorded_examples_the_report_says_the_test_set_is_not_in_the_in
 
 
 def test_examples_that_do_not_match_the_metric_are_not_used():
+    # issue 17: a run whose metric its own per-example record contradicts is excluded, named with
+    # both values; the test-set noise comes from the runs that agree with their records
     items = _with_examples()
     items[3]["metrics"]["test_accuracy"] += 100 / F.N_TEST
     a = analyze(items, **FAST)
-    assert a["test_set_noise"]["available"] is False and "not the same test set" in a["test_set_noise"]["reason"]
+    assert (items[3]["seed"], items[3]["arm"]) == (1, "B")
+    reasons = {x["arm"]: x["reason"] for x in a["excluded"] if x["seed"] == 1}
+    assert set(reasons) == {"A", "B"} and reasons["A"].startswith("unpaired")
+    assert reasons["B"].startswith("test_accuracy ") and "disagrees with its per-example record" in reasons["B"]
+    assert f"from {F.N_TEST} examples): excluded" in reasons["B"]
+    assert a["test_set_noise"]["available"] and items[3]["seed"] not in a["arms"]["B"]["seeds"]
+    usable = {(r["seed"], r["arm"]): {"value": r["metrics"]["test_accuracy"], "result": r} for r in items}
+    by_arm = {arm: {s: run for (s, x), run in usable.items() if x == arm} for arm in ("A", "B")}
+    from harness import evidence
+    from harness.declaration import metric_spec
+
+    _, note = evidence.examples({"B": list(range(6))}, by_arm, "A", metric_spec("test_accuracy", F.DIRECTIONS["test_accuracy"]))
+    assert note["available"] is False and "not the same test set" in note["reason"]
 
 
 # -- numbers a reader misreads (defect 8) --------------------------------------------------------

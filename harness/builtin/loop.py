@@ -67,7 +67,7 @@ def train(cfg, run: Run) -> dict:
 
     # -- evaluation: plain cross-entropy and accuracy on the test split --------------------------
     test_loss, test_acc, correct = evaluate(model, ds, eval_batch_size, run)
-    run.record_examples(correct)
+    run.record_examples(correct, metric="test_accuracy")  # the outcomes test_accuracy is the mean of
     return {
         "test_accuracy": test_acc,  # percentage points
         "test_loss": test_loss,
