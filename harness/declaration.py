@@ -106,6 +106,11 @@ def metric_spec(name: str, entry) -> MetricSpec:
     examples = entry.get("examples", False)
     if not isinstance(examples, bool):
         raise DeclarationError(f"{key}.examples={examples!r} must be true or false.")
+    if examples and unit not in PERCENT_UNITS:
+        # the test-set noise (binomial floor, crossed seeds x examples) is computed in points
+        raise DeclarationError(f"{key} declares examples: true with unit {unit!r}: a metric that is the mean of "
+                               f"per-example 0/1 outcomes is declared in points (unit: pts, 100 x the mean) or "
+                               f"percent (unit: '%'), the scale its test-set noise is computed on.")
     return MetricSpec(str(name), direction, unit, examples)
 
 

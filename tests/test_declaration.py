@@ -40,6 +40,7 @@ def test_the_declaration_is_made_once_from_the_config_with_units_and_examples():
     (["+stats.metrics.val_bpc=down"], "stats.metrics.val_bpc.direction='down' must be max"),
     (["+stats.metrics.val_bpc={direction: min, units: bpc}"], "unknown key(s) units; allowed: direction"),
     (["stats.margin=-1"], "stats.margin=-1 must be a number >= 0"),
+    (["+stats.metrics.val_hit={direction: max, examples: true}"], "is declared in points (unit: pts"),
     (["stats.baseline=Z"], "stats.baseline='Z' is not an arm; the arms are A, B"),
     (["ab.sequential.enabled=true"], "stats.margin=auto cannot be used in sequential mode"),
     (["ab.sequential.margin=0.3"], "the margin is declared once, for every mode, at stats.margin"),
