@@ -140,7 +140,7 @@ def test_a_record_names_its_metric_and_without_a_name_belongs_to_the_one_declare
 
 @pytest.mark.parametrize("declared, which", [
     ({"val_score": "max", "val_loss": "min"}, "none of the declared metrics"),
-    ({"a": {"direction": "max", "examples": True}, "b": {"direction": "max", "examples": True}}, "a, b"),
+    ({"a": {"direction": "max", "unit": "pts", "examples": True}, "b": {"direction": "max", "unit": "pts", "examples": True}}, "a, b"),
     (None, "no metrics were declared"),
 ])
 def test_a_record_without_a_name_and_not_one_declared_examples_metric_is_refused(declared, which):
