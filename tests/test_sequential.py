@@ -194,3 +194,23 @@ def test_family_wise_error_across_arms_under_the_null():
         code, _ = simulate(d, (rng.standard_normal((SIMS, 30)) - base) / math.sqrt(2))
         wrong |= np.isin(code, [BETTER, WORSE])
     assert wrong.mean() <= tol(ALPHA)
+
+
+# -- quantised metrics: no look claims more than the exact sign-flip test allows (issue 17) ------
+
+UNIT = 100 / 450  # one test example of a 450-example test set, in points
+LOOK50 = dict(max_seeds=50, min_seeds=6, seeds_per_look=2, alpha=ALPHA, equivalence=False)
+QSIMS = 8000  # SE of a rate near 0.05: 0.0024
+
+
+@pytest.mark.parametrize("margin", [None, UNIT], ids=["against-0", "at-the-margin"])
+def test_one_example_differences_keep_the_false_positive_rate(margin):
+    # Per-seed differences of exactly +-1 test example around the null (0, or the margin). Six
+    # equal ones at the first look have sd 0 and a zero-width interval, which claimed, though the
+    # exact sign-flip p of six equal signs is 2**-6 = 0.016 against that look's level 0.0044:
+    # measured 0.0735 +- 0.0012 false positives at alpha 0.05.
+    d = SequentialDesign(**LOOK50, margin=margin)
+    x = (margin or 0.0) + np.random.default_rng(11).choice([-UNIT, UNIT], (QSIMS, 50))
+    code, _ = simulate(d, x)
+    wrong = np.isin(code, [BETTER, WORSE]) if margin is None else code == BETTER
+    assert wrong.mean() <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / QSIMS)
