@@ -141,3 +141,14 @@ def test_claim_floors_at_alpha_005():
              (3, 1.0): (7, 7, 6), (3, 0.5): (7, 8, 7)}
     for (k, share), (zero, beyond, equivalent) in cases.items():
         assert stats.claim_floors(ALPHA, k, share) == {"zero": zero, "beyond": beyond, "equivalent": equivalent}
+
+
+def test_the_floors_table_in_the_docs_is_the_codes():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "statistics.md").read_text()
+    for k in (1, 2, 3):
+        declared, auto = stats.claim_floors(ALPHA, k, 1.0), stats.claim_floors(ALPHA, k, 0.5)
+        row = (f"| {k} ({k + 1} arms) | {declared['zero']} | {declared['beyond']} | {auto['beyond']} | "
+               f"{declared['equivalent']} | {auto['equivalent']} |")
+        assert row in text, row
