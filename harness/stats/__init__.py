@@ -33,6 +33,10 @@ The package, bottom to top (each module imports only from those above it in this
     power.py     power and seeds needed
     words.py     the verdict in words
     verdict.py   decide, compare, compare_to_baseline
+
+The sequential design (docs/sequential.md) stands apart, imported only by the sequential runner:
+sign_flip.py (the exact one-sided sign-flip test, vectorised), sequential_bounds.py (spending and
+boundaries) and sequential.py (the looks and their decisions).
 """
 
 from ._core import (
