@@ -105,7 +105,18 @@ def design_of(decl):
               direction=direction, equivalence=equivalence, spending=str(s.spending), gamma=float(s.gamma),
               futility=float(s.futility), arms=len(others))
     floor = min_claim_seeds(alpha, len(others), margin)
-    min_seeds = floor if s.min_seeds is None else int(s.min_seeds)
+    if s.min_seeds is not None:
+        min_seeds = int(s.min_seeds)
+    elif kw["max_seeds"] < floor:
+        min_seeds = floor  # refused below, naming max_seeds
+    else:
+        # the first look at which the exact sign-flip test can reach that look's level (2**-n at most
+        # its nominal level): looks before it could only stop for futility, their alpha unused
+        from .stats.sequential import first_claim_seeds
+        try:
+            min_seeds = first_claim_seeds(**kw)
+        except ValueError as e:  # a rule of the core not mirrored above: its own sentence, under our key
+            raise ValueError(f"ab.sequential: {e}") from None
     if min_seeds < floor:
         raise ValueError(
             f"ab.sequential.min_seeds={min_seeds} is too few: with alpha {alpha:g}, {len(others)} arm(s) against "
@@ -129,7 +140,10 @@ def one_sided_alpha(alpha: float, arms: int, margin) -> float:
 
 
 def min_claim_seeds(alpha: float, arms: int, margin) -> int:
-    """The core's floor (SequentialDesign.min_claim_seeds): the exact sign-flip test's 2**-n."""
+    """The core's floor (SequentialDesign.min_claim_seeds): the exact sign-flip test's 2**-n <= a1.
+
+    The least ``min_seeds`` may be. The default first look (``min_seeds`` null) is later where the
+    first look's nominal level is below 2**-floor (harness.stats.sequential.first_claim_seeds)."""
     return max(3, math.ceil(math.log2(1.0 / one_sided_alpha(alpha, arms, margin)) - 1e-12))
 
 
@@ -258,8 +272,10 @@ def sentence(look, design, baseline: str, unit: str) -> str:
     head = _SAY[look.decision].format(arm=look.arm, baseline=baseline, beyond=beyond, m=f"{m:g}{unit}" if m else "",
                                       max=design.max_seeds)
     lo, hi = look.interval
+    note = getattr(look, "note", "")  # why the interval's claim was not made (the exact sign-flip test)
     return (f"{head}: {look.arm} - {baseline} = {fmt(look.estimate)}{unit} ({look.level:.0%} repeated CI "
-            f"{fmt(lo)} to {fmt(hi)}) after {look.n} seeds, look {look.look} of {len(design.looks)}.")
+            f"{fmt(lo)} to {fmt(hi)}) after {look.n} seeds, look {look.look} of {len(design.looks)}."
+            + (f" Note: {note}." if note else ""))
 
 
 def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: int, unit: str = "") -> dict:

@@ -4,35 +4,58 @@ Prints, in one run: the false-positive rate under the null; the error rate of ea
 at its boundary; power against the fixed-N design with the same maximum; the expected seeds to a
 decision as a ratio to the fixed-N design of the same power; the spending functions compared; the
 contrast of peeking a fixed-N t test at every look and of an anytime-valid confidence sequence;
-non-normal differences; several arms. Effects are in units of sigma, the sd of the paired
+non-normal differences; several arms; and quantised differences (exactly +-1 test example per
+seed, issue 17), where the exact sign-flip test each claim must also pass at its look's level is
+what keeps the false-positive rate. Effects are in units of sigma, the sd of the paired
 differences. Every cell is a vectorised simulation of EXPERIMENTS experiments through the same
-``evaluate`` the harness uses. One core, well under a minute.
+``evaluate`` the harness uses. The designs are the harness's defaults: looks every 2 seeds from
+the first look at which a claim is possible (``first_claim_seeds``) to 50. A few minutes on one
+core at the default sizes.
 
-    python scripts/bench_sequential.py
+    python scripts/bench_sequential.py [--experiments 20000] [--boundary-experiments 50000]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
+import sys
 import time
 
-import numpy as np
-from scipy import stats as sps
-from scipy.optimize import minimize_scalar
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:  # this checkout's harness, not another installed one
+    sys.path.insert(0, REPO_ROOT)
+
+import numpy as np  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+from scipy.optimize import minimize_scalar  # noqa: E402
 
 from harness.stats.sequential import (BETTER, EQUIVALENT, FUTILE, UNDECIDED, WORSE,
-                                      SequentialDesign, simulate)
+                                      SequentialDesign, first_claim_seeds, simulate)  # noqa: E402
 
 EXPERIMENTS = 20_000
 BOUNDARY_EXPERIMENTS = 50_000  # cells that check an error rate against alpha: SE 0.001
 MAX = 50
 ALPHA = 0.05
 EFFECTS = (0.0, 0.5, 1.0, 2.0)
-LOOK = dict(max_seeds=MAX, min_seeds=6, seeds_per_look=2, alpha=ALPHA)
+LOOK = dict(max_seeds=MAX, seeds_per_look=2, alpha=ALPHA)
 
 
-def se(p, n=EXPERIMENTS):
-    return math.sqrt(max(p * (1 - p), 1e-12) / n)
+def design(**kw):
+    """The harness's default design for these settings: the first look where a claim is possible."""
+    kw = {**LOOK, **kw}
+    kw.setdefault("min_seeds", first_claim_seeds(**kw))
+    return SequentialDesign(**kw)
+
+
+def steps(rng, center, experiments):
+    """Quantised differences: center +- 1 step (one test example), each sign with chance 1/2."""
+    return center + rng.choice(np.array([-1.0, 1.0]), (experiments, MAX))
+
+
+def se(p, n=None):
+    return math.sqrt(max(p * (1 - p), 1e-12) / (EXPERIMENTS if n is None else n))
 
 
 def fixed_n_power(d, alpha=ALPHA):
@@ -54,7 +77,8 @@ def ratio_to_fixed(power, seeds, d):
     return fp[-1], nfix, (seeds.mean() / nfix if nfix else float("nan"))
 
 
-def draws(rng, effect, kind="normal", experiments=EXPERIMENTS):
+def draws(rng, effect, kind="normal", experiments=None):
+    experiments = EXPERIMENTS if experiments is None else experiments
     if kind == "normal":
         z = rng.standard_normal((experiments, MAX))
     elif kind == "t3":  # heavy tails, scaled to sd 1
@@ -67,7 +91,7 @@ def draws(rng, effect, kind="normal", experiments=EXPERIMENTS):
 
 
 def superiority(rng):
-    des = SequentialDesign(margin=None, equivalence=False, **LOOK)
+    des = design(margin=None, equivalence=False)
     print(f"\n1. Better/worse than 0 (no margin), alpha {ALPHA}, looks at {des.looks[0]}, "
           f"{des.looks[1]}, ... {MAX} (Pocock-type spending), {EXPERIMENTS} experiments per row")
     print(f"{'effect':>7} {'better':>7} {'worse':>7} {'futile':>7} {'undec':>7} {'E[seeds]':>9}"
@@ -87,11 +111,16 @@ def superiority(rng):
             _, n99, r99 = ratio_to_fixed(min(b, 0.99), used, d)
             line += f" {fp50:15.3f} {str(nfix):>20} {r:6.2f} {f'{r99:.2f} (n {n99})':>20}"
         print(line)
+    code, used = simulate(des, steps(rng, 0.0, BOUNDARY_EXPERIMENTS))
+    fpr = np.isin(code, [BETTER, WORSE]).mean()
+    print(f"  +-1 test example per seed (quantised; sd 0 where the signs agree), effect 0: false-positive rate "
+          f"{fpr:.4f} ± {se(fpr, BOUNDARY_EXPERIMENTS):.4f} (target <= {ALPHA}; {BOUNDARY_EXPERIMENTS} experiments; "
+          f"E[seeds] {used.mean():.1f})")
 
 
 def margins(rng):
     for m in (0.5, 1.0):
-        des = SequentialDesign(margin=m, **LOOK)
+        des = design(margin=m)
         print(f"\n2. Margin claims, margin {m}σ declared before the data (each claim one-sided at "
               f"alpha {ALPHA}; interval level {1 - 2 * des.one_sided_alpha:.2f}; "
               f"{BOUNDARY_EXPERIMENTS} experiments at +-margin)")
@@ -108,17 +137,23 @@ def margins(rng):
             shown = ", ".join(f"{k} {errs[k]:.4f} ± {se(errs[k], nexp):.4f}" for k in wrong.split(", "))
             print(f"{eff:>11}σ {r['b']:7.4f} {r['w']:7.4f} {r['e']:7.4f} {r['f']:7.3f} "
                   f"{r['u']:7.3f} {used.mean():9.1f}   {shown}")
+        code, used = simulate(des, steps(rng, m, BOUNDARY_EXPERIMENTS))
+        errs = {"better": (code == BETTER).mean(), "equivalent": (code == EQUIVALENT).mean()}
+        print(f"  margin +-1 step per seed (quantised, truth at the margin): "
+              + ", ".join(f"wrong {k} {v:.4f} ± {se(v, BOUNDARY_EXPERIMENTS):.4f}" for k, v in errs.items())
+              + f" ({BOUNDARY_EXPERIMENTS} experiments; E[seeds] {used.mean():.1f})")
 
 
 def spendings(rng):
     print("\n3. Spending functions (no margin; the same draws for every design): FPR, power, "
           "E[seeds]/fixed n of the same power")
     ds = {eff: draws(rng, eff) for eff in EFFECTS}
+    first = design(margin=None, equivalence=False).min_seeds  # the same first look for every design
     for label, kw in (("Pocock-type (chosen)", dict(spending="pocock")),
                       ("Hwang-Shih-DeCani γ=-2", dict(spending="hsd", gamma=-2.0)),
                       ("O'Brien-Fleming-type", dict(spending="obrien-fleming")),
                       ("Pocock-type, a look every 5 seeds", dict(spending="pocock", seeds_per_look=5))):
-        des = SequentialDesign(margin=None, equivalence=False, **{**LOOK, **kw})
+        des = design(margin=None, equivalence=False, min_seeds=first, **kw)
         cells = []
         for eff in EFFECTS:
             code, used = simulate(des, ds[eff])
@@ -131,7 +166,7 @@ def spendings(rng):
 
 
 def contrasts(rng):
-    des = SequentialDesign(margin=None, equivalence=False, **LOOK)
+    des = design(margin=None, equivalence=False)
     d = draws(rng, 0.0)
     n, t, _ = fixed_n_power(d)
     crit = sps.t.isf(ALPHA / 2, n - 1)
@@ -154,7 +189,7 @@ def contrasts(rng):
     s1, s2 = np.cumsum(d, 1)[:, 1:], np.cumsum(d * d, 1)[:, 1:]
     m = s1 / n
     sd = np.sqrt(np.maximum((s2 - n * m * m) / (n - 1), 0))
-    use = n >= LOOK["min_seeds"]
+    use = n >= des.min_seeds
     cs_null = (np.abs(m) > radius_sd * sd)[:, use].any(1).mean()
     out = [f"false-positive rate {cs_null:.4f}"]
     for eff in (1.0, 2.0):
@@ -166,7 +201,7 @@ def contrasts(rng):
         stop = np.where(hit.any(1), n[np.argmax(hit, 1)], MAX)
         code, used = simulate(des, de)
         out.append(f"{eff}σ: E[seeds] {stop.mean():.1f} (this design {used.mean():.1f})")
-    print(f"  anytime-valid CS (normal mixture, plug-in sd, from n = {LOOK['min_seeds']}, every seed): "
+    print(f"  anytime-valid CS (normal mixture, plug-in sd, from n = {des.min_seeds}, every seed): "
           + "; ".join(out))
     # anytime-valid and exact: the t test's Bayes factor with a N(0, g) prior on the effect size
     # and the right-Haar prior on sigma is an e-process under the null whatever sigma (Lai 1976;
@@ -196,13 +231,14 @@ def contrasts(rng):
 def robustness(rng):
     print("\n5. Non-normal differences under the null (the boundaries assume normal differences): "
           "false-positive rate (better + worse)")
+    first = design(margin=None, equivalence=False).min_seeds
     designs = (("Pocock-type (chosen)", {}), ("O'Brien-Fleming-type", dict(spending="obrien-fleming")))
     for kind, label in (("t3", "heavy tails (t, 3 df)"), ("gamma4", "skewness 1 (centred gamma 4)"),
                         ("exp", "skewness 2 (centred exponential)")):
         d = draws(rng, 0.0, kind, BOUNDARY_EXPERIMENTS)
         cells = []
         for name, kw in designs:
-            des = SequentialDesign(margin=None, equivalence=False, **{**LOOK, **kw})
+            des = design(margin=None, equivalence=False, min_seeds=first, **kw)
             fpr = np.isin(simulate(des, d)[0], [BETTER, WORSE]).mean()
             cells.append(f"{name} {fpr:.4f} ± {se(fpr, len(d)):.4f}")
         _, t, _ = fixed_n_power(d)
@@ -212,7 +248,7 @@ def robustness(rng):
 
 def arms(rng):
     k = 3
-    des = SequentialDesign(margin=None, equivalence=False, arms=k, **{**LOOK, "min_seeds": 7})
+    des = design(margin=None, equivalence=False, arms=k)
     print(f"\n6. {k} arms against one baseline (shared baseline: differences correlated 0.5), "
           f"alpha split by Bonferroni ({des.one_sided_alpha:.4f} per side and arm), min_seeds "
           f"{des.min_seeds}")
@@ -231,10 +267,29 @@ def arms(rng):
         per = ", ".join(f"arm {e:+g}σ: {(c == WORSE).mean():.3f} worse, {(c == BETTER).mean():.3f} "
                         f"better, E[seeds] {u.mean():.1f}" for e, c, u in zip(effects, codes, used))
         print(f"  effects {effects}: family-wise wrong claims {fw:.4f} ± {se(fw):.4f}; {per}")
+    # quantised: each arm's difference to the shared baseline moves by whole test examples
+    base = rng.integers(0, 2, (BOUNDARY_EXPERIMENTS, MAX))
+    wrong = np.zeros(BOUNDARY_EXPERIMENTS, dtype=bool)
+    for _ in range(k):
+        code, _ = simulate(des, (rng.integers(0, 2, (BOUNDARY_EXPERIMENTS, MAX)) - base).astype(float))
+        wrong |= np.isin(code, [BETTER, WORSE])
+    fw = wrong.mean()
+    print(f"  effects 0, quantised (each arm and the baseline right or wrong on one example per seed, "
+          f"differences -1/0/+1): family-wise wrong claims {fw:.4f} ± {se(fw, BOUNDARY_EXPERIMENTS):.4f} "
+          f"({BOUNDARY_EXPERIMENTS} experiments)")
 
 
-def main():
+def main(argv=None):
+    global EXPERIMENTS, BOUNDARY_EXPERIMENTS
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--experiments", type=int, default=EXPERIMENTS, help="per cell (default 20000)")
+    p.add_argument("--boundary-experiments", type=int, default=BOUNDARY_EXPERIMENTS,
+                   help="per cell that checks an error rate against alpha (default 50000)")
+    args = p.parse_args(argv)
+    EXPERIMENTS, BOUNDARY_EXPERIMENTS = args.experiments, args.boundary_experiments
     t0 = time.time()
+    print(f"bench_sequential: {EXPERIMENTS} experiments per cell, {BOUNDARY_EXPERIMENTS} where a cell checks an "
+          f"error rate against alpha")
     rng = np.random.default_rng(2026)
     superiority(rng)
     margins(rng)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from harness.stats.sequential import (BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign,
-                                      evaluate, next_seeds, replay, replay_arms, sequential_look,
-                                      simulate)
+                                      evaluate, first_claim_seeds, next_seeds, replay, replay_arms,
+                                      sequential_look, simulate)
 from harness.stats.sequential_bounds import _normal_bounds, _spend
+from harness.stats.sign_flip import sign_flip_reaches, sign_flip_tail
 
 ALPHA = 0.05
 SIMS = 4000  # experiments per simulated cell: SE of a rate near 0.05 is 0.0034
@@ -94,7 +95,7 @@ def test_intervals_cover_the_truth_at_every_look_at_once():
     x = np.random.default_rng(2).standard_normal((SIMS, 30)) * 2.0 + 0.7  # any mean, any sd
     miss = np.zeros(SIMS, dtype=bool)
     for n in d.looks:
-        lo, hi, _, _ = evaluate(d, n, x[:, :n].mean(1), x[:, :n].std(1, ddof=1))
+        lo, hi, _, _ = evaluate(d, n, x[:, :n].mean(1), x[:, :n].std(1, ddof=1), x[:, :n])
         miss |= (lo > 0.7) | (hi < 0.7)
     assert miss.mean() <= tol(2 * d.one_sided_alpha)
 
@@ -149,10 +150,23 @@ def test_direction_min_mirrors_max():
     assert np.allclose([b.interval for b in down], [(-a.interval[1], -a.interval[0]) for a in up])
 
 
-def test_constant_differences_need_the_sign_flip_floor():
-    d = SequentialDesign(**SUP)  # min_seeds 6: 2**-6 < 0.025, the exact test could claim
+def test_constant_differences_rest_on_the_exact_sign_flip_test():
+    d = SequentialDesign(**SUP)  # looks at 6, 9, 12, ...; each claim one-sided at 0.025 overall
+    # six equal differences: sd 0 and a zero-width interval beyond 0, but six equal signs have
+    # exact sign-flip p 2**-6 = 0.016, above the first look's nominal level
     look = sequential_look(d, np.full(6, 0.25))
-    assert look.decision == "better" and look.interval == (0.25, 0.25)
+    assert look.interval == (0.25, 0.25) and look.sd == 0 and look.nominal_alpha < 2.0**-6
+    assert look.decision == "continue" and look.sign_flip_p == 2.0**-6
+    assert "sd 0" in look.note and "2^-6" in look.note and "no claim at this look" in look.note
+    # the first look at which 2**-n reaches the look's level settles it
+    first = d.claim_looks[0]
+    history = replay(d, np.full(first, 0.25))
+    assert history[-1].decision == "better" and history[-1].n == first
+    assert all(x.decision == "continue" for x in history[:-1]) and len(history) > 1
+    # float noise of b - a (1e-14) does not make equal differences unequal: sd stays exactly 0
+    noisy = np.full(first, 95.25) - np.full(first, 95.0) + np.random.default_rng(0).choice([0.0, 1e-14], first)
+    assert replay(d, noisy)[0].sd == 0
+    assert simulate(d, np.tile(np.r_[noisy, np.full(30, 0.25)][:30], (2, 1)))[1].tolist() == [first, first]
     with pytest.raises(ValueError, match="finite"):
         replay(d, [0.1, np.nan, 0.2, 0.3, 0.1, 0.2])
 
@@ -194,3 +208,75 @@ def test_family_wise_error_across_arms_under_the_null():
         code, _ = simulate(d, (rng.standard_normal((SIMS, 30)) - base) / math.sqrt(2))
         wrong |= np.isin(code, [BETTER, WORSE])
     assert wrong.mean() <= tol(ALPHA)
+
+
+# -- quantised metrics: no look claims more than the exact sign-flip test allows (issue 17) ------
+
+UNIT = 100 / 450  # one test example of a 450-example test set, in points
+LOOK50 = dict(max_seeds=50, min_seeds=6, seeds_per_look=2, alpha=ALPHA, equivalence=False)
+QSIMS = 8000  # SE of a rate near 0.05: 0.0024
+
+
+@pytest.mark.parametrize("margin", [None, UNIT], ids=["against-0", "at-the-margin"])
+def test_one_example_differences_keep_the_false_positive_rate(margin):
+    # Per-seed differences of exactly +-1 test example around the null (0, or the margin). Six
+    # equal ones at the first look have sd 0 and a zero-width interval, which claimed, though the
+    # exact sign-flip p of six equal signs is 2**-6 = 0.016 against that look's level 0.0044:
+    # measured 0.0735 +- 0.0012 false positives at alpha 0.05.
+    d = SequentialDesign(**LOOK50, margin=margin)
+    x = (margin or 0.0) + np.random.default_rng(11).choice([-UNIT, UNIT], (QSIMS, 50))
+    code, _ = simulate(d, x)
+    wrong = np.isin(code, [BETTER, WORSE]) if margin is None else code == BETTER
+    assert wrong.mean() <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / QSIMS)
+
+
+def _enumerated_tail(e):
+    """P(sum s_i |e_i| >= sum e_i) over all 2^n sign patterns (ties within 1e-9 count)."""
+    signs = 1 - 2 * ((np.arange(2 ** len(e))[:, None] >> np.arange(len(e))) & 1)
+    return float(np.mean(signs @ np.abs(e) >= e.sum() - 1e-9 * np.abs(e).max()))
+
+
+def test_sign_flip_tail_is_exact_on_a_lattice_and_never_below_exact_off_it():
+    rng = np.random.default_rng(12)
+    rows = [rng.integers(-3, 4, n) * UNIT + rng.choice([0.0, 1e-14], n) for n in (6, 9, 12) for _ in range(40)]
+    shifted = [rng.integers(-2, 5, n) * UNIT - 0.3 for n in (6, 9, 12) for _ in range(40)]  # against a margin
+    normal = [rng.normal(0.8, 1.0, n) for n in (6, 9, 12) for _ in range(40)]
+    for e in rows + shifted:
+        assert sign_flip_tail(e) == pytest.approx(_enumerated_tail(e), abs=1e-12)
+    for e in normal:  # the grid errs upwards only: conservative, and by little
+        exact = _enumerated_tail(e)
+        assert exact - 1e-12 <= sign_flip_tail(e) <= 1.2 * exact + 1e-12
+    every = np.array(rows + shifted + normal, dtype=object)
+    for n in (6, 9, 12):
+        block = np.array([e for e in every if len(e) == n], dtype=float)
+        p = sign_flip_tail(block)
+        for level in (2.0**-n, 0.004, 0.02, 0.1):  # the fast decision is the fine grid's, exactly
+            assert (sign_flip_reaches(block, level) == (p <= level)).all()
+
+
+def test_no_claim_without_the_exact_test_and_replay_agrees_with_simulate_on_quantised_data():
+    d = SequentialDesign(**{**MAR, "margin": 2 * UNIT})
+    rng = np.random.default_rng(13)
+    shift = rng.integers(-4, 5, (120, 1)) * UNIT  # true effects from -4 to +4 test examples
+    x = shift + rng.integers(-2, 3, (120, 30)) * UNIT + rng.choice([0.0, 1e-14], (120, 30))
+    code, used = simulate(d, x)
+    vetoed = 0
+    for row, c, u in zip(x, code, used):
+        history = replay(d, row)
+        assert (history[-1].decision, history[-1].n) == (DECISIONS[c], u)
+        for look in history:
+            if look.decision in ("better", "worse", "equivalent"):
+                assert look.sign_flip_p <= look.nominal_alpha and 2.0**-look.n <= look.nominal_alpha
+            vetoed += "no claim at this look" in look.note
+    assert vetoed and len(set(code.tolist())) >= 3
+
+
+def test_the_first_claim_look():
+    # the first look of the harness's default designs: 2**-n reaches the look's nominal level
+    for kw in (dict(margin=None, equivalence=False), dict(margin=0.5), dict(margin=None, equivalence=False, arms=3)):
+        kw["max_seeds"] = 30
+        n = first_claim_seeds(**kw)
+        design = SequentialDesign(min_seeds=n, **kw)
+        assert design.claim_looks[0] == n and design.min_claim_seeds <= n
+        if n > design.min_claim_seeds:
+            assert SequentialDesign(min_seeds=n - 1, **kw).claim_looks[0] > n - 1

@@ -33,6 +33,10 @@ The package, bottom to top (each module imports only from those above it in this
     power.py     power and seeds needed
     words.py     the verdict in words
     verdict.py   decide, compare, compare_to_baseline
+
+The sequential design (docs/sequential.md) stands apart, imported only by the sequential runner:
+sign_flip.py (the exact one-sided sign-flip test, vectorised), sequential_bounds.py (spending and
+boundaries) and sequential.py (the looks and their decisions).
 """
 
 from ._core import (
@@ -47,7 +51,10 @@ from .paired import (
     BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci, effect_size_dz,
     mean_interval, paired_t, sign_flip_permutation, studentized_bootstrap, welch_t, wilcoxon_signed_rank,
 )
-from .power import SeedsNeeded, fewest_seeds, paired_t_power, sd_interval, seeds_needed, seeds_needed_for, seeds_to_settle_margin
+from .power import (
+    SeedsNeeded, claim_floors, decision_levels, fewest_seeds, paired_t_power, sd_interval, seeds_needed,
+    seeds_needed_for, seeds_to_settle_margin,
+)
 from .verdict import (
     DIFFERS, VERDICTS, DecisionInterval, PairedComparison, Verdict, compare, compare_to_baseline, decide,
     decision_pvalues, sign_flip_floor,
@@ -56,7 +63,7 @@ from .words import beyond_test_set_sentence, verdict_sentence
 
 __all__ = [
     "BootstrapResult", "ConfidenceInterval", "DIFFERS", "DecisionInterval", "TestSetNoise", "beyond_test_set_sentence",
-    "decision_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
+    "claim_floors", "decision_levels", "decision_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
     "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
     "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
     "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",

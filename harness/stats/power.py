@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._core import MIN_PAIRS, POWER, Result, _scalar
+from .margins import Margin, margin_bound_factors
 
 
 @functools.lru_cache(maxsize=256)
@@ -81,6 +82,56 @@ def fewest_seeds(alpha: float, two_sided: bool = True) -> int:
     return n
 
 
+def decision_levels(alpha: float, n_comparisons: int = 1, margin_share: float = 1.0) -> dict:
+    """The level each claim of the verdict is decided at (harness.stats.decision_pvalues, decide).
+
+    zero: the two-sided t test against 0 at alpha / k (Bonferroni over k comparisons with the
+    baseline); beyond: the minimum-effect test, whose doubled p is compared with alpha * share / k
+    (one-sided at half that against the margin); equivalent: each of TOST's one-sided tests at
+    alpha * share / k. ``margin_share``: the part of alpha a margin claim's test gets, 1 for a
+    declared margin, (alpha - alpha/2) / alpha = 0.5 for an estimated one (the rest pays for the
+    margin's bound).
+    """
+    k = n_comparisons
+    return {"zero": alpha / k, "beyond": alpha * margin_share / k, "equivalent": alpha * margin_share / k}
+
+
+def claim_floors(alpha: float, n_comparisons: int = 1, margin_share: float = 1.0) -> dict:
+    """The fewest seeds each claim can rest on at the level it is decided at: the exact sign-flip
+    test's floor, 2 * 2**-n (two-sided: against 0, and beyond the margin) or 2**-n (one-sided:
+    each test of TOST), must be below that level. At alpha 0.05: against 0 6 seeds, beyond an
+    estimated margin 7, with 2 or 3 arms against the baseline 7 (beyond an estimated margin 8)."""
+    levels = decision_levels(alpha, n_comparisons, margin_share)
+    return {"zero": fewest_seeds(levels["zero"]), "beyond": fewest_seeds(levels["beyond"]),
+            "equivalent": fewest_seeds(levels["equivalent"], two_sided=False)}
+
+
+_HERMITE = np.polynomial.hermite_e.hermegauss(24)  # nodes and weights for E[g(Z)], Z standard normal
+
+
+def _margin_power(power_with, value: float, bound_alpha: float, n, which: int):
+    """Power of a margin claim with n seeds, averaged over the margin's own estimate.
+
+    Declared (bound_alpha 0): ``power_with(n, value)``. Estimated: with n seeds the claim is tested
+    against sigma_hat * f(n - 1), an end of sigma_hat's chi-square bound (``which``: 0 low, 1 high),
+    and sigma_hat itself varies from run to run. Its variation lowers the power (measured: a count
+    planned at sigma_hat = sigma gave 0.76 instead of 0.8), so the power is averaged over
+    sigma_hat = value * sqrt(V / nu), V chi-square with nu = n - 1 df: one arm's, the widest spread the
+    pooled estimate can have (arms of one seed correlated -> 1), as the margin's own bound assumes.
+    Wilson-Hilferty's normal form of V / nu, Gauss-Hermite nodes.
+    """
+    if bound_alpha <= 0:
+        return power_with(n, value)
+    n = np.asarray(n, dtype=float)
+    factor = np.asarray(margin_bound_factors(n - 1, bound_alpha)[which])
+    nu = (n - 1)[..., None]
+    z, w = _HERMITE
+    cube = np.clip(1 - 2 / (9 * nu) + z * np.sqrt(2 / (9 * nu)), 0.0, None)
+    ratio = cube ** 1.5  # sigma_hat / sigma at the nodes
+    powers = power_with(np.broadcast_to(n[..., None], ratio.shape), value * ratio * factor[..., None])
+    return np.asarray(powers) @ (w / w.sum())
+
+
 def _smallest_n(power_at, gap: float, sd: float, one_sided_alpha: float, power: float, max_seeds: int,
                 min_n: int = MIN_PAIRS):
     """Smallest n >= min_n with power_at(n) >= power, or None beyond max_seeds."""
@@ -115,23 +166,35 @@ def seeds_needed(effect: float, sd: float, *, alpha: float = 0.05, power: float 
 
 
 def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: float = 0.05,
-                           power: float = POWER, max_seeds: int = 1_000_000) -> int | None:
+                           power: float = POWER, max_seeds: int = 1_000_000, bound_alpha: float = 0.0) -> int | None:
     """Seeds for the margin question to be answered if the true difference is ``effect``.
 
-    |effect| > margin: power of the minimum-effect test (one-sided at alpha/2 against the near
-    bound, as its p-value is doubled). |effect| < margin: a lower bound on the power of TOST,
+    ``alpha``: the level the margin claims are decided at (``decision_levels``: alpha * share / k).
+    |effect| > margin: power of the minimum-effect test (one-sided at alpha/2 against the margin,
+    as its p-value is doubled). |effect| < margin: a lower bound on the power of TOST,
     P(both one-sided tests reject) >= P(near) + P(far) - 1, so the count errs on the high side.
+    Never fewer seeds than the exact sign-flip floor at that level (``fewest_seeds``).
+    ``bound_alpha`` > 0: the margin is estimated (``margin`` its value), and with n seeds 'beyond' is
+    tested against the upper end of its chi-square bound (n - 1 df, one-sided bound_alpha) and
+    'within' against the lower end: the power at each n uses those ends and averages over the
+    estimate's own variation (``_margin_power``). None: effect on the margin, or more than max_seeds.
     """
     effect = abs(float(effect))
     if effect > margin:
+        def beyond(n, m):
+            return paired_t_power(n, effect, sd, alpha / 2, null=m, alternative="greater")
+
         def power_at(n):
-            return paired_t_power(n, effect, sd, alpha / 2, null=margin, alternative="greater")
+            return _margin_power(beyond, margin, bound_alpha, n, 1)
         return _smallest_n(power_at, effect - margin, sd, alpha / 2, power, max_seeds, fewest_seeds(alpha))
 
+    def within(n, m):
+        near = paired_t_power(n, effect, sd, alpha, null=m, alternative="less")
+        far = paired_t_power(n, effect, sd, alpha, null=-np.asarray(m), alternative="greater")
+        return np.maximum(np.asarray(near) + far - 1, 0.0)
+
     def power_at(n):
-        near = paired_t_power(n, effect, sd, alpha, null=margin, alternative="less")
-        far = paired_t_power(n, effect, sd, alpha, null=-margin, alternative="greater")
-        return near + far - 1
+        return _margin_power(within, margin, bound_alpha, n, 0)
     return _smallest_n(power_at, margin - effect, sd, alpha, power, max_seeds, fewest_seeds(alpha, False))
 
 
@@ -139,8 +202,11 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
 class SeedsNeeded(Result):
     """Seeds for 80% power, if the differences are normal with the measured sd (see assumptions).
 
-    Each count comes with a range: the same count at the two ends of a chi-square interval for
-    the sd of the differences (n - 1 df). From 3 seeds that range is wide, and says so.
+    Each count is for the claim's test at the level the verdict decides it at (``levels``: alpha / k
+    over k comparisons, a margin claim's share of alpha when the margin is estimated), and never
+    below the exact sign-flip floor at that level (``floors``). Each comes with a range: the same
+    count at the two ends of a chi-square interval for the sd of the differences (n - 1 df). From
+    3 seeds that range is wide, and says so.
     """
 
     at_margin: int | None  # t test against 0 detects a true difference as large as the margin
@@ -155,6 +221,9 @@ class SeedsNeeded(Result):
     to_settle_margin_range: tuple = (None, None)
     sd_range: tuple = (None, None)
     sd_range_level: float = 0.95
+    n_comparisons: int = 1
+    levels: dict | None = None  # zero / beyond / equivalent: the level each count is computed at
+    floors: dict | None = None  # zero / beyond / equivalent: the fewest seeds at that level
 
 
 def sd_interval(sd: float, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -165,23 +234,45 @@ def sd_interval(sd: float, n: int, level: float = 0.95) -> tuple[float, float]:
     return (sd * math.sqrt(df / sps.chi2.ppf(1 - tail, df)), sd * math.sqrt(df / sps.chi2.ppf(tail, df)))
 
 
-def seeds_needed_for(mean_diff: float, std_diff: float, margin: float, *, alpha: float = 0.05,
+def seeds_needed_for(mean_diff: float, std_diff: float, margin, *, alpha: float = 0.05,
                      power: float = POWER, n: int | None = None, margin_low: float | None = None,
-                     margin_high: float | None = None) -> SeedsNeeded:
+                     margin_high: float | None = None, n_comparisons: int = 1) -> SeedsNeeded:
     """Seeds needed at the measured sd, and (given n, the pairs it was measured on) a range.
 
-    ``margin_low``/``margin_high``: the margins the equivalence and beyond claims are tested
-    against (they differ when the margin is estimated); the count to settle uses the one the
-    observed difference would be tested against.
+    Every count is computed at the level its claim is decided at (``decision_levels``): alpha /
+    ``n_comparisons`` (Bonferroni over the comparisons with the baseline), and for the margin
+    claims of an estimated margin the test's share of alpha, (alpha - margin.bound_alpha) / alpha;
+    never below the exact sign-flip floor at that level (``claim_floors``).
+
+    ``margin``: a resolved Margin (what the verdict passes: an estimated one is planned with its
+    bounds at the planned number of seeds) or a number (declared). ``margin_low``/``margin_high``
+    (numbers only, kept for old callers): fixed margins the equivalence and beyond claims are tested
+    against, at the full alpha share.
     """
-    low_m = margin if margin_low is None else margin_low
-    high_m = margin if margin_high is None else margin_high
+    k = int(n_comparisons)
+    if isinstance(margin, Margin):
+        value, bound_alpha = margin.value, margin.bound_alpha
+        share = (alpha - bound_alpha) / alpha
+        low_m = high_m = value
+    else:
+        value, bound_alpha, share = float(margin), 0.0, 1.0
+        low_m = value if margin_low is None else margin_low
+        high_m = value if margin_high is None else margin_high
+    levels = decision_levels(alpha, k, share)
+    floors = claim_floors(alpha, k, share)
 
     def counts(sd):
-        settle_margin = high_m if abs(mean_diff) > high_m else low_m
-        return (seeds_needed(margin, sd, alpha=alpha, power=power),
-                seeds_needed(mean_diff, sd, alpha=alpha, power=power),
-                seeds_to_settle_margin(mean_diff, sd, settle_margin, alpha=alpha, power=power))
+        if abs(mean_diff) > high_m:
+            settle = seeds_to_settle_margin(mean_diff, sd, high_m, alpha=levels["beyond"], power=power,
+                                            bound_alpha=bound_alpha)
+        elif abs(mean_diff) < low_m:
+            settle = seeds_to_settle_margin(mean_diff, sd, low_m, alpha=levels["equivalent"], power=power,
+                                            bound_alpha=bound_alpha)
+        else:
+            settle = None  # on the margin (or between fixed bounds): no number of seeds settles it
+        return (seeds_needed(value, sd, alpha=levels["zero"], power=power),
+                seeds_needed(mean_diff, sd, alpha=levels["zero"], power=power),
+                settle)
 
     point = counts(std_diff)
     ranges = [(None, None)] * 3
@@ -190,6 +281,12 @@ def seeds_needed_for(mean_diff: float, std_diff: float, margin: float, *, alpha:
         sd_range = sd_interval(std_diff, n)
         at_low, at_high = counts(sd_range[0]), counts(sd_range[1])
         ranges = [(at_low[i], at_high[i]) for i in range(3)]
+    adjusted = f" = alpha / {k}" if k > 1 else ""
+    margin_level = (f"; the margin claims at {levels['beyond']:.3g}" + (
+        f" = (alpha - {bound_alpha:g}){f' / {k}' if k > 1 else ''}: the rest of alpha pays for the estimated "
+        f"margin's bound, taken at the planned number of seeds around the margin's value {value:.3g} and "
+        f"averaged over the estimate's own variation" if bound_alpha > 0 else "")
+        if levels["beyond"] != levels["zero"] else "")
     return SeedsNeeded(
         at_margin=point[0], at_observed=point[1], to_settle_margin=point[2],
         power=power, alpha=alpha,
@@ -197,9 +294,11 @@ def seeds_needed_for(mean_diff: float, std_diff: float, margin: float, *, alpha:
             f"normal paired differences with sd {std_diff:.3g} as measured"
             + (f" (95% interval {sd_range[0]:.3g} to {sd_range[1]:.3g} from {n} pairs, which gives the "
                f"ranges)" if sd_range[0] is not None else "")
-            + f", true difference as stated; paired t tests at alpha {alpha:g}; power {power:.0%} from "
-            f"the noncentral t distribution"
+            + f", true difference as stated; each claim's paired t test at the level the verdict decides it "
+            f"at: against 0 two-sided at {levels['zero']:.3g}{adjusted}{margin_level}; never fewer seeds than "
+            f"the exact sign-flip test needs at that level ({floors['zero']} against 0, {floors['beyond']} beyond "
+            f"the margin, {floors['equivalent']} within it); power {power:.0%} from the noncentral t distribution"
         ),
         at_margin_range=ranges[0], at_observed_range=ranges[1], to_settle_margin_range=ranges[2],
-        sd_range=sd_range,
+        sd_range=sd_range, n_comparisons=k, levels=levels, floors=floors,
     )

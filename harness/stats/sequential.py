@@ -25,20 +25,32 @@ Claims, read from the interval [lo, hi] (m the declared margin, for a "max" metr
 Each claim is one-sided at its boundary, so a1 = alpha / arms when m > 0 (TOST convention,
 Schuirmann 1987); with m = 0 "better" and "worse" share the boundary 0 and a1 = alpha / (2 arms),
 a two-sided test. Several arms against one baseline split alpha evenly (Bonferroni): valid under
-any dependence between arms and any data-dependent dropping of arms. No claim is made before the
-exact sign-flip test on the same pairs could reach a1 (``min_seeds >= log2(1 / a1)``).
+any dependence between arms and any data-dependent dropping of arms.
+
+The interval is a t interval and assumes normal differences; a quantised metric (accuracy moves
+in steps of one test example) breaks that at small n: six differences of exactly +1 example have
+sd 0 and a zero-width interval, while the exact sign-flip test of those six signs gives p = 2^-6.
+So a look claims only when, besides the interval, the exact one-sided sign-flip test on the same
+n pairs (``harness.stats.sign_flip``), against the margin the claim is about, reaches that look's
+nominal level (each of its two tests, for "equivalent"). Otherwise the look continues (futility
+and the last look's "undecided" apply as usual). With n pairs that test cannot go below 2^-n, so
+a look can claim only when 2^-n is at most its nominal level (``claim_looks``); the default first
+look of the harness is the first such n (``first_claim_seeds``), and no design may look before
+the exact test could reach a1 at all (``min_seeds >= log2(1 / a1)``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Mapping
 
 import numpy as np
 from scipy import stats as sps
 
 from harness.stats.sequential_bounds import SPENDINGS, _normal_bounds, _spend, _t_bounds
+from harness.stats.sign_flip import _TIE, sign_flip_reaches, sign_flip_tail
 
 DECISIONS = ("continue", "better", "worse", "equivalent", "futile", "undecided")
 CONTINUE, BETTER, WORSE, EQUIVALENT, FUTILE, UNDECIDED = range(6)
@@ -106,11 +118,18 @@ class SequentialDesign:
     @property
     def one_sided_alpha(self) -> float:
         """The level of each one-sided claim: alpha split across arms, halved when margin = 0."""
-        return self.alpha / self.arms / (1 if self.margin else 2)
+        return _one_sided_alpha(self.alpha, self.arms, self.margin)
 
     @property
     def min_claim_seeds(self) -> int:
-        return max(3, math.ceil(math.log2(1.0 / self.one_sided_alpha) - 1e-12))
+        """The fewest pairs with which the exact sign-flip test can reach a1 at all (2^-n <= a1)."""
+        return _min_claim_seeds(self.alpha, self.arms, self.margin)
+
+    @property
+    def claim_looks(self) -> tuple:
+        """The looks at which a claim is possible: the exact sign-flip test's smallest p on n pairs,
+        2^-n, is at most the look's nominal level. At the other looks only futility can stop."""
+        return tuple(n for n, _, nominal, _ in self._bounds if 2.0**-n <= nominal)
 
     @property
     def looks(self) -> tuple:
@@ -134,9 +153,16 @@ class SequentialDesign:
         return self._bounds
 
     def critical(self, n: int) -> float:
-        for look_n, _, _, c in self._bounds:
-            if look_n == n:
-                return c
+        return self._boundary(n)[3]
+
+    def nominal(self, n: int) -> float:
+        """The one-sided nominal level of the look at n seeds (of the t test and the sign-flip test)."""
+        return self._boundary(n)[2]
+
+    def _boundary(self, n: int) -> tuple:
+        for b in self._bounds:
+            if b[0] == n:
+                return b
         raise ValueError(f"{n} seeds is not a look of this design; the looks are {self.looks}.")
 
     @classmethod
@@ -151,41 +177,106 @@ class SequentialDesign:
         return d
 
 
-def evaluate(design: SequentialDesign, n: int, mean, sd):
-    """Vectorised decision at one look with n seeds, from the mean and sd of the differences.
+def _one_sided_alpha(alpha: float, arms: int, margin) -> float:
+    return alpha / arms / (1 if margin else 2)
 
-    Returns (lo, hi, decision codes, chance to settle); shapes follow ``mean``. Used both by
-    ``replay`` and by the simulations in scripts/bench_sequential.py, so they cannot drift apart.
+
+def _min_claim_seeds(alpha: float, arms: int, margin) -> int:
+    return max(3, math.ceil(math.log2(1.0 / _one_sided_alpha(alpha, arms, margin)) - 1e-12))
+
+
+@lru_cache(maxsize=64)
+def _first_claim_seeds(items: tuple) -> int:
+    kw = dict(items)
+    try:
+        m = _min_claim_seeds(kw["alpha"], kw["arms"], kw["margin"])
+    except (TypeError, ValueError, ZeroDivisionError):
+        m = 1  # a bad value: the design below says which, in its own words
+    while True:
+        # at m = max_seeds a single look spends all of a1 >= 2^-floor, so this ends there at the latest
+        if 2.0**-m <= SequentialDesign(min_seeds=m, **kw).boundaries[0][2] or m >= kw["max_seeds"]:
+            return m
+        m += 1
+
+
+def first_claim_seeds(**design) -> int:
+    """The smallest ``min_seeds`` whose first look can settle a claim: the exact sign-flip test's
+    smallest p on n pairs, 2^-n, is at most that look's nominal level. ``design``: the other
+    SequentialDesign arguments (min_seeds, if given, is ignored). Earlier looks could only stop for
+    futility while their share of alpha went unused; the harness's default first look is this one.
+    """
+    defaults = {k: f.default for k, f in SequentialDesign.__dataclass_fields__.items() if not k.startswith("_")}
+    kw = {**defaults, **{k: v for k, v in design.items() if k != "min_seeds"}}
+    kw.pop("min_seeds")
+    return _first_claim_seeds(tuple(sorted(kw.items())))
+
+
+def _constant(d, axis=-1):
+    """Rows whose differences are all equal up to float noise (their sd is taken as exactly 0)."""
+    d = np.asarray(d, dtype=float)
+    return np.ptp(d, axis=axis) <= _TIE * np.max(np.abs(d), axis=axis)
+
+
+def _gate(mask, x, shift: float, flip: bool, level: float):
+    """``mask`` where the exact sign-flip test of x - shift ("greater"; "less" with ``flip``) on
+    the rows of x (..., n) reaches ``level``; computed only where ``mask`` is set."""
+    out = np.zeros(mask.size, dtype=bool)
+    idx = np.flatnonzero(mask.ravel())
+    if idx.size:
+        e = x.reshape(-1, x.shape[-1])[idx] - shift
+        out[idx] = sign_flip_reaches(-e if flip else e, level)
+    return out.reshape(mask.shape)
+
+
+def evaluate(design: SequentialDesign, n: int, mean, sd, differences):
+    """Vectorised decision at one look with n seeds.
+
+    ``mean`` and ``sd``: of the differences at this look (sd 0 for rows that do not vary);
+    ``differences``: the n differences themselves, shape ``mean.shape + (n,)``, for the exact
+    sign-flip test every claim must also pass at this look's nominal level. Returns (lo, hi,
+    decision codes, chance to settle); shapes follow ``mean``. Used both by ``replay`` and by the
+    simulations in scripts/bench_sequential.py, so they cannot drift apart.
     """
     mean, sd = np.broadcast_arrays(np.asarray(mean, float), np.asarray(sd, float))
     sign = 1.0 if design.direction == "max" else -1.0
-    g = sign * mean  # oriented: positive = better
+    x = sign * np.asarray(differences, dtype=float)  # oriented: positive = better
+    if x.shape != mean.shape + (n,):
+        raise ValueError(f"evaluate needs the {n} differences of each row, shape {mean.shape + (n,)}; "
+                         f"got {x.shape}.")
+    g = sign * mean
     half = design.critical(n) * sd / math.sqrt(n)
     glo, ghi = g - half, g + half
     m = float(design.margin or 0.0)
+    level = design.nominal(n)
+    # the interval claims; then the exact sign-flip test on the same pairs, against the margin of
+    # the claim, must reach the look's level too (module docstring)
+    better = _gate(glo > m, x, m, False, level)
+    worse = _gate(ghi < -m, x, -m, True, level)
     code = np.full(g.shape, CONTINUE, dtype=np.int8)
-    code[glo > m] = BETTER
-    code[ghi < -m] = WORSE
+    code[better] = BETTER
+    code[worse] = WORSE
     if design.equivalence:
-        code[(glo > -m) & (ghi < m)] = EQUIVALENT
+        equivalent = _gate((glo > -m) & (ghi < m), x, -m, False, level)
+        code[_gate(equivalent, x, m, True, level)] = EQUIVALENT
     settle = np.ones(g.shape)
     N = design.max_seeds
     if n >= N:
         code[code == CONTINUE] = UNDECIDED
     elif design.futility > 0:
         # chance that the last look settles a claim if the rest of the seeds had mean mu, for mu
-        # spread over the current interval; sd is taken as known (its estimate at this look)
+        # spread over the current interval; sd is taken as known (its estimate at this look). With
+        # sd 0 there is no noise to plan with: the chance is left at 1 (futility never stops it)
         frac = np.linspace(0.0, 1.0, _FUTILITY_POINTS)
         mu = glo[..., None] + (ghi - glo)[..., None] * frac
         s = sd[..., None]
         center = (n * g[..., None] + (N - n) * mu) / N
-        spread = np.maximum(s * math.sqrt(N - n) / N, 1e-300)
+        spread = np.where(s > 0, s, 1.0) * math.sqrt(N - n) / N
         hN = design.critical(N) * s / math.sqrt(N)
         p = sps.norm.sf((m + hN - center) / spread) + sps.norm.cdf((-m - hN - center) / spread)
         if design.equivalence:
             p = p + np.clip(sps.norm.cdf((m - hN - center) / spread)
                             - sps.norm.cdf((-m + hN - center) / spread), 0.0, None)
-        settle = p.max(axis=-1)
+        settle = np.where(sd > 0, p.max(axis=-1), 1.0)
         code[(code == CONTINUE) & (settle < design.futility)] = FUTILE
     lo, hi = (glo, ghi) if sign > 0 else (-ghi, -glo)
     return lo, hi, code, settle
@@ -209,6 +300,10 @@ class Look:
     # strong skew (|skewness| >~ 1) inflates the error of claims against the long tail's opposite
     decision: str
     arm: str | None = None
+    # the exact one-sided sign-flip p of the claim the interval points to, against its margin (the
+    # larger of the two for "equivalent"); None when the interval points to no claim
+    sign_flip_p: float | None = None
+    note: str = ""  # why the interval's claim was not made, or that sd 0 left it to the exact test
 
     @property
     def settled(self) -> bool:
@@ -220,16 +315,45 @@ class Look:
         return d
 
 
+def _in_view(design, lo: float, hi: float):
+    """The claim the repeated interval alone points to, and its sign-flip p-value's arguments."""
+    sign = 1.0 if design.direction == "max" else -1.0
+    glo, ghi = (lo, hi) if sign > 0 else (-hi, -lo)
+    m = float(design.margin or 0.0)
+    if glo > m:
+        return "better", [(m, False)]
+    if ghi < -m:
+        return "worse", [(-m, True)]
+    if design.equivalence and -m < glo and ghi < m:
+        return "equivalent", [(-m, False), (m, True)]
+    return None, []
+
+
 def _look(design, k, n, d, arm):
     mean = float(np.mean(d))
-    sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
-    lo, hi, code, settle = evaluate(design, n, mean, sd)
+    flat = n < 2 or bool(_constant(d))
+    sd = 0.0 if flat else float(np.std(d, ddof=1))
+    lo, hi, code, settle = evaluate(design, n, mean, sd, d)
     _, _, nominal, crit = design.boundaries[k]
     skew = float(sps.skew(d, bias=False)) if sd > 0 and n > 2 else 0.0
+    decision = DECISIONS[int(code)]
+    claim, tests = _in_view(design, float(lo), float(hi))
+    x = d if design.direction == "max" else -d
+    p = max((sign_flip_tail(-(x - s) if flip else x - s) for s, flip in tests), default=None)
+    notes = []
+    if flat:
+        notes.append(f"every difference is {mean:+.4g} (sd 0): the interval has no width, so the decision "
+                     f"rests on the exact sign-flip test alone")
+    if claim is not None and decision != claim:
+        against = f" against the margin {design.margin:g}" if design.margin else ""
+        notes.append(f"the repeated interval points to '{claim}', but the exact sign-flip test on these {n} pairs"
+                     f"{against} gives p = {p:.2g}, above this look's nominal level {nominal:.2g}"
+                     + (f" (with {n} pairs it cannot go below 2^-{n} = {2.0**-n:.2g})" if 2.0**-n > nominal else "")
+                     + ": no claim at this look")
     return Look(look=k + 1, n=n, estimate=mean, sd=sd, interval=(float(lo), float(hi)),
                 level=1.0 - 2.0 * design.one_sided_alpha, critical=crit, nominal_alpha=nominal,
-                margin=design.margin, chance_to_settle=float(settle), skewness=skew, decision=DECISIONS[int(code)],
-                arm=arm)
+                margin=design.margin, chance_to_settle=float(settle), skewness=skew, decision=decision,
+                arm=arm, sign_flip_p=None if p is None else float(p), note="; ".join(notes))
 
 
 def _as_differences(differences) -> np.ndarray:
@@ -322,10 +446,14 @@ def simulate(design: SequentialDesign, differences: np.ndarray) -> tuple:
     if d.ndim != 2 or d.shape[1] < design.max_seeds:
         raise ValueError(f"simulate needs an array (experiments, >= {design.max_seeds} seeds).")
     looks = np.array(design.looks)
-    s1 = np.cumsum(d[:, : design.max_seeds], axis=1)[:, looks - 1]
-    s2 = np.cumsum(d[:, : design.max_seeds] ** 2, axis=1)[:, looks - 1]
+    d = d[:, : design.max_seeds]
+    s1 = np.cumsum(d, axis=1)[:, looks - 1]
+    s2 = np.cumsum(d**2, axis=1)[:, looks - 1]
     mean = s1 / looks
     var = np.clip((s2 - looks * mean**2) / np.maximum(looks - 1, 1), 0.0, None)
+    # rows that do not vary have sd exactly 0 (as in replay), not the float noise of s2 - n mean^2
+    spread = (np.maximum.accumulate(d, axis=1) - np.minimum.accumulate(d, axis=1))[:, looks - 1]
+    var[spread <= _TIE * np.maximum.accumulate(np.abs(d), axis=1)[:, looks - 1]] = 0.0
     code = np.zeros(len(d), dtype=np.int8)
     used = np.zeros(len(d), dtype=np.int64)
     open_ = np.ones(len(d), dtype=bool)
@@ -333,7 +461,7 @@ def simulate(design: SequentialDesign, differences: np.ndarray) -> tuple:
         idx = np.flatnonzero(open_)
         if idx.size == 0:
             break
-        _, _, c, _ = evaluate(design, int(n), mean[idx, k], np.sqrt(var[idx, k]))
+        _, _, c, _ = evaluate(design, int(n), mean[idx, k], np.sqrt(var[idx, k]), d[idx, :n])
         stop = c != CONTINUE
         code[idx[stop]], used[idx[stop]] = c[stop], n
         open_[idx[stop]] = False

@@ -170,7 +170,8 @@ def _intervals(t: TTestResult, margin: Margin, alpha: float, k: int) -> dict:
 
 
 def _compare_unadjusted(a, b, *, arm: str, baseline: str, margin: Margin, alpha: float,
-                        n_resamples: int, seed: int, n_test: int | None, examples) -> PairedComparison:
+                        n_resamples: int, seed: int, n_test: int | None, examples,
+                        n_comparisons: int = 1) -> PairedComparison:
     a, b = _pairs(a, b)
     d = differences(a, b)
     level = 1 - alpha
@@ -188,8 +189,9 @@ def _compare_unadjusted(a, b, *, arm: str, baseline: str, margin: Margin, alpha:
         d_z=effect_size_dz(a, b), margin=margin,
         minimum_effect=minimum_effect_test(d, margin.high),
         tost=tost(d, margin.low),
-        seeds_needed=seeds_needed_for(mean_diff, noise.std_diff, margin.value, alpha=alpha, n=len(d),
-                                      margin_low=margin.low, margin_high=margin.high),
+        # at the level the verdict decides each claim at: alpha / k, the margin's share of alpha
+        seeds_needed=seeds_needed_for(mean_diff, noise.std_diff, margin, alpha=alpha, n=len(d),
+                                      n_comparisons=n_comparisons),
         alpha=alpha, n_moved=int(np.sum(difference_units(a, b) != 0)),
         test_set=test_set_noise(*examples, confidence_level=level) if examples is not None else None,
     )
@@ -216,13 +218,13 @@ def compare_to_baseline(pairs: Mapping[str, tuple], *, margin, baseline: str = "
     if not isinstance(margin, Margin):
         margin = resolve_margin(margin, unit=unit, alpha=alpha)
     examples = examples or {}
+    k = len(pairs)
     raw = {
         arm: _compare_unadjusted(a, b, arm=arm, baseline=baseline, margin=margin, alpha=alpha,
                                  n_resamples=n_resamples, seed=seed, n_test=n_test,
-                                 examples=examples.get(arm))
+                                 examples=examples.get(arm), n_comparisons=k)
         for arm, (a, b) in pairs.items()
     }
-    k = len(raw)
     share = _margin_share(margin, alpha)
     out = {}
     for arm, c in raw.items():

@@ -87,7 +87,7 @@ def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = T
         )
     elif code == "differs":
         need = c.seeds_needed
-        if abs(c.mean_diff) in (m.low, m.high):
+        if need.to_settle_margin is None and abs(c.mean_diff) == m.value:
             settle = "more seeds cannot settle it: the observed difference sits on the margin"
         else:
             settle = (
