@@ -46,19 +46,19 @@ def reference(tmp_path_factory):
 
 def test_in_process_run_stops_when_settled_and_drops_the_worse_arm(reference):
     seq = read_json(reference / "sequential.json")
-    assert seq["status"] == "settled" and seq["design"]["looks"][:3] == [7, 9, 11]
+    assert seq["status"] == "settled" and seq["design"]["looks"][:3] == [8, 10, 12]
     b, c = seq["arms"]["B"], seq["arms"]["C"]
     assert [x["decision"] for x in b["looks"]] == ["continue", "continue", "better"]
-    assert [x["n"] for x in b["looks"]] == [7, 9, 11] and b["seeds"] == list(range(11))
-    assert [x["decision"] for x in c["looks"]] == ["worse"] and c["seeds"] == list(range(7))
+    assert [x["n"] for x in b["looks"]] == [8, 10, 12] and b["seeds"] == list(range(12))
+    assert [x["decision"] for x in c["looks"]] == ["worse"] and c["seeds"] == list(range(8))
     for x in b["looks"] + c["looks"]:  # each look carries its boundaries and interval
         assert x["interval"][0] < x["estimate"] < x["interval"][1] and x["critical"] > 2
-    # C stopped getting seeds at its first look; A and B went on to 11 seeds, and no further
+    # C stopped getting seeds at its first look; A and B went on to 12 seeds, and no further
     runs = _runs(reference)
-    assert {s for s, a in runs if a == "C"} == set(range(7))
-    assert {s for s, a in runs if a == "A"} == {s for s, a in runs if a == "B"} == set(range(11))
+    assert {s for s, a in runs if a == "C"} == set(range(8))
+    assert {s for s, a in runs if a == "A"} == {s for s, a in runs if a == "B"} == set(range(12))
     analysis = read_json(reference / "analysis.json")
-    assert analysis["sequential"] == seq and analysis["comparisons"]["B"]["n_pairs"] == 11
+    assert analysis["sequential"] == seq and analysis["comparisons"]["B"]["n_pairs"] == 12
     assert (reference / "sequential.png").stat().st_size > 5000
     report = (reference / "report.md").read_text()
     assert "Sequential looks (settled)" in report and "sequential decision (worse): C is worse than A" in report
@@ -79,24 +79,24 @@ def test_report_flags_skewed_differences(reference):
 def test_killed_run_continues_at_the_right_look_with_the_same_decisions(tmp_path, reference, capsys):
     out = tmp_path / "killed"
     args = SEQ + [f"hydra.run.dir={out}"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_TEST_HOLD_FROM_SEED": "8"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_TEST_HOLD_FROM_SEED": "9"}
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    # seeds 0-6 for three arms, seed 7 for A and B; then seed 8 blocks: 23 results, part-way through a batch
+    # seeds 0-7 for three arms, seed 8 for A and B; then seed 9 blocks: 26 results, part-way through a batch
     deadline = time.monotonic() + 240
-    while len(list(out.rglob("result.json"))) < 23 and time.monotonic() < deadline and proc.poll() is None:
+    while len(list(out.rglob("result.json"))) < 26 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     before = {p: p.read_bytes() for p in out.rglob("result.json")}
-    assert len(before) == 23
-    assert [x["n"] for x in read_json(out / "sequential.json")["arms"]["B"]["looks"]] == [7]
+    assert len(before) == 26
+    assert [x["n"] for x in read_json(out / "sequential.json")["arms"]["B"]["looks"]] == [8]
 
     from harness.api import run
 
     run(SEQ, out_dir=out)  # the same experiment into the same folder (the API runs what the CLI runs)
     log = capsys.readouterr().out
-    assert "next batch, seeds 8 for arms A, B" in log  # one seed completes the second look
+    assert "next batch, seeds 9 for arms A, B" in log  # one seed completes the second look
     for path, content in before.items():  # finished runs were not run again
         assert path.read_bytes() == content
     assert _runs(out) == _runs(reference)
@@ -175,10 +175,10 @@ def test_design_follows_the_config():
     from harness.sequential_plan import design_of
 
     d = design_of(Declaration.from_config(compose_cfg(SEQ + ["stats.margin=0.3", "stats.metric=test_loss"])))
-    assert (d.direction, d.margin, d.equivalence, d.arms, d.min_seeds) == ("min", 0.3, True, 2, 6)
+    assert (d.direction, d.margin, d.equivalence, d.arms, d.min_seeds) == ("min", 0.3, True, 2, 7)
     d = design_of(Declaration.from_config(compose_cfg(SEQ + ["~ab.arms.C", "ab.sequential.alpha=0.1",
                                                              "ab.sequential.equivalence=false", "stats.margin=0.5"])))
-    assert (d.direction, d.alpha, d.equivalence, d.arms, d.min_seeds) == ("max", 0.1, False, 1, 4)
+    assert (d.direction, d.alpha, d.equivalence, d.arms, d.min_seeds) == ("max", 0.1, False, 1, 5)
 
 
 def test_a_changed_design_is_refused_on_resume(tmp_path, reference):
@@ -214,7 +214,7 @@ def test_failed_runs_count_for_no_arm_and_past_the_budget_stop_the_run(tmp_path)
         "sequential run stopped unsettled: 1 failed run(s), more than ab.sequential.max_failures=0")
     assert "seed 2 arm B: failed: RuntimeError: planned failure of seed 2" in done.analysis_error
     seq = read_json(out / "sequential.json")
-    assert seq["status"] == "stopped" and len(load_tree(out).results) == 12  # the first batch only (6 seeds)
+    assert seq["status"] == "stopped" and len(load_tree(out).results) == 14  # the first batch only (7 seeds)
 
 
 def test_plugin_is_discovered_and_light():
@@ -251,7 +251,7 @@ def test_looks_become_history_of_the_wandb_analysis_run(reference, tmp_path, mon
     assert tracker.close() == []
     [run] = wandb_reader.read_runs(tmp_path / "wandb")
     flat = [_flat(row) for row in run.history if any(k.startswith("sequential/") for k in _flat(row))]
-    assert [f["sequential/seeds"] for f in flat] == [7, 9, 11]  # a row per look, in order
+    assert [f["sequential/seeds"] for f in flat] == [8, 10, 12]  # a row per look, in order
     assert flat[0]["sequential/C/decision"] == "worse" and "sequential/C/estimate" not in flat[1]
     assert flat[2]["sequential/B/decision"] == "better"
     b = read_json(reference / "sequential.json")["arms"]["B"]["looks"]
