@@ -39,6 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .determinism import DeterminismError
+from .diff import parse_args
 from .golden import BadInput, add_config_dir, compose_config, select_run
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
@@ -341,7 +342,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(parser(), argv)  # --config-dir anywhere (diff.parse_args)
     try:
         arm_cfg, seed, arm = select_run(compose_config(args.overrides, args.config_dir), args.overrides)
         _preflight(arm_cfg, arm)

@@ -167,28 +167,76 @@ def examples(compared, by_arm, baseline, spec):
 
 
 def curves(usable, arms) -> dict:
-    """arm -> curve name -> {step, mean, std, n}: learning curves over the seeds that share steps."""
+    """arm -> curve name -> {step, mean, std, count, n, source}: learning curves over the seeds.
+
+    ``run.log`` may log its keys at different steps (train_loss every 10, val_bpc every 50), some
+    keys sparsely or only in some runs: each run gives, per name, the steps where it logged a finite
+    value, and at each step ``mean`` and ``std`` (ddof=1; 0 from one run) are over the runs that
+    have a value there (``count``); ``n`` is the number of runs with that curve. A run that logged
+    no curve at all gives its train_loss from the per-step losses result.json always holds
+    (fingerprints.steps.loss, float32 bits), at steps 1..N, thinned to at most 1000 points.
+    ``source`` says which of the two a curve comes from.
+    """
+    logged_source, losses_source = "run.log", "per-step losses (result.json fingerprints)"
+    max_points = 1000
+
+    def logged(r) -> dict:
+        curve = r.get("curve")
+        if not isinstance(curve, Mapping) or not isinstance(curve.get("step"), list):
+            return {}
+        found = {}
+        for name, values in curve.items():
+            if name == "step" or not isinstance(values, list):
+                continue
+            points = {step: float(v) for step, v in zip(curve["step"], values)
+                      if _finite_number(step) and _finite_number(v)}
+            if points:
+                found[str(name)] = points
+        return found
+
+    def from_losses(r) -> dict:
+        try:
+            bits = results_io.load_steps(r)["loss"]
+            values = np.frombuffer(bytes.fromhex("".join(bits)), dtype=">f4").astype(float)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return {}
+        n = len(values)
+        every = max(1, math.ceil(n / max_points))
+        points = {i + 1: float(v) for i, v in enumerate(values)
+                  if ((i + 1) % every == 0 or i + 1 == n) and math.isfinite(v)}
+        return {"train_loss": points} if points else {}
+
     out: dict[str, dict] = {}
     for arm in arms:
-        runs = [run["result"] for (s, a), run in usable.items() if a == arm]
-        stored = [r.get("curve") for r in runs if isinstance(r.get("curve"), Mapping)]
-        if not stored or not isinstance(stored[0].get("step"), list):
-            continue
-        steps = stored[0]["step"]
-        same = [c for c in stored if c.get("step") == steps]
-        for name in sorted(k for k in stored[0] if k != "step"):
-            rows = [c[name] for c in same if isinstance(c.get(name), list) and len(c[name]) == len(steps)]
-            try:
-                values = np.array(rows, dtype=float)
-            except (TypeError, ValueError):
+        per_run = []  # (name -> {step: value}, source) per run of this arm
+        for (_, a), run in usable.items():
+            if a != arm:
                 continue
-            if values.ndim != 2 or not len(values):
-                continue
-            with np.errstate(all="ignore"):
-                std = values.std(axis=0, ddof=1) if len(values) > 1 else np.zeros(len(steps))
-            out.setdefault(arm, {})[name] = {
-                "step": steps, "mean": values.mean(axis=0).tolist(), "std": std.tolist(), "n": len(values),
-            }
+            points = logged(run["result"])
+            if points:
+                per_run.append((points, logged_source))
+            else:
+                points = from_losses(run["result"])
+                if points:
+                    per_run.append((points, losses_source))
+        for name in sorted({name for points, _ in per_run for name in points}):
+            runs = [points[name] for points, _ in per_run if name in points]
+            sources = sorted({source for points, source in per_run if name in points})
+            steps, mean, std, count = [], [], [], []
+            for step in sorted({step for points in runs for step in points}):
+                values = np.array([points[step] for points in runs if step in points], dtype=float)
+                with np.errstate(all="ignore"):
+                    m = float(values.mean())
+                    s = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+                if not (math.isfinite(m) and math.isfinite(s)):
+                    continue
+                steps.append(step)
+                mean.append(m)
+                std.append(s)
+                count.append(len(values))
+            if steps:
+                out.setdefault(arm, {})[name] = {"step": steps, "mean": mean, "std": std, "count": count,
+                                                 "n": len(runs), "source": " and ".join(sources)}
     return out
 
 

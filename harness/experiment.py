@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .identity import config_hash, flatten as _flatten, plain as _plain, under as _under
 from .results import RESULT_NAME, atomic_write, load_steps, read_json, read_result, run_dir, write_json, write_result
-from .resume import resume_decision, run_lock, set_aside_other_configurations, supersede  # noqa: F401
+from .resume import bits_after_rerun, decide, resume_decision, run_lock, set_aside_other_configurations, supersede  # noqa: F401
 from .runner import code_of, run_one
 
 _FACTOR_FORBIDDEN = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name", "repro")
@@ -294,14 +294,15 @@ def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -
     run, then skip it, instead of training it twice.
     """
     path = run_dir(out_dir, seed, arm) / RESULT_NAME
+    decision = None
     with run_lock(path.parent, lambda: log(f"seed={seed} arm={arm}: another process is running it; waiting")):
         if cfg.resume:
-            skip, why = resume_decision(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm)
-            if skip:
-                log(f"seed={seed} arm={arm}: skipped, {why}")
+            decision = decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm, config=_plain(arm_cfg))
+            if decision.skip:
+                log(f"seed={seed} arm={arm}: skipped, {decision.why}")
                 return read_result(path), True
             if path.exists():
-                log(f"seed={seed} arm={arm}: rerun, {why}")
+                log(f"seed={seed} arm={arm}: rerun, {decision.why}")
         moved = supersede(path)
         if moved:
             log(f"seed={seed} arm={arm}: previous result kept at {moved}")
@@ -311,6 +312,9 @@ def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -
             save_weights(path.parent / "weights.pt", weights)
         write_result(path, result)
     log(_run_line(result))
+    bits = bits_after_rerun(decision, result) if decision is not None else None
+    if bits:
+        log(f"seed={seed} arm={arm}: {bits}")
     if tracker is not None:
         tracker.log_run(result)
     return result, False

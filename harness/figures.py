@@ -7,11 +7,15 @@ Panels, left to right, top to bottom:
      is estimated), and the interval for the data distribution when examples were recorded;
   3. dose-response when every arm's factor value is a number: the metric's mean and t interval
      against the factor value; otherwise the arms' means with intervals side by side;
-  4. learning curves per arm: mean and ±1 sd band over seeds, from the stored curves.
-The suptitle carries the verdict(s).
+  4. learning curves per arm: mean and ±1 sd band over seeds, from the stored curves (evidence.curves:
+     sparse, logged at any steps, or from the per-step losses); points without a value are left out.
+The suptitle carries the verdict(s). report.write_figure turns a figure that fails into a warning.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Mapping
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
 
@@ -121,21 +125,40 @@ def _dose_response(ax, analysis, unit):
     ax.set_ylabel(analysis["metric"] + unit)
 
 
+def _finite(value) -> bool:
+    return _numeric(value) and math.isfinite(value)
+
+
+def _curve_points(curve) -> list[tuple]:
+    """(step, mean, sd) where step and mean are numbers: curves may be sparse, and an analysis.json
+    written by an earlier version may hold nulls in mean and std."""
+    if not isinstance(curve, Mapping):
+        return []
+    step, mean, std = (list(curve[k]) if isinstance(curve.get(k), list) else [] for k in ("step", "mean", "std"))
+    std += [None] * (len(step) - len(std))
+    return [(x, m, s if _finite(s) else 0.0) for x, m, s in zip(step, mean, std) if _finite(x) and _finite(m)]
+
+
 def _curves(ax, analysis):
-    curves = analysis.get("curves") or {}
-    names = sorted({name for per_arm in curves.values() for name in per_arm})
+    curves = analysis.get("curves")
+    curves = {arm: per_arm for arm, per_arm in (curves.items() if isinstance(curves, Mapping) else ())
+              if isinstance(per_arm, Mapping)}
+    names = sorted({name for per_arm in curves.values() for name, curve in per_arm.items() if _curve_points(curve)})
     if not names:
         ax.text(0.5, 0.5, "no stored learning curves", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return
     name = "train_loss" if "train_loss" in names else names[0]
     for i, (arm, per_arm) in enumerate(curves.items()):
-        curve = per_arm.get(name)
-        if not curve:
+        points = _curve_points(per_arm.get(name))
+        if not points:
             continue
+        curve = per_arm[name]
+        source = str(curve.get("source") or "")
         color = COLORS[i % len(COLORS)]
-        mean, std, step = curve["mean"], curve["std"], curve["step"]
-        ax.plot(step, mean, color=color, linewidth=1.2, label=f"{arm} (n={curve['n']})")
+        step, mean, std = zip(*points)
+        ax.plot(step, mean, color=color, linewidth=1.2, marker="o" if len(points) == 1 else None,
+                label=f"{arm} (n={curve.get('n', '?')}" + (", per-step losses" if "per-step" in source else "") + ")")
         ax.fill_between(step, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
                         color=color, alpha=0.2, linewidth=0)
     ax.set_xlabel("step")

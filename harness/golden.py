@@ -30,7 +30,7 @@ from pathlib import Path
 import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 from omegaconf import OmegaConf
 
-from .diff import differences, first_difference, loss_value
+from .diff import add_config_dir, differences, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
 from .results import load_steps, read_json, write_json
 
 GOLDEN_SCHEMA = "harness.golden/1"
@@ -334,14 +334,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def add_config_dir(p: argparse.ArgumentParser) -> None:
-    """--config-dir, as python -m harness takes it (shared by the repro tools)."""
-    p.add_argument("--config-dir", "-cd", action="append", default=[], metavar="DIR",
-                   help="a folder of your own configs (experiment/, model/, ...), searched before the shipped ones")
-
-
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(parser(), argv)  # --config-dir anywhere (diff.parse_args, shared by the repro tools)
     try:
         if args.command == "save":
             return save(args.file, args.overrides, args.config_dir)

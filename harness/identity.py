@@ -187,3 +187,24 @@ def describe_code_change(old: Optional[dict], new: dict) -> str:
     if not parts:
         parts.append(f"the code version ({old.get('version')} -> {new['version']})")
     return "the code changed: " + "; ".join(parts)
+
+
+def describe_config_change(old: Optional[dict], new: Optional[dict], limit: int = 8) -> str:
+    """'optim.lr: 0.05 -> 0.1; ...': the keys config_hash depends on whose values differ between a
+    result's recorded config and this run's (diff.differences on the flattened configs, as the
+    golden check and harness.diff name them), for the resume log. '' when there is nothing to
+    compare (a result without a config block) or no such key differs."""
+    from .diff import differences
+    from .results import REPRO_NOT_IN_IDENTITY
+
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return ""
+    ignore = [*NOT_IN_HASH, *(f"repro.{k}" for k in REPRO_NOT_IN_IDENTITY)]
+    changes = differences(old, new, ignore=ignore)
+
+    def shown(value) -> str:
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    text = "; ".join(f"{key}: {shown(a)} -> {shown(b)}" for key, a, b in changes[:limit])
+    return text + (f"; and {len(changes) - limit} more" if len(changes) > limit else "")

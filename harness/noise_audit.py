@@ -50,7 +50,7 @@ import torch
 from omegaconf import OmegaConf
 
 from .declaration import Declaration, DeclarationError
-from .diff import first_difference, loss_value
+from .diff import first_difference, loss_value, parse_args
 from .golden import BadInput, add_config_dir, compose_config, select_run, stack_summary
 from .results import example_record, write_json
 
@@ -444,7 +444,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(parser(), argv)  # --config-dir anywhere (diff.parse_args)
     try:
         if args.repeats < 2:
             raise BadInput(f"--repeats {args.repeats}: a spread needs at least 2 runs per source; use 5 or more.")

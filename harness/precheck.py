@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 
 def _refuse(message: str) -> None:
@@ -63,9 +63,28 @@ def check_job(job_cfg: DictConfig) -> None:
         raise ExperimentError(str(e)) from None
 
 
+def run_dir(config: DictConfig) -> Path:
+    """hydra.run.dir of a single run's config, before Hydra's run_job has set HydraConfig.
+
+    The shipped run.dir interpolates ``${hydra:job.override_dirname}``, and the ``hydra:`` resolver
+    reads HydraConfig, which Hydra sets only after on_run_start. It is set here for the lookup
+    (as run_job will set it) and the previous one put back.
+    """
+    from hydra.core.hydra_config import HydraConfig
+
+    instance = HydraConfig.instance()
+    before, readonly = instance.cfg, config.hydra._get_node_flag("readonly")
+    try:
+        instance.set_config(config)
+        return Path(str(config.hydra.run.dir))
+    finally:
+        instance.cfg = before
+        OmegaConf.set_readonly(config.hydra, readonly)
+
+
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        check_writable(Path(config.hydra.run.dir))
+        check_writable(run_dir(config))
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from hydra.core.global_hydra import GlobalHydra

@@ -81,13 +81,27 @@ def check_train_fn(cfg: DictConfig) -> list[str]:
         return [str(e)]
     kwargs = OmegaConf.to_container(cfg.train.kwargs, resolve=True)
     try:
-        inspect.signature(fn).bind(None, None, **kwargs)
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []  # no signature to check
+    params = list(sig.parameters.values())
+    given = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:2]  # (cfg, run)
+    takes = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in given]
+    unknown = [] if any(p.kind is p.VAR_KEYWORD for p in params) else [k for k in kwargs if k not in takes]
+    if unknown:
+        return [f"train.kwargs.{unknown[0]}: train.fn={cfg.train.fn} cannot be called as fn(cfg, run, "
+                f"**train.kwargs): it takes no keyword argument {unknown[0]!r}"
+                + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if len(unknown) > 1 else "")
+                + ". Its keyword arguments: "
+                + (f"{', '.join(takes)}." if takes else
+                   f"none besides ({', '.join(given)}); remove train.kwargs, or point train.fn at a function "
+                   "that takes them.")]
+    try:
+        sig.bind(None, None, **kwargs)
     except TypeError as e:
         return [f"train.fn={cfg.train.fn} cannot be called as fn(cfg, run, **train.kwargs) with train.kwargs="
                 f"{kwargs}: {e}. A training function takes (cfg, run) and, as keyword arguments, the keys "
                 "of train.kwargs."]
-    except ValueError:
-        pass  # no signature to check
     return []
 
 

@@ -402,8 +402,24 @@ def write_markdown(analysis: dict, path) -> None:
 
 def write_figure(analysis: dict, path) -> None:
     """PNG of the analysis (see harness/figures.py): verdict in the title, arms vs baseline,
-    differences with their deciding intervals, dose-response, learning curves."""
-    from .figures import figure
+    differences with their deciding intervals, dose-response, learning curves.
 
-    fig = figure(analysis, title=_title(analysis), fmt=_Fmt(analysis))
-    atomic_write(path, lambda out: fig.savefig(out, format="png"))
+    A figure that fails, for any reason, is a warning naming the file, never the end of an analysis
+    (its verdict, analysis.json and report.md stand); an older figure there is removed, so that it
+    does not look current."""
+    import logging
+    from pathlib import Path
+
+    from . import figures
+
+    try:
+        fig = figures.figure(analysis, title=_title(analysis), fmt=_Fmt(analysis))
+        atomic_write(path, lambda out: fig.savefig(out, format="png"))
+    except Exception as e:  # noqa: BLE001 - the figure is an extra; the analysis is written already
+        try:
+            Path(path).unlink(missing_ok=True)
+        except OSError:
+            pass
+        logging.getLogger("harness").warning(
+            "could not draw the figure %s (%s: %s); the analysis and its report are written without it.",
+            path, type(e).__name__, e)

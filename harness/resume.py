@@ -10,35 +10,70 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from .identity import config_hash, describe_code_change
+from .identity import config_hash, describe_code_change, describe_config_change
 from .results import load_steps, read_json, read_result
 from .runner import code_of
 
 
-def resume_decision(path: Path, cfg_hash: str, code: dict, seed=None, arm=None) -> tuple[bool, str]:
-    """(skip?, why). A run is skipped only if its completed result is sound (it belongs to this
-    folder's seed and arm, has its fingerprints, and finite numbers for metrics) and matches the
-    config and the code."""
+@dataclass
+class Decision:
+    skip: bool
+    why: str  # for the log: "rerun, <why>" / "skipped, <why>"
+    changed: Optional[str] = None  # "config" or "code": a sound completed result is rerun for this change
+    old_final: Optional[str] = None  # that result's final fingerprint, to compare the rerun's with
+
+
+def decide(path: Path, cfg_hash: str, code: dict, seed=None, arm=None, config: Optional[dict] = None) -> Decision:
+    """Skip or rerun, and why. A run is skipped only if its completed result is sound (it belongs to
+    this folder's seed and arm, has its fingerprints, and finite numbers for metrics) and matches the
+    config and the code. ``config``: this run's plain config, to name the keys that changed."""
     if not path.exists():
-        return False, "no result yet"
+        return Decision(False, "no result yet")
     try:
         old = read_result(path)
     except (OSError, ValueError):
-        return False, "the existing result file is unreadable"
+        return Decision(False, "the existing result file is unreadable")
     if old.get("status") != "completed":
-        return False, f"the existing result is {old.get('status')!r}"
+        return Decision(False, f"the existing result is {old.get('status')!r}")
     unsound = _unsound(old, seed, arm)
     if unsound:
-        return False, f"the existing result does not check out ({unsound})"
+        return Decision(False, f"the existing result does not check out ({unsound})")
+    final = old["fingerprints"]["final"]
     if old.get("config_hash") != cfg_hash:
-        return False, f"the config changed (hash {old.get('config_hash')} -> {cfg_hash})"
+        what = describe_config_change(old.get("config"), config)
+        return Decision(False, f"the config changed: {what}" if what else
+                        f"the config changed (hash {old.get('config_hash')} -> {cfg_hash})", "config", final)
     if old.get("code_version") != code["version"]:
-        return False, describe_code_change(old.get("code"), code)
-    return True, "completed with the same config and code"
+        return Decision(False, describe_code_change(old.get("code"), code), "code", final)
+    return Decision(True, "completed with the same config and code")
+
+
+def resume_decision(path: Path, cfg_hash: str, code: dict, seed=None, arm=None,
+                    config: Optional[dict] = None) -> tuple[bool, str]:
+    """(skip?, why): ``decide`` without the details."""
+    d = decide(path, cfg_hash, code, seed, arm, config)
+    return d.skip, d.why
+
+
+def bits_after_rerun(decision: Decision, result: dict) -> Optional[str]:
+    """After a rerun for a code change: whether the rerun's bits equal the replaced result's (their
+    final fingerprints). After a config change only when they are equal (the changed keys did not
+    change the numbers, worth knowing); that they changed is what a config change is expected to do.
+    None when there is nothing to say."""
+    if decision.changed is None or not decision.old_final or result.get("status") != "completed":
+        return None
+    new = (result.get("fingerprints") or {}).get("final")
+    if new == decision.old_final:
+        return f"after the {decision.changed} change, bits unchanged (final {new}, as before)" + (
+            ": the changed keys did not change this run's numbers" if decision.changed == "config" else "")
+    if decision.changed == "code":
+        return f"after the code change, bits changed (final {decision.old_final} -> {new})"
+    return None
 
 
 def _unsound(old: dict, seed, arm) -> Optional[str]:

@@ -1,0 +1,133 @@
+"""Learning curves in analysis.json and the figure, whatever the logging pattern (issue 17, item 8.1).
+
+Keys logged at different steps, sparse keys, keys absent from some runs, runs that logged no
+curve at all (drawn from the per-step losses in result.json), and a figure that fails: the
+analysis still ends with its verdict, analysis.json and report.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the factory lives beside the tests
+
+import _results_factory as F  # noqa: E402
+
+from harness import evidence, report  # noqa: E402
+from harness.analysis import analyze, analyze_dir  # noqa: E402
+
+FAST = {"bootstrap_resamples": 999}
+
+
+def _loss_bits(values) -> list[str]:
+    """float32 loss bits as result.json records them: 8 hex digits per step."""
+    return [struct.pack(">f", v).hex() for v in values]
+
+
+def _results(curves: dict[tuple[int, str], dict | None], n_seeds: int = 6) -> list[dict]:
+    """Factory results whose curve is replaced per (seed, arm): None removes the curve."""
+    rs = F.make_results(F.accuracies(n_seeds, shift=0.5))
+    for r in rs:
+        key = (r["seed"], r["arm"])
+        if key in curves:
+            if curves[key] is None:
+                r.pop("curve", None)
+            else:
+                r["curve"] = curves[key]
+    return rs
+
+
+def _usable(rs):
+    return {(r["seed"], r["arm"]): {"result": r} for r in rs}
+
+
+def _json_clean(obj) -> None:
+    json.dumps(obj, allow_nan=False)  # no NaN, no infinity
+    assert "None" not in repr(obj), obj  # no holes in the curves
+
+
+def test_keys_logged_at_different_steps_sparse_and_absent_are_averaged_where_present():
+    every_10 = {"step": [10, 20, 30, 40, 50], "train_loss": [2.0, 1.8, 1.6, 1.4, 1.2],
+                "val_bpc": [None, None, None, None, 3.0]}
+    sparse = {"step": [10, 50], "train_loss": [2.2, None], "val_bpc": [None, 3.2]}
+    no_val = {"step": [10, 30, 50], "train_loss": [2.4, 1.7, 1.0]}
+    rs = _results({(0, "A"): every_10, (1, "A"): sparse, (2, "A"): no_val})
+    out = evidence.curves(_usable([r for r in rs if r["seed"] < 3]), ["A", "B"])
+    _json_clean(out)
+    tl = out["A"]["train_loss"]
+    assert tl["step"] == [10, 20, 30, 40, 50]
+    assert tl["mean"][0] == pytest.approx((2.0 + 2.2 + 2.4) / 3)
+    assert tl["mean"][2] == pytest.approx((1.6 + 1.7) / 2)
+    assert tl["mean"][4] == pytest.approx((1.2 + 1.0) / 2)  # the sparse run's hole is skipped, not a zero
+    assert tl["count"] == [3, 1, 2, 1, 2] and tl["n"] == 3
+    assert tl["std"][1] == 0.0 and tl["std"][0] == pytest.approx(np.std([2.0, 2.2, 2.4], ddof=1))
+    vb = out["A"]["val_bpc"]
+    assert vb["step"] == [50] and vb["mean"] == [pytest.approx(3.1)] and vb["n"] == 2
+    assert out["B"]["train_loss"]["step"] == [1, 2, 3]  # the factory's own curve, every run
+
+
+def test_a_run_without_a_logged_curve_gets_its_train_loss_from_the_per_step_losses():
+    rs = _results({(s, a): None for s in range(6) for a in "AB"})
+    losses = {0: [2.5, 2.0, 1.5, 1.25], 1: [2.0, 1.5, 1.0, 0.5]}
+    for r in rs:
+        r["fingerprints"]["steps"] = {"loss": _loss_bits(losses[r["seed"] % 2]), "params": ["0" * 16] * 4}
+    out = evidence.curves(_usable(rs), ["A", "B"])
+    _json_clean(out)
+    tl = out["A"]["train_loss"]
+    assert tl["step"] == [1, 2, 3, 4]
+    assert tl["mean"] == pytest.approx([2.25, 1.75, 1.25, 0.875])
+    assert tl["n"] == 6 and tl["source"] == "per-step losses (result.json fingerprints)"
+
+
+def test_the_figure_draws_sparse_curves_and_old_analyses_with_holes():
+    from harness.figures import figure
+
+    rs = _results({(s, "A"): {"step": [10, 20, 30], "train_loss": [None, 1.5, None]} for s in range(6)})
+    a = analyze(rs, **FAST)
+    fig = figure(a, title=report._title(a), fmt=report._Fmt(a))
+    assert len(fig.axes[3].lines) == 2
+    # an analysis.json written before curves were gathered this way has None inside mean and std
+    a["curves"]["A"]["train_loss"] = {"step": [10, 20, 30], "mean": [None, 1.5, 1.2], "std": [None, None, 0.1], "n": 6}
+    fig = figure(a, title=report._title(a), fmt=report._Fmt(a))
+    assert list(fig.axes[3].lines[0].get_xdata()) == [20, 30]
+
+
+def test_logged_every_10_and_every_25_steps_the_analysis_ends_with_its_verdict_and_files(tmp_path):
+    # train_loss every 10 steps, val_bpc every 25: the rows of one step hold only what was logged there
+    steps = sorted(set(range(10, 101, 10)) | {25, 75})
+    curve = {"step": steps, "train_loss": [2.0 - 0.01 * s if s % 10 == 0 else None for s in steps],
+             "val_bpc": [3.0 - 0.001 * s if s % 25 == 0 else None for s in steps]}
+    only_val = {"step": [50, 100], "val_bpc": [2.9, 2.8]}  # train_loss never logged in this run
+    rs = _results({**{(s, a): curve for s in range(6) for a in "AB"}, (0, "B"): only_val})
+    root = F.write_results(tmp_path / "exp", rs)
+    analysis = analyze_dir(root, **FAST)
+    assert analysis["comparisons"]["B"]["verdict"]["code"]
+    for name in ("analysis.json", "report.md", "analysis.png"):
+        assert (root / name).is_file(), name
+    _json_clean(json.loads((root / "analysis.json").read_text())["curves"])
+
+
+def test_a_figure_that_fails_is_a_warning_naming_the_file(tmp_path, monkeypatch, caplog, capsys):
+    from harness import figures
+    from harness.analyze import main
+
+    def broken(*args, **kwargs):
+        raise TypeError("unsupported operand type(s) for -: 'NoneType' and 'NoneType'")
+
+    monkeypatch.setattr(figures, "figure", broken)
+    root = F.write_results(tmp_path / "exp", F.make_results(F.accuracies(6, shift=0.5)))
+    (root / "analysis.png").write_bytes(b"an older figure")  # must not survive to look current
+    with caplog.at_level(logging.WARNING):
+        assert main([str(root), "--bootstrap-resamples", "999"]) == 0
+    assert "verdict" in capsys.readouterr().out
+    assert (root / "analysis.json").is_file() and (root / "report.md").is_file()
+    assert not (root / "analysis.png").exists()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(root / "analysis.png") in m and "NoneType" in m for m in warned), warned
