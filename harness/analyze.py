@@ -109,8 +109,9 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     report.render_table(analysis, tables=args.tables)
     if not args.no_write:
-        where = Path(args.dir) / analysis.get("written_to", "")
-        print(f"wrote analysis.json, report.md and analysis.png into {where}"
+        where = Path(args.dir if Path(args.dir).is_dir() else Path(args.dir).parent) / analysis.get("written_to", "")
+        written = [n for n in ("analysis.json", "report.md", "analysis.png") if (where / n).is_file()]
+        print(f"wrote {', '.join(written)} into {where}"
               + (" (an alternative analysis: the declared files are untouched)" if analysis["departures"] else ""))
     return 0
 

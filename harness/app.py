@@ -55,7 +55,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     try:
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
     except DeclarationError as e:
-        raise ExperimentError(str(e)) from None
+        raise ExperimentError(f"{e} Nothing was run.") from None
     try:
         tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
     except tracking.TrackingConfigError as e:

@@ -89,10 +89,10 @@ def test_a_bad_value_in_a_sweep_is_one_paragraph_before_any_job(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("train.batch_size=0", "train.batch_size=0 must be an integer >= 1"),
     ("train.max_steps=0", "train.max_steps=0 must be an integer >= 1 or null"),
-    ("stats.metric=val_acc", "stats.metric='val_acc' has no declared direction"),
+    ("stats.metric=val_acc", "The metric 'val_acc' has no declared direction"),
     ("stats.alpha=0.7", "stats.alpha=0.7 must be a number between 0 and 0.5"),
-    ("stats.margin=-1", "stats.margin=-1 must be auto"),
-    ("stats.margin=abc", "stats.margin='abc' must be auto"),
+    ("stats.margin=-1", "stats.margin=-1 must be a number >= 0"),
+    ("stats.margin=abc", "stats.margin='abc' must be a number >= 0"),
     ("stats.baseline=Z", "stats.baseline='Z' is not an arm"),
     ("optim.lr=-1", "Invalid learning rate: -1"),
     ("ab.arms.B=1.5", "ab.arms.B: loss.label_smoothing=1.5 must be in [0, 1)"),
