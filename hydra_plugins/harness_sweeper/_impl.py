@@ -139,11 +139,20 @@ class SequentialSweeperImpl:
                       f"order of seeds, ab.arms the arms); drop this override.", 2)
 
     def _task_config(self) -> DictConfig:
-        """The config a job gets, without the hydra node (as the task function sees it)."""
-        cfg = self.config.copy()
+        """The config a job gets, without the hydra node, as the task function sees it (app.run lets an
+        override of ab.arms as a whole replace the arms), in sequential mode: this sweeper is the
+        sequential mode, so its declaration carries the design without ab.sequential.enabled=true."""
+        import copy
+
+        from harness.config import replace_whole_arms
+
+        cfg = copy.deepcopy(self.config)  # a shallow copy would share (and change) self.config's nodes
         with flag_override(cfg, ["struct", "readonly"], [False, False]):
             del cfg["hydra"]
+            cfg.ab.sequential.enabled = True
+        replace_whole_arms(cfg, list(self.config.hydra.overrides.task))
         return cfg
+
 
     @staticmethod
     def _next_job_idx(root: Path) -> int:
