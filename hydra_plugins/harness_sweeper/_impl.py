@@ -54,9 +54,10 @@ class SequentialSweeperImpl:
     def sweep(self, arguments: List[str]) -> Any:
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
         from harness import sequential_plan as sp
+        from harness.callbacks import track_sweep_analysis
         from harness.experiment import ExperimentError
         from harness.results import load_tree
-        from harness.sequential import prepare, refresh
+        from harness.sequential import IdentityWatch, identity_stop, prepare, refresh
 
         self._check_arguments(arguments)
         cfg = self._task_config()
@@ -74,14 +75,22 @@ class SequentialSweeperImpl:
         root.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, root / "multirun.yaml")
         refresh(cfg, root, say=log.info)
+        watch = IdentityWatch(cfg)  # from here on, a changed config or code stops the sweep
         budget = int(cfg.ab.sequential.max_failures)
         log.info(f"sequential sweeper: looks at {', '.join(map(str, design.looks))} seeds; jobs in {root}")
 
         idx = self._next_job_idx(root)
         returns, job_failures = [], []
-        last = None
+        last = p = None
         while True:
             loaded = load_tree(root).results
+            changed = watch.problem(loaded, root)
+            if changed:  # no look at results of two identities, no analysis of them
+                p = identity_stop(watch, changed, p, design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline,
+                                  arms=arms, metric=self.declaration.metric, budget=budget)
+                self._write(cfg, root, design, p, baseline, loaded, "stopped")
+                track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
+                _fail(f"sequential sweep stopped: {changed}", 1)
             p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms,
                         metric=self.declaration.metric, max_failures=budget)
             if last is not None and len(loaded) <= last[0] and len(job_failures) == last[1] and not p.done:
@@ -152,7 +161,6 @@ class SequentialSweeperImpl:
             cfg.ab.sequential.enabled = True
         replace_whole_arms(cfg, list(self.config.hydra.overrides.task))
         return cfg
-
 
     @staticmethod
     def _next_job_idx(root: Path) -> int:
