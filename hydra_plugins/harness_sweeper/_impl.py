@@ -128,9 +128,11 @@ class SequentialSweeperImpl:
                             "stopped" if p.stopped else "settled")
         for arm, a in block["arms"].items():
             log.info(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
-        self._analyse(cfg, root, block)
+        failed = self._analyse(cfg, root, block)
         if p.stopped:
-            _fail(f"sequential sweep stopped unsettled: {p.stopped}", 1)
+            _fail(f"sequential sweep stopped unsettled: {p.stopped}" + (f" Also, the {failed}" if failed else ""), 1)
+        if failed:
+            _fail(failed, 1)
         return returns
 
     # -- helpers --------------------------------------------------------------------------------
@@ -185,20 +187,22 @@ class SequentialSweeperImpl:
         write_json(root / sp.SEQUENTIAL_NAME, block)
         return block
 
-    def _analyse(self, cfg, root: Path, block: dict) -> None:
+    def _analyse(self, cfg, root: Path, block: dict) -> Optional[str]:
+        """Analyse the sweep folder with its looks; the failure's message when the analysis fails."""
         from harness import sequential_plan as sp
         from harness.analysis import AnalysisError, analyze_dir
         from harness.report import render_table
         from harness.sequential import write_figure
-        from harness.callbacks import track_sweep_analysis
+        from harness.callbacks import sweep_analysis_failed, track_sweep_analysis
 
         write_figure(block, root / sp.FIGURE_NAME)
         try:
             analysis = analyze_dir(root, declaration=self.declaration, extra={"sequential": block})
         except AnalysisError as e:
-            log.error(f"sweep analysis of {root} failed: {e}")
-            return
+            track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
+            return sweep_analysis_failed(root, e)
         render_table(analysis)
         if not track_sweep_analysis(cfg, root, analysis):
-            return
+            return None
         log.info(f"results: {root}  (analysis.json, report.md, analysis.png, sequential.json, sequential.png)")
+        return None
