@@ -68,29 +68,44 @@ class AnalyzeSweep(Callback):
             write_declaration(config, Path(str(config.hydra.sweep.dir)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        """Analyse the sweep; when the analysis fails, say why and exit 1 (after closing the tracker).
+
+        Hydra turns an Exception raised in a callback into a warning and exits 0; SystemExit is not an
+        Exception, so it passes Callbacks._notify and run_and_report and sets the exit status."""
         from .analysis import AnalysisError
+        from .app import fail
         from .grid import analyze_grid_dir, render_grid
         from .report import render_table
 
         if "harness_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
             return  # the sequential sweeper analysed the sweep itself, with its looks
         root = Path(config.hydra.sweep.dir)
+        problem = None
         try:
             analysis = analyze_grid_dir(root)  # as root's declaration.json says
         except AnalysisError as e:
-            log.error(f"sweep analysis of {root} failed: {e}")
+            problem = sweep_analysis_failed(root, e)
             analysis = None
         grid = analysis is not None and str(analysis.get("schema", "")).startswith("harness.grid")
         if grid:
             render_grid(analysis)
         elif analysis is not None:
             render_table(analysis)
-        if not track_sweep_analysis(config, root, None if grid else analysis):
+        tracked = track_sweep_analysis(config, root, None if grid else analysis)
+        if problem:
+            fail(problem, code=1)
+        if not tracked:
             return
         if grid:
             log.info(f"sweep analysis: {root / 'grid.json'} (and analysis.json in each grid point's folder)")
         elif analysis is not None:
             log.info(f"sweep analysis: {root / 'analysis.json'}")
+
+
+def sweep_analysis_failed(root: Path, error) -> str:
+    """The message of a sweep whose jobs ran but whose analysis failed (the process then exits 1)."""
+    return (f"sweep analysis of {root} failed: {error} The jobs' result files are under {root}; "
+            f"analyse them again with: python -m harness.analyze {root}")
 
 
 def write_declaration(config: DictConfig, root: Path) -> None:

@@ -32,3 +32,34 @@ def paired_metric(cfg, run, shift: float = 0.0, sd: float = 1.0, fail_seed: int 
     common = np.random.default_rng([run.seed, 7]).normal(0.0, 3.0)  # shared by the arms of a seed
     own = np.random.default_rng([run.seed, 11, int(round(shift * 1000)) + 10**6]).normal(0.0, sd)
     return {"test_accuracy": 50.0 + shift + common + own, "n_test": 100}
+
+
+EDIT_MARK = "\n# edited by a run (tests/sequential_fns.py: edits_a_file)\n"
+
+
+def edits_a_file(cfg, run, shift: float = 0.0, sd: float = 1.0, edit_from_seed: int = -1, edit_path: str = "") -> dict:
+    """paired_metric, and once a run's seed reaches ``edit_from_seed`` it appends a comment (once) to
+    ``edit_path`` -- by default this function's own source file, as loaded (a test copies this module
+    to a temporary folder first). Its numbers never change: only the code identity of later runs does,
+    for a launcher that starts a process per job (the source is read again) or a file in
+    repro.code_paths (read again by the identity check)."""
+    out = paired_metric(cfg, run, shift=shift, sd=sd)
+    if 0 <= edit_from_seed <= run.seed:
+        path = edit_path or __file__
+        with open(path) as f:
+            text = f.read()
+        if EDIT_MARK not in text:
+            with open(path, "a") as f:
+                f.write(EDIT_MARK)
+    return out
+
+
+def sets_env(cfg, run, shift: float = 0.0, sd: float = 1.0, env_from_seed: int = -1, env_var: str = "",
+             tag: str = "") -> dict:
+    """paired_metric, and once a run's seed reaches ``env_from_seed`` it sets ``env_var`` in its own
+    process: a config value interpolated from it (``tag: ${oc.env:VAR,start}``) resolves differently
+    in the runs that follow in that process -- a config-side identity change in the middle of a run."""
+    out = paired_metric(cfg, run, shift=shift, sd=sd)
+    if 0 <= env_from_seed <= run.seed:
+        os.environ[env_var] = "changed"
+    return out

@@ -103,7 +103,8 @@ def test_a_failing_job_keeps_the_others_and_is_named(tmp_path):
 def test_analyze_refuses_below_three_pairs_and_names_what_is_missing(tmp_path):
     sweep = tmp_path / "sweep"
     proc = run_cli(["-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep}"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]  # every job ran; the sweep's analysis was refused
+    assert "sweep analysis of" in proc.stderr and "seeds 0, 1" in proc.stderr
     assert not (sweep / "analysis.json").exists()
     refused = run_cli([str(sweep)], module="harness.analyze")
     assert refused.returncode == 2

@@ -54,9 +54,10 @@ class SequentialSweeperImpl:
     def sweep(self, arguments: List[str]) -> Any:
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
         from harness import sequential_plan as sp
+        from harness.callbacks import track_sweep_analysis
         from harness.experiment import ExperimentError
         from harness.results import load_tree
-        from harness.sequential import prepare, refresh
+        from harness.sequential import IdentityWatch, identity_stop, prepare, refresh
 
         self._check_arguments(arguments)
         cfg = self._task_config()
@@ -74,14 +75,22 @@ class SequentialSweeperImpl:
         root.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, root / "multirun.yaml")
         refresh(cfg, root, say=log.info)
+        watch = IdentityWatch(cfg)  # from here on, a changed config or code stops the sweep
         budget = int(cfg.ab.sequential.max_failures)
         log.info(f"sequential sweeper: looks at {', '.join(map(str, design.looks))} seeds; jobs in {root}")
 
         idx = self._next_job_idx(root)
         returns, job_failures = [], []
-        last = None
+        last = p = None
         while True:
             loaded = load_tree(root).results
+            changed = watch.problem(loaded, root)
+            if changed:  # no look at results of two identities, no analysis of them
+                p = identity_stop(watch, changed, p, design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline,
+                                  arms=arms, metric=self.declaration.metric, budget=budget)
+                self._write(cfg, root, design, p, baseline, loaded, "stopped")
+                track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
+                _fail(f"sequential sweep stopped: {changed}", 1)
             p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms,
                         metric=self.declaration.metric, max_failures=budget)
             if last is not None and len(loaded) <= last[0] and len(job_failures) == last[1] and not p.done:
@@ -119,9 +128,11 @@ class SequentialSweeperImpl:
                             "stopped" if p.stopped else "settled")
         for arm, a in block["arms"].items():
             log.info(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
-        self._analyse(cfg, root, block)
+        failed = self._analyse(cfg, root, block)
         if p.stopped:
-            _fail(f"sequential sweep stopped unsettled: {p.stopped}", 1)
+            _fail(f"sequential sweep stopped unsettled: {p.stopped}" + (f" Also, the {failed}" if failed else ""), 1)
+        if failed:
+            _fail(failed, 1)
         return returns
 
     # -- helpers --------------------------------------------------------------------------------
@@ -139,12 +150,18 @@ class SequentialSweeperImpl:
                       f"order of seeds, ab.arms the arms); drop this override.", 2)
 
     def _task_config(self) -> DictConfig:
-        """The config a job gets, without the hydra node (as the task function sees it), with the
-        sequential design on: this sweeper runs it whatever ab.sequential.enabled says."""
-        cfg = self.config.copy()
+        """The config a job gets, without the hydra node, as the task function sees it (app.run lets an
+        override of ab.arms as a whole replace the arms), in sequential mode: this sweeper is the
+        sequential mode, so its declaration carries the design without ab.sequential.enabled=true."""
+        import copy
+
+        from harness.config import replace_whole_arms
+
+        cfg = copy.deepcopy(self.config)  # a shallow copy would share (and change) self.config's nodes
         with flag_override(cfg, ["struct", "readonly"], [False, False]):
             del cfg["hydra"]
             cfg.ab.sequential.enabled = True
+        replace_whole_arms(cfg, list(self.config.hydra.overrides.task))
         return cfg
 
     @staticmethod
@@ -170,20 +187,22 @@ class SequentialSweeperImpl:
         write_json(root / sp.SEQUENTIAL_NAME, block)
         return block
 
-    def _analyse(self, cfg, root: Path, block: dict) -> None:
+    def _analyse(self, cfg, root: Path, block: dict) -> Optional[str]:
+        """Analyse the sweep folder with its looks; the failure's message when the analysis fails."""
         from harness import sequential_plan as sp
         from harness.analysis import AnalysisError, analyze_dir
         from harness.report import render_table
         from harness.sequential import write_figure
-        from harness.callbacks import track_sweep_analysis
+        from harness.callbacks import sweep_analysis_failed, track_sweep_analysis
 
         write_figure(block, root / sp.FIGURE_NAME)
         try:
             analysis = analyze_dir(root, declaration=self.declaration, extra={"sequential": block})
         except AnalysisError as e:
-            log.error(f"sweep analysis of {root} failed: {e}")
-            return
+            track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
+            return sweep_analysis_failed(root, e)
         render_table(analysis)
         if not track_sweep_analysis(cfg, root, analysis):
-            return
+            return None
         log.info(f"results: {root}  (analysis.json, report.md, analysis.png, sequential.json, sequential.png)")
+        return None
