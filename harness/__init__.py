@@ -33,9 +33,9 @@ _PUBLIC = {
     "run": ("harness.api", "run"),
     "analyze_folder": ("harness.api", "analyze_folder"),
     "ExperimentResult": ("harness.api", "ExperimentResult"),
-    "Run": ("harness.context", "Run"),
-    "TensorBatches": ("harness.context", "TensorBatches"),
-    "instantiate": ("harness.components", "instantiate"),
+    "Run": ("harness.training.run", "Run"),
+    "TensorBatches": ("harness.training.run", "TensorBatches"),
+    "instantiate": ("harness.training.components", "instantiate"),
 }
 __all__ = ["__version__", *_PUBLIC]
 

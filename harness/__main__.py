@@ -24,7 +24,7 @@ if __name__ == "__main__":
         main()
     except KeyboardInterrupt:
         # Ctrl-C: say what is safe and how to resume, not a traceback (results are written atomically)
-        from harness.app import interrupted_message
+        from harness.experiment.execute import interrupted_message
 
         print(f"\nharness: {interrupted_message()}\n", file=sys.stderr)
         raise SystemExit(130) from None

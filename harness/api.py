@@ -39,7 +39,7 @@ class ExperimentResult:
         """The verdict sentence of each comparison with the baseline, one per line."""
         if not self.analysis:
             return None
-        from .summary import verdicts
+        from harness.analysis.summary import verdicts
 
         return "\n".join(verdicts(self.analysis))
 
@@ -102,10 +102,10 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
     """
     from omegaconf.errors import OmegaConfBaseException
 
-    from .app import execute
-    from .config import compose, compose_error, factor_override_problem, replace_whole_arms
-    from .experiment import ExperimentError
-    from .results import load_tree
+    from harness.experiment.execute import execute
+    from harness.config import compose, compose_error, factor_override_problem, replace_whole_arms
+    from harness.experiment.units import ExperimentError
+    from harness.results import load_tree
 
     if cfg is None:
         from hydra.errors import HydraException
@@ -126,7 +126,7 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
     except ExperimentError as e:
         raise HarnessError(str(e)) from None
     except OSError as e:
-        from .app import storage_message
+        from harness.experiment.execute import storage_message
 
         raise HarnessError(storage_message(e, out, again="harness.run(...) with the same arguments")) from None
     results = [r for r in load_tree(out).results] if (out / "runs").exists() else done.outcome.results
@@ -138,8 +138,8 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
 def analyze_folder(folder, *, write: bool = True, **options) -> ExperimentResult:
     """Analyse every result.json under ``folder`` (options as ``python -m harness.analyze``'s:
     metric, margin, baseline, alpha, ...). Raises HarnessError when they cannot be analysed."""
-    from .analysis import AnalysisError, analyze_dir
-    from .results import ResultsError, load_tree
+    from harness.analysis.analyze import AnalysisError, analyze_dir
+    from harness.results import ResultsError, load_tree
 
     folder = Path(folder)
     try:

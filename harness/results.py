@@ -368,3 +368,30 @@ def unpack_examples(record: dict):
 
 def _seed_key(seed):
     return (0, seed) if isinstance(seed, int) else (1, str(seed))
+
+
+def save_weights(path: Path, weights: dict) -> None:
+    import torch
+
+    atomic_write(path, lambda f: torch.save(weights, f))
+
+
+def _leaves(obj, prefix: str = "") -> dict:
+    """Like flatten, but an empty mapping has no leaves: what two configs' values are compared on."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(_leaves(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: obj}
+
+
+def differences(a: dict, b: dict, ignore=()) -> list[tuple[str, object, object]]:
+    """(key, value in a, value in b) for every flattened key whose values differ."""
+    fa, fb = _leaves(a or {}), _leaves(b or {})
+    missing = "(absent)"
+    return [
+        (k, fa.get(k, missing), fb.get(k, missing))
+        for k in sorted(set(fa) | set(fb))
+        if fa.get(k, missing) != fb.get(k, missing) and not any(k == i or k.startswith(i + ".") for i in ignore)
+    ]

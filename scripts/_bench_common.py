@@ -24,8 +24,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from harness.builtin import data, models  # noqa: E402
-from harness.determinism import Settings, capture_environment  # noqa: E402
-from harness.rng import Streams  # noqa: E402
+from harness.training.determinism import Settings, capture_environment  # noqa: E402
+from harness.training.rng import Streams  # noqa: E402
 
 # The four modes of the reference table, by the key used on the command line and in the JSON.
 # "default" is PyTorch's own default; the harness calls this determinism.mode=off.
@@ -38,7 +38,7 @@ MODE_LABELS = {
 
 
 def mode_settings(mode: str, threads: int) -> Settings:
-    """harness.determinism.Settings for one of MODE_LABELS' keys."""
+    """harness.training.determinism.Settings for one of MODE_LABELS' keys."""
     if mode == "benchmark":
         return Settings(mode="off", threads=threads, cudnn_benchmark=True)
     if mode == "default":

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.analysis import analyze  # noqa: E402
+from harness.analysis.analyze import analyze  # noqa: E402
 from harness.results import SCHEMA, SCHEMA_V1, config_digest, gc_paused, load_tree, pack_steps  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def synthetic_result(seed: int, arm: str, rng: random.Random, config: dict, env:
 
 
 def write_tree(root: Path, n_files: int, version: int = 2) -> None:
-    from harness.experiment import _plain  # the real config's shape and size
+    from harness.experiment.units import _plain  # the real config's shape and size
     from tests.conftest import compose_cfg
 
     cfg = compose_cfg(["+experiment=loss_ab", "logger=none"])

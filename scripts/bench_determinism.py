@@ -15,7 +15,7 @@ How it measures, and why:
 - the first table gives the median over all timed steps; the second the overhead within each
   round, paired in time, and its spread (a noise floor: on a CPU the two "default" rows run the
   same code, since cudnn.benchmark only touches cuDNN);
-- modes are switched with harness.determinism.configure, as a harness run switches them;
+- modes are switched with harness.training.determinism.configure, as a harness run switches them;
 - afterwards a few steps of each deterministic mode run under torch.profiler, which attributes the
   time spent filling uninitialized memory directly (a small cost a step-time difference can hide).
 CUBLAS_WORKSPACE_CONFIG=:4096:8 (set when harness is imported) holds for the whole process, so
@@ -36,7 +36,7 @@ import time
 
 import _bench_common as common  # first: puts the repo root on sys.path and imports harness before torch
 import torch
-from harness.determinism import configure, resolve_device
+from harness.training.determinism import configure, resolve_device
 
 PRECISIONS = ("fp32", "bf16")
 N_BATCHES = 8  # distinct batches cycled through: enough that no step reuses the previous one's data

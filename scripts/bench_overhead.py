@@ -20,9 +20,9 @@ import torch.nn.functional as F
 
 from harness import instantiate
 from harness.config import compose
-from harness.context import cached_dataset
-from harness.determinism import configure, settings_from
-from harness.runner import train_one
+from harness.training.run import cached_dataset
+from harness.training.determinism import configure, settings_from
+from harness.experiment.runner import train_one
 
 
 def bare_loop(cfg, ds, steps: int, seed: int) -> float:

@@ -5,7 +5,7 @@ Pairs of runs, each pair from one seed on the same synthetic CIFAR-shaped batche
   deterministic         harness mode=strict, fill_uninitialized_memory on
   deterministic_nofill  harness mode=strict, fill_uninitialized_memory off
   threads               (with --threads-b N) deterministic, run B with N threads instead of --threads
-For each pair: the first step at which the loss bits or the parameter digests (harness.fingerprint)
+For each pair: the first step at which the loss bits or the parameter digests (harness.training.fingerprint)
 differ, max |Δw| per step and at the end, and both loss curves. And across the two deterministic
 pairs: does filling uninitialized memory change the final weights (it must not)? The reference result, on a GPU:
 the default pair parts ways at step 1 and ends far apart; the deterministic pairs stay identical.
@@ -15,7 +15,7 @@ count. There the source of divergence is the thread count; --threads 1 --threads
 shows that deterministic mode does not make different thread counts agree: the harness pins them).
 
 The two runs of a pair train in lockstep in one process (mode switched with
-harness.determinism.configure before each run's step), so max |Δw| is exact at every step without
+harness.training.determinism.configure before each run's step), so max |Δw| is exact at every step without
 storing weights. They share one process's cudnn.benchmark choices: what parts them here is a
 nondeterministic kernel, not a different algorithm pick; two separate processes can only differ more.
 
@@ -33,8 +33,8 @@ import os
 
 import _bench_common as common  # first: puts the repo root on sys.path and imports harness before torch
 import torch
-from harness.determinism import Settings, configure, resolve_device
-from harness.fingerprint import StepRecorder, model_fingerprint, state_tensors
+from harness.training.determinism import Settings, configure, resolve_device
+from harness.training.fingerprint import StepRecorder, model_fingerprint, state_tensors
 
 N_BATCHES = 32  # distinct batches, cycled in a fixed order: the same for every run
 

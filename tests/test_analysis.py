@@ -1,4 +1,4 @@
-"""harness.analysis, harness.report and the `python -m harness.analyze` command, on synthetic
+"""harness.analysis.analyze, harness.analysis.report and the `python -m harness.analyze` command, on synthetic
 result files built by tests/_results_factory.py."""
 
 import io
@@ -18,9 +18,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # the factory lives beside the t
 
 import _results_factory as F  # noqa: E402
 
-from harness import report, stats  # noqa: E402
-from harness.analysis import SCHEMA, AnalysisError, analyze, analyze_dir  # noqa: E402
-from harness.analyze import main  # noqa: E402
+from harness import stats
+from harness.analysis import report as report  # noqa: E402
+from harness.analysis import markdown  # noqa: E402
+from harness.analysis.analyze import SCHEMA, AnalysisError, analyze, analyze_dir  # noqa: E402
+from harness.tools.analyze import main  # noqa: E402
 from harness.results import ResultsError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -293,7 +295,7 @@ def test_the_table_and_markdown_show_the_numbers_verdict_exclusions_and_certific
         "failed: RuntimeError: loss became NaN (at step 12)", "bitwise reproducible: yes (440 steps)",
     ):
         assert expected in text, expected
-    md = report.markdown(a)
+    md = markdown.markdown(a)
     assert c["verdict"]["sentence"] in md and "| 7 | B | failed: RuntimeError" in md
 
 
@@ -465,7 +467,7 @@ def test_recorded_examples_put_the_test_sets_noise_into_an_interval_and_a_verdic
     low, high = ts["distribution_ci"]
     assert low < c["mean_diff"] < high and (high - low) > (c["intervals"]["zero"]["high"] - c["intervals"]["zero"]["low"])
     assert c["verdict"]["beyond_test_set"].startswith("beyond this test set")
-    text = report.markdown(a)
+    text = markdown.markdown(a)
     assert "CI for the data distribution" in text and c["verdict"]["beyond_test_set"] in text
     assert a["setup"] == {"determinism": ["strict"], "device": ["cpu"], "precision": ["fp32"], "threads": ["2"]}
     assert "setup: determinism strict; device cpu; precision fp32; threads 2" in text
@@ -476,7 +478,7 @@ def test_without_recorded_examples_the_report_says_the_test_set_is_not_in_the_in
     assert a["test_set_noise"]["available"] is False
     assert "not recorded" in a["test_set_noise"]["reason"]
     assert a["comparisons"]["B"]["test_set"] is None and a["comparisons"]["B"]["verdict"]["beyond_test_set"] == ""
-    assert "test-set noise: not in the intervals: per-example correctness" in report.markdown(a)
+    assert "test-set noise: not in the intervals: per-example correctness" in markdown.markdown(a)
 
 
 def test_examples_that_do_not_match_the_metric_are_not_used():
@@ -493,8 +495,8 @@ def test_examples_that_do_not_match_the_metric_are_not_used():
     assert a["test_set_noise"]["available"] and items[3]["seed"] not in a["arms"]["B"]["seeds"]
     usable = {(r["seed"], r["arm"]): {"value": r["metrics"]["test_accuracy"], "result": r} for r in items}
     by_arm = {arm: {s: run for (s, x), run in usable.items() if x == arm} for arm in ("A", "B")}
-    from harness import evidence
-    from harness.declaration import metric_spec
+    from harness.analysis import evidence as evidence
+    from harness.config.declaration import metric_spec
 
     _, note = evidence.examples({"B": list(range(6))}, by_arm, "A", metric_spec("test_accuracy", F.DIRECTIONS["test_accuracy"]))
     assert note["available"] is False and "not the same test set" in note["reason"]
@@ -530,7 +532,7 @@ def test_wilcoxon_variant_is_labelled_for_readers_of_r():
 
 
 def test_the_figure_with_three_numeric_arms_has_verdict_title_pairs_dose_response_and_curves(tmp_path):
-    from harness.figures import figure
+    from harness.analysis.figures import figure
 
     a = analyze(_with_examples(arms=("A", "B", "C")), **FAST)
     fig = figure(a, title=report._title(a), fmt=report._Fmt(a))

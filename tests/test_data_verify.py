@@ -8,8 +8,8 @@ import pickle
 
 import pytest
 
-from harness import report
-from harness.analysis import analyze
+from harness.analysis import markdown
+from harness.analysis.analyze import analyze
 from harness import instantiate as load
 from harness.builtin.data import DataError
 
@@ -53,9 +53,9 @@ def test_the_opt_out_loads_the_files_and_the_report_says_so(tmp_path):
 
     results = make_results(accuracies(5, shift=0.5))
     line = "data not verified"
-    assert line not in report.markdown(analyze(results, bootstrap_resamples=100))
+    assert line not in markdown.markdown(analyze(results, bootstrap_resamples=100))
     for r in results[:3]:  # the result records the opt-out: it is in the run's config
         r["config"]["data"] = {"name": "cifar10", "verify": False}
     analysis = analyze(results, bootstrap_resamples=100)
     assert analysis["data_unverified"] == 3
-    assert f"{line}: 3 run(s)" in report.markdown(analysis) and "data.verify=false" in report.markdown(analysis)
+    assert f"{line}: 3 run(s)" in markdown.markdown(analysis) and "data.verify=false" in markdown.markdown(analysis)

@@ -1,6 +1,6 @@
 """What you declared is what gets analysed: the declaration, re-analysis, alternatives, the screen.
 
-One typed declaration (harness/declaration.py) is made from the composed config, written beside the
+One typed declaration (harness/config/declaration.py) is made from the composed config, written beside the
 runs, and read by every tool; a re-analysis without flags reproduces the declared analysis; a flag
 that changes the basis is an alternative that names its departures and never replaces the declared
 files; the factor's own key is the arms'; the terminal leads with the verdict.
@@ -13,9 +13,9 @@ import json
 import pytest
 
 import harness
-from harness.analyze import main as analyze_main
+from harness.tools.analyze import main as analyze_main
 from harness.api import HarnessError
-from harness.declaration import DECLARATION_NAME, Declaration, DeclarationError
+from harness.config.declaration import DECLARATION_NAME, Declaration, DeclarationError
 from harness.results import read_json
 
 from .conftest import FAST, compose_cfg, run_cli

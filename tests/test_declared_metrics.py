@@ -21,12 +21,14 @@ import pytest
 import torch
 
 import harness
-from harness import evidence, golden, noise_audit
+from harness.analysis import evidence as evidence
+from harness.tools import golden as golden
+from harness.tools import noise_audit as noise_audit
 from harness import results as results_io
-from harness.analysis import analyze, analyze_dir
-from harness.context import Run, RunUsageError, TensorBatches
-from harness.declaration import MetricSpec
-from harness.selection import _usable_runs
+from harness.analysis.analyze import analyze, analyze_dir
+from harness.training.run import Run, RunUsageError, TensorBatches
+from harness.config.declaration import MetricSpec
+from harness.analysis.selection import _usable_runs
 
 from . import _results_factory as F
 

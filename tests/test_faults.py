@@ -46,7 +46,7 @@ def test_ctrl_c_says_what_is_safe_and_how_to_resume_and_resume_works(tmp_path):
 
 
 def test_a_full_disk_names_the_file_and_keeps_what_was_written(tmp_path, monkeypatch):
-    import harness.experiment as experiment
+    import harness.experiment.units as experiment
     from harness import results
 
     real = experiment.write_result
@@ -109,7 +109,7 @@ def test_every_bad_value_is_caught_before_the_first_run(tmp_path, override, mess
 
 def test_a_read_only_output_folder_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
     # Tests run as root, whom file modes do not stop: the folder is made read-only through os.access.
-    from harness import precheck
+    from harness.experiment import precheck as precheck
 
     finished = tmp_path / "done"
     (finished / "runs").mkdir(parents=True)

@@ -2,10 +2,10 @@
 
 import torch
 
-import harness.context as context
-from harness import fingerprint as F
-from harness.runner import train_one
-from harness.experiment import arm_configs
+import harness.training.run as context
+from harness.training import fingerprint as F
+from harness.experiment.runner import train_one
+from harness.experiment.units import arm_configs
 
 from .conftest import FAST, compose_cfg
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from harness.analyze import main
+from harness.tools.analyze import main
 from harness.results import load_tree, read_json
 
 from .conftest import FAST, run_cli

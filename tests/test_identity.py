@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _results_factory as F  # noqa: E402
 
 from harness import results  # noqa: E402
-from harness.analyze import main  # noqa: E402
+from harness.tools.analyze import main  # noqa: E402
 
 OPTS = ["--bootstrap-resamples", "999"]
 
@@ -84,7 +84,7 @@ def test_arms_with_different_settings_outside_the_factor_are_refused_naming_file
     ("precision", lambda r: r["env"].update(precision="bf16"), "precision"),
 ])
 def test_arms_run_with_other_code_or_environment_are_refused(part, change, label):
-    from harness.analysis import AnalysisError, analyze
+    from harness.analysis.analyze import AnalysisError, analyze
 
     items = _items()
     for r in items:
@@ -98,7 +98,7 @@ def test_arms_run_with_other_code_or_environment_are_refused(part, change, label
 
 
 def test_an_environment_part_that_is_the_factor_may_differ_between_arms():
-    from harness.analysis import analyze
+    from harness.analysis.analyze import analyze
 
     items = _items(6)
     for r in items:  # an experiment whose factor is determinism.threads
@@ -183,7 +183,7 @@ def test_an_analysis_refused_for_a_bad_option_leaves_the_current_outputs(tmp_pat
 
 
 def test_a_result_without_hashes_is_checked_by_its_own_config_block():
-    from harness.analysis import AnalysisError, analyze
+    from harness.analysis.analyze import AnalysisError, analyze
 
     items = _items()
     odd = next(r for r in items if (r["seed"], r["arm"]) == (2, "B"))
@@ -194,7 +194,7 @@ def test_a_result_without_hashes_is_checked_by_its_own_config_block():
 
 
 def test_a_hash_that_disagrees_with_the_config_block_is_named():
-    from harness.analysis import AnalysisError, analyze
+    from harness.analysis.analyze import AnalysisError, analyze
 
     items = _items()
     odd = next(r for r in items if (r["seed"], r["arm"]) == (2, "B"))
@@ -269,7 +269,7 @@ def test_written_files_honour_the_umask(tmp_path, mask, mode):
 
 
 def test_config_digest_of_a_result_config_block_is_the_experiments_config_hash(compose_fn):
-    from harness.experiment import _plain, arm_configs, config_hash
+    from harness.experiment.units import _plain, arm_configs, config_hash
 
     cfg = compose_fn(["+experiment=loss_ab", "logger=none", "optim.lr=0.2", "repro.certificate=false"])
     for name, arm_cfg in arm_configs(cfg).items():

@@ -20,7 +20,7 @@ def test_a_plain_run_prints_no_warning(tmp_path):
 
 
 def test_the_single_run_check_sees_the_run_folder(monkeypatch):
-    from harness import precheck
+    from harness.experiment import precheck as precheck
     from harness.config import compose
 
     seen = []
@@ -80,7 +80,9 @@ POSITIONS = [  # the overrides (or a tool's positionals) with --config-dir DIR a
 
 @pytest.mark.parametrize("argv", POSITIONS)
 def test_golden_noise_audit_and_audit_take_config_dir_at_any_position(argv, monkeypatch):
-    from harness import audit, golden, noise_audit
+    from harness.tools import audit as audit
+    from harness.tools import golden as golden
+    from harness.tools import noise_audit as noise_audit
 
     args = argv("DIR")
     want_dirs = ["DIR", "DIR2"] if "DIR2" in args else ["DIR"]
@@ -99,7 +101,7 @@ def test_golden_noise_audit_and_audit_take_config_dir_at_any_position(argv, monk
 
 
 def test_noise_audit_takes_its_other_options_between_overrides_too(monkeypatch):
-    from harness import noise_audit
+    from harness.tools import noise_audit as noise_audit
 
     seen = []
     monkeypatch.setattr(noise_audit, "compose_config", _stop(seen))
@@ -110,7 +112,7 @@ def test_noise_audit_takes_its_other_options_between_overrides_too(monkeypatch):
 
 @pytest.mark.parametrize("argv", POSITIONS)
 def test_diff_accepts_config_dir_anywhere_and_says_it_reads_only_files(argv, monkeypatch, capsys):
-    from harness import diff
+    from harness.tools import diff as diff
 
     args = [a if "=" not in a or a.startswith("--") else {"a=1": "RUN_A", "b=2": "RUN_B"}[a] for a in argv("DIR")]
     seen = []
@@ -126,7 +128,7 @@ def test_diff_accepts_config_dir_anywhere_and_says_it_reads_only_files(argv, mon
 
 
 def test_config_dir_without_a_value_is_refused(capsys):
-    from harness import audit
+    from harness.tools import audit as audit
 
     with pytest.raises(SystemExit) as e:
         audit.main(["a=1", "--config-dir"])

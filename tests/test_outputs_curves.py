@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # the factory lives beside the t
 
 import _results_factory as F  # noqa: E402
 
-from harness import evidence, report  # noqa: E402
-from harness.analysis import analyze, analyze_dir  # noqa: E402
+from harness.analysis import evidence as evidence
+from harness.analysis import report as report  # noqa: E402
+from harness.analysis.analyze import analyze, analyze_dir  # noqa: E402
 
 FAST = {"bootstrap_resamples": 999}
 
@@ -87,7 +88,7 @@ def test_a_run_without_a_logged_curve_gets_its_train_loss_from_the_per_step_loss
 
 
 def test_the_figure_draws_sparse_curves_and_old_analyses_with_holes():
-    from harness.figures import figure
+    from harness.analysis.figures import figure
 
     rs = _results({(s, "A"): {"step": [10, 20, 30], "train_loss": [None, 1.5, None]} for s in range(6)})
     a = analyze(rs, **FAST)
@@ -115,8 +116,8 @@ def test_logged_every_10_and_every_25_steps_the_analysis_ends_with_its_verdict_a
 
 
 def test_a_figure_that_fails_is_a_warning_naming_the_file(tmp_path, monkeypatch, caplog, capsys):
-    from harness import figures
-    from harness.analyze import main
+    from harness.analysis import figures as figures
+    from harness.tools.analyze import main
 
     def broken(*args, **kwargs):
         raise TypeError("unsupported operand type(s) for -: 'NoneType' and 'NoneType'")

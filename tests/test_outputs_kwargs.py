@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.experiment import arm_configs
-from harness.preflight import PreflightError, check_train_fn, preflight
+from harness.experiment.units import arm_configs
+from harness.config.preflight import PreflightError, check_train_fn, preflight
 from tests.conftest import FAST, compose_cfg
 
 

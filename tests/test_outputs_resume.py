@@ -3,8 +3,8 @@ new values; after a rerun for a code change, whether its bits equal the old ones
 
 from __future__ import annotations
 
-from harness.experiment import run_experiment
-from harness.identity import describe_config_change
+from harness.experiment.units import run_experiment
+from harness.experiment.identity import describe_config_change
 from harness.results import read_json, write_json
 from tests.conftest import FAST, compose_cfg
 

@@ -13,7 +13,7 @@ import torch
 
 import harness
 from harness.api import HarnessError
-from harness.context import Run, RunUsageError, TensorBatches
+from harness.training.run import Run, RunUsageError, TensorBatches
 from harness.results import read_json
 
 from .conftest import FAST, REPO, run_cli
@@ -101,8 +101,8 @@ def test_a_lower_is_better_metric_calls_the_arm_that_lowers_it_better(tmp_path, 
 
 
 def test_editing_a_user_module_reruns_its_runs_and_an_unchanged_one_skips(tmp_path, monkeypatch):
-    from harness import identity
-    from harness.app import execute
+    from harness.experiment import identity as identity
+    from harness.experiment.execute import execute
     from harness.config import compose
 
     project = tmp_path / "project"

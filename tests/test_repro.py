@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import audit, diff, golden, noise_audit
-from harness.experiment import run_one, save_weights
+from harness.tools import audit as audit
+from harness.tools import diff as diff
+from harness.tools import golden as golden
+from harness.tools import noise_audit as noise_audit
+from harness.experiment.units import run_one, save_weights
 from harness.results import write_json
 
 from .conftest import TEST_CONF, compose_cfg, run_cli

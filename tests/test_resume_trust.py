@@ -27,7 +27,7 @@ def test_resume_reruns_a_result_that_does_not_check_out_and_says_why(tmp_path):
     write_json(runs / "seed=0" / "arm=B" / "result.json", damaged)
 
     lines: list[str] = []
-    from harness.app import execute
+    from harness.experiment.execute import execute
     from harness.config import compose
 
     execute(compose(SMALL), out, say=lines.append, show_table=False)
@@ -46,7 +46,7 @@ def test_a_config_changed_on_fewer_seeds_sets_the_old_seeds_aside(tmp_path):
     out = tmp_path / "out"
     harness.run([*SMALL, "ab.seeds=[0,1,2,3,4,5]"], out_dir=out, verbose=False)
     lines: list[str] = []
-    from harness.app import execute
+    from harness.experiment.execute import execute
     from harness.config import compose
 
     done = execute(compose([*SMALL, "ab.seeds=[0,1,2]", "optim.lr=0.2"]), out, say=lines.append, show_table=False)

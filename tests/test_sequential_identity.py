@@ -152,7 +152,7 @@ def test_arms_whose_code_differs_where_it_was_shared_stop_the_run(tmp_path):
     """Each arm's results have one identity, but B's record other code than A's (e.g. every B job
     of the first batch started after an edit): the arms' code was one at the start, so no look. And
     after a look, an arm whose results all have another identity than at that look is named too."""
-    from harness.sequential import IdentityWatch
+    from harness.experiment.sequential import IdentityWatch
 
     from .conftest import compose_cfg
 

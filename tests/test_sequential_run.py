@@ -67,7 +67,7 @@ def test_in_process_run_stops_when_settled_and_drops_the_worse_arm(reference):
 def test_report_flags_skewed_differences(reference):
     import copy
 
-    from harness.report import sequential_sections
+    from harness.analysis.report import sequential_sections
 
     analysis = read_json(reference / "analysis.json")
     assert not any("skewed" in n for n in sequential_sections(analysis)[0].notes)
@@ -158,9 +158,9 @@ def test_bad_sequential_config_fails_before_any_run(tmp_path):
     (["ab.sequential.max_failures=-1"], "ab.sequential.max_failures=-1 must be an integer >= 0"),
 ])
 def test_each_bad_value_is_named_with_what_is_allowed(overrides, words):
-    from harness.declaration import Declaration
-    from harness.preflight import check_settings
-    from harness.sequential_plan import design_of
+    from harness.config.declaration import Declaration
+    from harness.config.preflight import check_settings
+    from harness.experiment.sequential_plan import design_of
 
     cfg = compose_cfg(SEQ + overrides)
     with pytest.raises(ValueError) as e:
@@ -171,8 +171,8 @@ def test_each_bad_value_is_named_with_what_is_allowed(overrides, words):
 
 
 def test_design_follows_the_config():
-    from harness.declaration import Declaration
-    from harness.sequential_plan import design_of
+    from harness.config.declaration import Declaration
+    from harness.experiment.sequential_plan import design_of
 
     d = design_of(Declaration.from_config(compose_cfg(SEQ + ["stats.margin=0.3", "stats.metric=test_loss"])))
     assert (d.direction, d.margin, d.equivalence, d.arms, d.min_seeds) == ("min", 0.3, True, 2, 7)
@@ -196,7 +196,7 @@ def test_a_changed_design_is_refused_on_resume(tmp_path, reference):
 
 
 def test_failed_runs_count_for_no_arm_and_past_the_budget_stop_the_run(tmp_path):
-    from harness.app import execute
+    from harness.experiment.execute import execute
 
     two = SEQ + ["~ab.arms.C", "+train.kwargs.fail_seed=2", "+train.kwargs.fail_shift=1.4"]  # seed 2 of B fails
     done = execute(compose_cfg(two + ["ab.sequential.max_failures=1"]), tmp_path / "within", say=lambda m: None,
@@ -237,7 +237,7 @@ def test_plugin_is_discovered_and_light():
 def test_looks_become_history_of_the_wandb_analysis_run(reference, tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 
-    from harness.tracking import open_tracker
+    from harness.tracking.tracker import open_tracker
 
     from . import wandb_reader
 

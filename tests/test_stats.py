@@ -334,7 +334,7 @@ def test_decide_reads_direction_from_the_metric():
 def test_the_analysis_side_imports_neither_hydra_wandb_nor_statsmodels():
     # nor scipy.stats or matplotlib at import: harness.analyze starts faster, they load when used
     code = (
-        "import sys, harness.stats, harness.analysis, harness.analyze, harness.report; "
+        "import sys, harness.stats, harness.analysis.analyze, harness.analyze, harness.analysis.report; "
         "print(sorted(m for m in ('hydra', 'wandb', 'statsmodels', 'scipy.stats', 'matplotlib') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],

@@ -1,4 +1,4 @@
-"""harness/tracking.py: what reaches wandb, read back from the offline files; and that a wandb
+"""harness/tracking/tracker.py: what reaches wandb, read back from the offline files; and that a wandb
 failure never stops an experiment or loses a result.
 
 Most tests drive the tracker directly with synthetic result dicts (a wandb service start is
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness import tracking
+from harness.tracking import tracker as tracking
 from harness.results import load_steps
 
 from . import wandb_reader
@@ -69,7 +69,7 @@ def synthetic_result(seed: int, arm: str, n_steps: int = 5, status: str = "compl
     return result
 
 
-# The shape of harness/analysis.py's analysis.json, trimmed to what the tracker reads.
+# The shape of harness/analysis/analyze.py's analysis.json, trimmed to what the tracker reads.
 ANALYSIS = {
     "schema": "harness.analysis/1", "experiment": "loss_ab", "factor": "loss.label_smoothing",
     "metric": "test_accuracy", "baseline": "A", "alpha": 0.05,

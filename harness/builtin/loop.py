@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from harness import Run, instantiate
-from harness.context import TensorBatches
+from harness import Run, TensorBatches, instantiate
 
-from .data import augment
-from .losses import eval_loss
+from harness.builtin.data import augment
+from harness.builtin.losses import eval_loss
 
 
 def train(cfg, run: Run) -> dict:

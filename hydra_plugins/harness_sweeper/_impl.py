@@ -1,9 +1,9 @@
 """The sequential sweeper's loop: launch a batch of (seed, arm) jobs, read the result files, decide.
 
 BasicSweeper's loop (launch a batch, ``initial_job_idx`` growing so job folders never collide) with
-the decision between batches taken by harness.sequential_plan over the result files under the
+the decision between batches taken by harness.experiment.sequential_plan over the result files under the
 sweep folder -- the same function, the same looks and the same decisions as the in-process loop
-(harness/sequential.py). A job's status is read, never its return value (which re-raises); a run
+(harness/experiment/sequential.py). A job's status is read, never its return value (which re-raises); a run
 that fails inside a job is recorded in its result file. Past ``ab.sequential.max_failures`` failed
 runs or jobs the sweep stops with a message and exit status 1.
 """
@@ -53,16 +53,16 @@ class SequentialSweeperImpl:
 
     def sweep(self, arguments: List[str]) -> Any:
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
-        from harness import sequential_plan as sp
-        from harness.callbacks import track_sweep_analysis
-        from harness.experiment import ExperimentError
+        from harness.experiment import sequential_plan as sp
+        from harness.experiment.callbacks import track_sweep_analysis
+        from harness.experiment.units import ExperimentError
         from harness.results import load_tree
-        from harness.sequential import IdentityWatch, identity_stop, prepare, refresh
+        from harness.experiment.sequential import IdentityWatch, identity_stop, prepare, refresh
 
         self._check_arguments(arguments)
         cfg = self._task_config()
         root = Path(str(self.config.hydra.sweep.dir))
-        from harness.declaration import Declaration, DeclarationError
+        from harness.config.declaration import Declaration, DeclarationError
 
         try:
             declaration = Declaration.from_config(cfg)  # what will be analysed
@@ -179,7 +179,7 @@ class SequentialSweeperImpl:
         return f"status {r.status}"
 
     def _write(self, cfg, root, design, p, baseline, loaded, status) -> dict:
-        from harness import sequential_plan as sp
+        from harness.experiment import sequential_plan as sp
         from harness.results import write_json
 
         block = sp.record(design, p, metric=self.declaration.metric, baseline=baseline, status=status, runs=len(loaded),
@@ -189,11 +189,11 @@ class SequentialSweeperImpl:
 
     def _analyse(self, cfg, root: Path, block: dict) -> Optional[str]:
         """Analyse the sweep folder with its looks; the failure's message when the analysis fails."""
-        from harness import sequential_plan as sp
-        from harness.analysis import AnalysisError, analyze_dir
-        from harness.report import render_table
-        from harness.sequential import write_figure
-        from harness.callbacks import sweep_analysis_failed, track_sweep_analysis
+        from harness.experiment import sequential_plan as sp
+        from harness.analysis.analyze import AnalysisError, analyze_dir
+        from harness.analysis.report import render_table
+        from harness.analysis.sequential_figure import write_figure
+        from harness.experiment.callbacks import sweep_analysis_failed, track_sweep_analysis
 
         write_figure(block, root / sp.FIGURE_NAME)
         try:

@@ -1,0 +1,366 @@
+"""From result files to the analysis: which runs count, are they paired, and what do they say.
+
+``analyze(results)`` takes result dicts (the contract in results.py) and returns the content of
+analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
+writes analysis.json, report.md and analysis.png beside them. The statistics live in harness/stats/,
+the other metrics, per-example records and curves are gathered in evidence.py, and the checks of
+which runs count live in selection.py; here we decide
+which values are compared with which, and refuse what cannot be compared:
+
+- a failed run, or one whose metric is missing or not a finite number, is excluded and named;
+- a run without a partner of the same seed in the baseline arm is unpaired: dropped and named;
+- arms of one seed must share the fingerprints the results' ``pairing`` says they share;
+- results of more than one experiment, or of two configurations in one arm, are not mixed;
+- results of different identities (config outside the factor, code, the environment that decides
+  the bits) are not compared unless asked to, and then what differs is recorded (comparability.py);
+- the same (seed, arm) in several files counts once when the copies are bit-identical, and is
+  refused, with the files named, when they differ; a copy relabelled as another seed is refused;
+- a certificate.json made for another configuration is not reported as current.
+
+The output is deterministic (seeded resampling, no timestamps, no absolute paths), so analysing
+the same files twice gives a byte-identical analysis.json.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from harness import stats
+from harness.analysis import comparability as comparability
+from harness.analysis.certificate import certificate_for
+from harness.analysis import evidence as evidence
+from harness.analysis.blocks import _arm_summary, _comparison_block, _noise_floor_block, _plain
+from harness.config import declaration as declaration_io
+from harness.config.declaration import Declaration, DeclarationError
+from harness import results as results_io
+from harness.analysis.selection import PAIRED_FINGERPRINTS  # noqa: F401 - public here too
+from harness.analysis.selection import (
+    AnalysisError, _arm_order, _check_duplicates, _check_metric_exists, _check_one_configuration_per_arm,
+    _check_options, _check_pairing, _common_n_test, _describe_excluded, _drop_unpaired, _names,
+    _one_experiment, _seed_key, _seed_sorted, _sorted_entries, _usable_runs,
+)
+
+SCHEMA = "harness.analysis/1"
+ANALYSIS_NAME = "analysis.json"
+REPORT_NAME = "report.md"
+FIGURE_NAME = "analysis.png"
+CERTIFICATE_NAME = "certificate.json"
+def analyze(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
+            extra: dict | None = None, allow_mixed_identity: bool = False, **choices) -> dict:
+    """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared.
+
+    ``declaration`` says what to analyse (harness/config/declaration.py): the primary metric, which decides
+    the verdict, every declared metric with its direction and unit, the margin, alpha, the baseline.
+    Without it, the declaration the results' recorded configs make is used. ``choices`` (metric,
+    margin, alpha, baseline, direction, directions, bootstrap_resamples, bootstrap_seed) make an
+    ALTERNATIVE analysis: analysis.json then lists each departure from the declaration. Nothing is
+    guessed from a metric's name. Results of more than one identity (comparability.py) are refused
+    unless ``allow_mixed_identity``.
+    """
+    results = list(results)
+    if not results:
+        raise AnalysisError("There are no results to analyse: the list of result dicts is empty.")
+    experiment, factor = _one_experiment(results)
+    decl = declared(results, declaration, choices)
+    metric, alpha, bootstrap_resamples = decl.metric, decl.alpha, decl.bootstrap_resamples
+    _check_options(metric, alpha, bootstrap_resamples)
+    arms = _arm_order(results)
+    if len(arms) < 2:
+        raise AnalysisError(
+            f"Only one arm ({arms[0]!r}) has results; an A/B comparison needs at least two arms of "
+            f"the same experiment. Point the analysis at the folder that holds all arms."
+        )
+    baseline = decl.baseline or arms[0]
+    if baseline not in arms:
+        raise AnalysisError(f"The baseline arm {baseline!r} has no results; the arms are: {_names(arms)}.")
+    others = [a for a in arms if a != baseline]
+    try:
+        ident = comparability.check(results, baseline=baseline, others=others, allow_mixed=allow_mixed_identity)
+    except comparability.IdentityError as e:
+        raise AnalysisError(str(e)) from None
+    results, copies = _check_duplicates(results)
+    ident["copies"] = copies
+    ident["inputs_digest"] = comparability.inputs_digest(results)
+    _check_one_configuration_per_arm(results, arms)
+    _check_metric_exists(results, metric)
+    if metric not in decl.metrics:
+        raise AnalysisError(decl._undeclared(metric))
+    spec = decl.primary
+    directions = decl.directions
+
+    usable, excluded = _usable_runs(results, spec)
+    verified = _check_pairing(usable)
+    usable, unpaired = _drop_unpaired(usable, baseline, others)
+    excluded = _sorted_entries(excluded + unpaired, arms)
+
+    by_arm = {arm: {seed: run for (seed, a), run in usable.items() if a == arm} for arm in arms}
+    compared = {}
+    too_few = []
+    for arm in others:
+        seeds = sorted(set(by_arm[baseline]) & set(by_arm[arm]), key=_seed_key)
+        compared[arm] = seeds
+        if len(seeds) < stats.MIN_PAIRS:
+            too_few.append(f"{arm} vs {baseline} has {len(seeds)} (seeds {_names(seeds) or 'none'})")
+    not_compared = []
+    if too_few and len(too_few) < len(others):
+        # Report on the comparisons that have enough pairs; name the ones that do not.
+        for arm in [a for a in others if len(compared[a]) < stats.MIN_PAIRS]:
+            seeds = compared.pop(arm)
+            not_compared.append({
+                "arm": arm, "baseline": baseline, "n_pairs": len(seeds), "seeds": list(seeds),
+                "reason": f"{len(seeds)} complete pair(s); at least {stats.MIN_PAIRS} are needed",
+            })
+    elif too_few:
+        raise AnalysisError(
+            f"Too few complete pairs: {'; '.join(too_few)}. At least {stats.MIN_PAIRS} seeds with a "
+            f"usable result in both arms are needed to estimate seed noise."
+            + (f" Excluded runs: {_describe_excluded(excluded)}." if excluded else "")
+            + " Run more seeds, or fix the failed runs and re-run them."
+        )
+
+    unit = spec.suffix
+    higher_is_better = spec.higher_is_better
+    values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
+    n_test = _common_n_test(usable) if spec.examples else None
+    try:
+        chosen = stats.resolve_margin(0.0 if decl.margin is None else decl.margin,
+                                      [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
+                                      resolution=spec.example_scale / n_test if n_test else None)
+    except ValueError as e:
+        raise AnalysisError(f"Bad margin: {e}") from None
+    examples, examples_note = evidence.examples(compared, by_arm, baseline, spec)
+    comparisons = stats.compare_to_baseline(
+        {arm: (np.array([by_arm[baseline][s]["value"] for s in seeds]),
+               np.array([by_arm[arm][s]["value"] for s in seeds]))
+         for arm, seeds in compared.items()},
+        margin=chosen, baseline=baseline, alpha=alpha, n_resamples=bootstrap_resamples,
+        seed=decl.bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
+        examples=examples,
+    )
+    others_reported = evidence.other_metrics(usable, compared, baseline, metric, directions, alpha)
+
+    out = {
+        "schema": SCHEMA,
+        "declaration": decl.to_dict(),
+        "departures": list(decl.departures),  # empty: the declared analysis; else an alternative
+        "experiment": experiment,
+        "factor": factor,
+        "metric": metric,
+        "unit": spec.unit,
+        "direction": directions[metric],
+        "higher_is_better": higher_is_better,
+        "directions": {name: directions[name] for name in [metric, *others_reported["metrics"]]},
+        "alpha": alpha,
+        "baseline": baseline,
+        "margin": chosen.to_dict(),
+        "arms": {arm: _arm_summary(arm, by_arm[arm], results) for arm in arms},
+        "noise_floor": _noise_floor_block(values, chosen, n_test, metric),
+        "test_set_noise": examples_note,
+        "pairing_verified": verified,
+        "setup": evidence.setup(usable),
+        "identity": ident,
+        "multiple_comparisons": {
+            "method": "bonferroni",
+            "comparisons": len(comparisons),
+            "note": "with k comparisons with the baseline each claim is tested at alpha / k, and the "
+                    "intervals that decide claims ('intervals') are at that level; 't.ci' is the "
+                    "unadjusted (1 - alpha) interval. Other metrics: Holm over all their comparisons",
+        },
+        "comparisons": {
+            arm: _comparison_block(c, compared[arm], by_arm, baseline, arm, others_reported["by_arm"].get(arm, {}))
+            for arm, c in comparisons.items()
+        },
+        "curves": evidence.curves(usable, arms),
+        "not_compared": not_compared,
+        "excluded": excluded,
+        "unreadable": [{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
+    }
+    # runs whose data files were trusted without their checksums (data.verify=false): the report says so
+    out["data_unverified"] = sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results)
+    for key, value in (extra or {}).items():
+        if key in out:
+            raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")
+        out[key] = value
+    return _plain(out)
+
+
+CHOICES = ("metric", "margin", "alpha", "baseline", "direction", "directions", "bootstrap_resamples",
+           "bootstrap_seed")
+
+
+def declared(results, declaration: Declaration | None, choices: Mapping) -> Declaration:
+    """The declaration to analyse with: the given one (else the results' own), with ``choices``
+    as an alternative. AnalysisError for a choice that is not one, or a declaration that cannot be read."""
+    unknown = sorted(set(choices) - set(CHOICES))
+    if unknown:
+        raise TypeError(f"analyze() got unexpected keyword argument(s) {', '.join(unknown)}; "
+                        f"the analysis choices are {', '.join(CHOICES)}.")
+    try:
+        decl = declaration if declaration is not None else declaration_io.of_results(results)
+        picked = {k: v for k, v in choices.items() if v is not None}
+        resampling = {k: picked.pop(k) for k in ("bootstrap_resamples", "bootstrap_seed") if k in picked}
+        if "margin" not in picked:
+            picked["margin"] = "declared"
+        decl = decl.alternative(**picked)
+    except DeclarationError as e:
+        raise AnalysisError(str(e)) from None
+    for key, value in resampling.items():
+        if value != getattr(decl, key):
+            from dataclasses import replace
+
+            decl = replace(decl, departures=decl.departures + (f"{key.replace('_', ' ')} {value} (declared: "
+                                                              f"{getattr(decl, key)})",), **{key: value})
+    return decl
+
+
+def alternative_name(choices: Mapping) -> str:
+    """The folder an alternative analysis is written to: alternatives/<key=value,...>."""
+    import re
+
+    parts = []
+    for key in CHOICES:
+        value = choices.get(key)
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            value = "+".join(f"{k}-{getattr(v, 'value', v)}" for k, v in sorted(value.items()))
+        parts.append(f"{key}={value}")
+    return re.sub(r"[^A-Za-z0-9_.=,+-]", "_", ",".join(parts)) or "alternative"
+
+
+def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = None, **kw) -> dict:
+    """Analyse every result.json under ``root`` as declared; write analysis.json, report.md, analysis.png.
+
+    The declaration is ``declaration``, else root's declaration.json, else the one the results'
+    recorded configs make. Choices that depart from it (``metric=``, ``margin=``, ...: see
+    analyze()) make an alternative analysis, written to alternatives/<choices>/ in root, never over
+    the declared files.
+
+    Raises results.ResultsError when root does not exist and AnalysisError when nothing under it
+    can be analysed. A ``certificate.json`` in root (the reproducibility certificate) is included
+    as ``certificate`` when it was made for these results, else as a "not certified" record.
+    When the declared analysis is refused, an earlier analysis.json, report.md and analysis.png that
+    described other results are moved to superseded/analysis-<time>/ (they would look current).
+    """
+    with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
+        return _analyze_dir(Path(root), write, declaration, kw)
+
+
+def _analyze_dir(root: Path, write: bool, declaration, kw: dict) -> dict:
+    folder = root if root.is_dir() else root.parent
+    loaded, unreadable = _load(root, folder)
+    if declaration is None:
+        try:
+            declaration = declaration_io.read(folder)
+        except DeclarationError as e:
+            raise AnalysisError(str(e)) from None
+    extra = dict(kw.pop("extra", None) or {})
+    certificate = folder / CERTIFICATE_NAME
+    if certificate.is_file() and "certificate" not in extra:
+        try:
+            extra["certificate"] = certificate_for(results_io.read_json(certificate), loaded.results)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
+    sequential = folder / "sequential.json"  # the looks of a sequential run (harness/experiment/sequential.py)
+    if sequential.is_file() and "sequential" not in extra:
+        try:
+            extra["sequential"] = results_io.read_json(sequential)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            unreadable.append(("sequential.json", f"not valid JSON ({e})"))
+    unreadable += list(kw.pop("unreadable", ()))
+    choices = {k: kw.pop(k) for k in CHOICES if k in kw}
+    alternative = True  # until the declaration is read: a refusal then sets nothing aside
+    try:
+        _one_experiment(loaded.results)
+        declaration = declared(loaded.results, declaration, choices)
+        alternative = declaration.is_alternative
+        analysis = analyze(loaded.results, declaration, unreadable=unreadable, extra=extra, **kw)
+    except AnalysisError as e:
+        moved = set_aside_stale_outputs(folder, loaded.results) if write and not alternative else None
+        if moved:
+            raise AnalysisError(f"{e} The earlier analysis in {folder} described other results; it was "
+                                f"moved to {moved.relative_to(folder).as_posix()}/ so that it does not "
+                                f"look current.") from None
+        raise
+    if write:
+        target = folder
+        if analysis["departures"]:
+            target = folder / ALTERNATIVES / alternative_name(choices)
+            analysis["written_to"] = target.relative_to(folder).as_posix()
+        write_outputs(analysis, target)
+    return analysis
+
+
+ALTERNATIVES = "alternatives"  # alternative analyses go to alternatives/<choices>/, never over the declared files
+
+
+def write_outputs(analysis: dict, folder: Path) -> None:
+    """analysis.json, report.md and analysis.png in folder."""
+    from harness.analysis.markdown import write_markdown
+    from harness.analysis.report import write_figure  # matplotlib is only needed when writing
+
+    results_io.write_json(folder / ANALYSIS_NAME, analysis)
+    write_markdown(analysis, folder / REPORT_NAME)
+    write_figure(analysis, folder / FIGURE_NAME)
+
+
+def _load(root: Path, folder: Path):
+    """Every result under root, with ``_path`` relative to folder; AnalysisError when there are none."""
+    loaded = results_io.load_tree(root)
+    unreadable = [(_relative(path, folder), reason) for path, reason in loaded.unreadable]
+    if not loaded.results:
+        if unreadable:
+            listed = "; ".join(f"{path}: {reason}" for path, reason in unreadable)
+            raise AnalysisError(f"No readable result.json under {root}: {listed}.")
+        raise AnalysisError(f"No result.json files under {root}.")
+    prefix = str(folder) + "/"
+    for r in loaded.results:  # named in messages and in analysis.json, never as absolute paths
+        path = r["_path"]
+        r["_path"] = path[len(prefix):] if path.startswith(prefix) else _relative(path, folder)
+    return loaded, unreadable
+
+
+OUTPUT_NAMES = (ANALYSIS_NAME, REPORT_NAME, FIGURE_NAME)
+
+
+def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES) -> Path | None:
+    """Move earlier analysis outputs that describe other results than ``results`` aside.
+
+    They stay where they are when analysis.json's inputs digest matches these results (the
+    analysis was refused for another reason, e.g. a bad option). Returns the folder they went to.
+    """
+    present = [folder / name for name in names if (folder / name).is_file()]
+    if not present:
+        return None
+    try:
+        old = results_io.read_json(folder / names[0])
+        if (old.get("identity") or {}).get("inputs_digest") == comparability.inputs_digest(results):
+            return None
+    except (OSError, ValueError, AttributeError):
+        pass
+    import os
+    from datetime import datetime, timezone
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    dest = folder / "superseded" / f"analysis-{stamp}"
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in present:
+        os.replace(path, dest / path.name)
+    return dest
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+
+def _relative(path, folder: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return Path(path).name
+
+
+__all__ = ["AnalysisError", "SCHEMA", "analyze", "analyze_dir"]

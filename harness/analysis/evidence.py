@@ -1,0 +1,258 @@
+"""What the result files hold beside the primary metric, gathered for the analysis.
+
+- the other metrics with a declared direction, each compared arm against the baseline;
+- the per-example outcomes on the test split (``result["examples"]``) of the analysed metric, for
+  the test set's noise, and whether the metric agrees with them (up to float32 rounding);
+- the learning curves per arm (mean and band over seeds);
+- the setup a reader needs to judge the numbers (determinism mode, device, precision, threads).
+
+Pure functions of result dicts; the statistics come from harness.stats. Kept apart from
+analysis.py, which decides which runs count and whether they are paired.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from harness import results as results_io
+from harness import stats
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def other_metrics(usable, compared, baseline, metric, declared, alpha) -> dict:
+    """Each other metric with a declared direction, each arm against the baseline (paired t).
+
+    Holm's adjustment runs over every (metric, arm) comparison here: they are reported, not
+    decided by a margin, so the step-down procedure's extra power costs no disagreement.
+    """
+    runs = {key: run["result"] for key, run in usable.items()}
+    present = sorted(
+        name for name in declared
+        if name != metric and any(_finite_number((r.get("metrics") or {}).get(name)) for r in runs.values())
+    )
+    rows = []
+    for name in present:
+        for arm, seeds in compared.items():
+            pairs = [((runs[(s, baseline)].get("metrics") or {}).get(name), (runs[(s, arm)].get("metrics") or {}).get(name))
+                     for s in seeds]
+            pairs = [(a, b) for a, b in pairs if _finite_number(a) and _finite_number(b)]
+            if len(pairs) < stats.MIN_PAIRS:
+                continue
+            a, b = (np.array(x, dtype=float) for x in zip(*pairs))
+            rows.append((name, arm, stats.paired_t(a, b, confidence_level=1 - alpha)))
+    adjusted = stats.holm([t.pvalue for _, _, t in rows]) if rows else []
+    by_arm: dict[str, dict] = {}
+    for (name, arm, t), p_holm in zip(rows, adjusted):
+        low, high = t.confidence_interval()
+        higher = declared[name] == "max"
+        if p_holm < alpha and t.estimate != 0:
+            word = "better" if (t.estimate > 0) == higher else "worse"
+        else:
+            word = "no clear difference"
+        by_arm.setdefault(arm, {})[name] = {
+            "direction": declared[name], "n_pairs": int(t.df) + 1, "mean_diff": t.estimate,
+            "ci": [low, high], "confidence_level": t.confidence_level, "pvalue": t.pvalue,
+            "pvalue_holm": float(p_holm), "reading": word,
+        }
+    return {"metrics": present, "by_arm": by_arm}
+
+
+# A metric read back from its per-example record may have passed through float32 (a user's loop
+# computing 100 * correct.float().mean()): a count, a division, a scaling and the cast to the
+# returned number, each rounding by at most float32's epsilon relative to the value. Agreement
+# tolerates that much and no more: at 100 points it is 5e-5, far below one example of any test
+# set under a million examples.
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+FLOAT32_ROUNDINGS = 4
+
+
+def float32_tolerance(*values) -> float:
+    """How far apart two numbers of this magnitude may be from float32 rounding alone."""
+    return FLOAT32_ROUNDINGS * FLOAT32_EPS * max((abs(float(v)) for v in values), default=0.0)
+
+
+def agrees(value, expected) -> bool:
+    """The metric ``value`` is ``expected`` (what its per-example record gives) up to float32 rounding."""
+    return abs(float(value) - float(expected)) <= float32_tolerance(value, expected)
+
+
+def record_of(result, spec):
+    """The per-example record (results.example_record) that belongs to the metric ``spec`` declares.
+
+    A record names its metric; an older one without a name belongs to the declared examples
+    metric: the one the run's recorded config declared with examples: true (of several, the one
+    the run returned), or, when that config declared none (it predates the flag), the analysed
+    metric when it is declared so."""
+    return results_io.example_record(result, spec.name, unnamed=spec.examples and _owns_unnamed(result, spec))
+
+
+def _owns_unnamed(result, spec) -> bool:
+    declared = ((result.get("config") or {}).get("stats") or {}).get("metrics")
+    flagged = [str(name) for name, entry in (declared.items() if isinstance(declared, Mapping) else ())
+               if isinstance(entry, Mapping) and entry.get("examples") is True]
+    if len(flagged) > 1:
+        flagged = [name for name in flagged if name in (result.get("metrics") or {})]
+    return flagged == [spec.name] if flagged else True
+
+
+def record_value(record, spec) -> tuple:
+    """(the metric its per-example record gives: example_scale x the mean outcome, the outcomes)."""
+    correct = results_io.unpack_examples(record)
+    return spec.example_scale * float(correct.mean()) if correct.size else math.nan, correct
+
+
+def two_numbers(a, b, least: int = 2) -> tuple:
+    """a and b with the fewest decimals (at least ``least``) that show them apart."""
+    for digits in range(least, 11):
+        x, y = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if x != y:
+            return x, y
+    return f"{a!r}", f"{b!r}"
+
+
+def examples(compared, by_arm, baseline, spec):
+    """(arm -> (baseline, arm) seeds x examples bool arrays, note) for the test set's noise.
+
+    ``spec``: the analysed metric's declaration (harness.config.declaration.MetricSpec); only a metric
+    declared as the mean of per-example outcomes (examples: true) has them, and only the records
+    that belong to it (record_of) are used. Each must give the metric's value up to float32
+    rounding (agrees)."""
+    metric = spec.name
+    if not spec.examples:
+        return None, {"available": False, "reason": (f"{metric} is not declared as the mean of per-example "
+                                                     f"outcomes (stats.metrics.{metric}.examples: true)")}
+    out = {}
+    sizes = set()
+    for arm, seeds in compared.items():
+        arrays = {}
+        for who in (baseline, arm):
+            rows = []
+            for s in seeds:
+                result = by_arm[who][s]["result"]
+                record = record_of(result, spec)
+                if record is None or record.get("split", "test") != "test":
+                    return None, {
+                        "available": False,
+                        "reason": (f"per-example correctness of {metric} on the test split is not recorded (seed {s} "
+                                   f"arm {who}): the intervals cover seed noise only, not this test set's own "
+                                   f"sampling noise"),
+                    }
+                given, correct = record_value(record, spec)
+                value = by_arm[who][s]["value"]
+                if not agrees(value, given):
+                    shown_given, shown_value = two_numbers(given, value, 4)
+                    return None, {
+                        "available": False,
+                        "reason": (f"the recorded examples of seed {s} arm {who} give {shown_given}, "
+                                   f"not its {metric} {shown_value}: not the same test set"),
+                    }
+                rows.append(correct)
+                sizes.add(correct.size)
+            arrays[who] = rows
+        if len(sizes) > 1:
+            return None, {"available": False, "reason": f"runs recorded test sets of different sizes ({sorted(sizes)})"}
+        out[arm] = (np.array(arrays[baseline]), np.array(arrays[arm]))
+    return out, {
+        "available": True,
+        "n_examples": sizes.pop() if sizes else None,
+        "about": ("per-example correctness on the test split: the test set's sampling noise in each "
+                  "difference (crossed seeds x examples, Cornfield & Tukey 1956; Satterthwaite df) and an "
+                  "interval for the effect on the data distribution (Jordan 2024: floor sqrt(p(1-p)/n))"),
+    }
+
+
+def curves(usable, arms) -> dict:
+    """arm -> curve name -> {step, mean, std, count, n, source}: learning curves over the seeds.
+
+    ``run.log`` may log its keys at different steps (train_loss every 10, val_bpc every 50), some
+    keys sparsely or only in some runs: each run gives, per name, the steps where it logged a finite
+    value, and at each step ``mean`` and ``std`` (ddof=1; 0 from one run) are over the runs that
+    have a value there (``count``); ``n`` is the number of runs with that curve. A run that logged
+    no curve at all gives its train_loss from the per-step losses result.json always holds
+    (fingerprints.steps.loss, float32 bits), at steps 1..N, thinned to at most 1000 points.
+    ``source`` says which of the two a curve comes from.
+    """
+    logged_source, losses_source = "run.log", "per-step losses (result.json fingerprints)"
+    max_points = 1000
+
+    def logged(r) -> dict:
+        curve = r.get("curve")
+        if not isinstance(curve, Mapping) or not isinstance(curve.get("step"), list):
+            return {}
+        found = {}
+        for name, values in curve.items():
+            if name == "step" or not isinstance(values, list):
+                continue
+            points = {step: float(v) for step, v in zip(curve["step"], values)
+                      if _finite_number(step) and _finite_number(v)}
+            if points:
+                found[str(name)] = points
+        return found
+
+    def from_losses(r) -> dict:
+        try:
+            bits = results_io.load_steps(r)["loss"]
+            values = np.frombuffer(bytes.fromhex("".join(bits)), dtype=">f4").astype(float)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return {}
+        n = len(values)
+        every = max(1, math.ceil(n / max_points))
+        points = {i + 1: float(v) for i, v in enumerate(values)
+                  if ((i + 1) % every == 0 or i + 1 == n) and math.isfinite(v)}
+        return {"train_loss": points} if points else {}
+
+    out: dict[str, dict] = {}
+    for arm in arms:
+        per_run = []  # (name -> {step: value}, source) per run of this arm
+        for (_, a), run in usable.items():
+            if a != arm:
+                continue
+            points = logged(run["result"])
+            if points:
+                per_run.append((points, logged_source))
+            else:
+                points = from_losses(run["result"])
+                if points:
+                    per_run.append((points, losses_source))
+        for name in sorted({name for points, _ in per_run for name in points}):
+            runs = [points[name] for points, _ in per_run if name in points]
+            sources = sorted({source for points, source in per_run if name in points})
+            steps, mean, std, count = [], [], [], []
+            for step in sorted({step for points in runs for step in points}):
+                values = np.array([points[step] for points in runs if step in points], dtype=float)
+                with np.errstate(all="ignore"):
+                    m = float(values.mean())
+                    s = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+                if not (math.isfinite(m) and math.isfinite(s)):
+                    continue
+                steps.append(step)
+                mean.append(m)
+                std.append(s)
+                count.append(len(values))
+            if steps:
+                out.setdefault(arm, {})[name] = {"step": steps, "mean": mean, "std": std, "count": count,
+                                                 "n": len(runs), "source": " and ".join(sources)}
+    return out
+
+
+def setup(usable) -> dict:
+    """Distinct values across the analysed runs of what decides their bits and speed."""
+    found: dict[str, set] = {"determinism": set(), "device": set(), "precision": set(), "threads": set()}
+    for run in usable.values():
+        r = run["result"]
+        env = r.get("env") or {}
+        config = r.get("config") or {}
+        mode = env.get("mode") or (config.get("determinism") or {}).get("mode")
+        device = env.get("device")
+        if env.get("device_name"):
+            device = f"{device} ({env['device_name']})"
+        for key, value in (("determinism", mode), ("device", device), ("precision", config.get("precision")),
+                           ("threads", env.get("threads"))):
+            if value is not None:
+                found[key].add(str(value))
+    return {key: sorted(values) for key, values in found.items()}

@@ -1,0 +1,372 @@
+"""The analysis, shown: a terminal table (rich), report.md, and a figure (matplotlib, Agg).
+
+Everything here reads the analysis dict (analysis.json) and computes no statistics. The terminal
+table and report.md are rendered from the same list of sections, so they say the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from harness.results import atomic_write
+from harness.analysis.summary import Fmt as _Fmt
+
+UNDECIDED = ("undecided", "differs")  # verdicts that come with "seeds needed"
+
+
+@dataclass
+class Section:
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # lines under the table
+    show_header: bool = True
+
+
+# -- formatting ---------------------------------------------------------------------------------
+
+
+def _p(p) -> str:
+    if p is None:
+        return "—"
+    return "<0.0001" if p < 1e-4 else f"{p:.2g}"
+
+
+def _num(x, spec: str = ".3g") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _seeds(n) -> str:
+    return "more than a million" if n is None else str(n)
+
+
+# -- the content --------------------------------------------------------------------------------
+
+
+def headline(analysis: dict) -> str:
+    direction = analysis.get("direction") or ("max" if analysis.get("higher_is_better", True) else "min")
+    words = "higher is better" if direction == "max" else "lower is better"
+    unit = f"{analysis['unit']}, " if analysis.get("unit") else ""
+    return (
+        f"{analysis.get('experiment')}: factor {analysis.get('factor')}, metric {analysis['metric']} "
+        f"({unit}{words}, declared {direction}), baseline {analysis['baseline']}, alpha {analysis['alpha']:g}"
+    )
+
+
+def sections(analysis: dict) -> list[Section]:
+    """What the report says, in order; rendered to the terminal and to markdown alike."""
+    f = _Fmt(analysis)
+    out = []
+
+    arms = Section("Arms", ["arm", "factor value", "n", "mean ± std", "min", "max"])
+    for name, arm in analysis["arms"].items():
+        arms.rows.append([
+            name, str(arm.get("factor_value")), str(arm["n"]),
+            f"{f.value(arm['mean'])} ± {f.value(arm['std'])}", f.value(arm["min"]), f.value(arm["max"]),
+        ])
+    out.append(arms)
+    out.append(_noise_section(analysis, f))
+    for name, c in analysis["comparisons"].items():
+        out.append(_comparison_section(analysis, name, c, f))
+
+    ident = analysis.get("identity") or {}
+    if ident.get("allowed_mixed"):
+        out.append(Section("MIXED IDENTITY (compared anyway, --allow-mixed-identity)", ["arm", "baseline", "differs"],
+                           [[arm, c["baseline"], ", ".join(c["differs"]) or "nothing"]
+                            for arm, c in (ident.get("comparisons") or {}).items()],
+                           notes=["these arms differ in more than the factor: a difference mixes the factor "
+                                  "with the parts named here"]
+                           + [f"{h['path']} {h['problem']}" for h in ident.get("hash_disagreements") or []]))
+    if analysis.get("excluded"):
+        out.append(Section("Excluded runs", ["seed", "arm", "reason"],
+                           [[str(e["seed"]), str(e["arm"]), e["reason"]] for e in analysis["excluded"]]))
+    if analysis.get("not_compared"):
+        out.append(Section("Not compared", ["arm", "baseline", "reason"],
+                           [[str(n["arm"]), str(n["baseline"]), n["reason"]] for n in analysis["not_compared"]]))
+    if analysis.get("unreadable"):
+        out.append(Section("Unreadable files", ["path", "reason"],
+                           [[u["path"], u["reason"]] for u in analysis["unreadable"]]))
+    if analysis.get("data_unverified"):
+        out.append(Section("Data", [], show_header=False, notes=[
+            f"data not verified: {analysis['data_unverified']} run(s) loaded their data files without checking "
+            "the official checksums (data.verify=false)"]))
+    certificate = analysis.get("certificate")
+    if isinstance(certificate, dict) and certificate.get("line"):
+        out.append(Section("Reproducibility", [], notes=[str(certificate["line"])], show_header=False))
+    out += sequential_sections(analysis)
+    return out
+
+
+def sequential_sections(analysis: dict) -> list[Section]:
+    """The looks of a sequential run (analysis["sequential"], harness/experiment/sequential.py): a line per look."""
+    seq = analysis.get("sequential")
+    if not isinstance(seq, dict) or not isinstance(seq.get("arms"), dict):
+        return []
+    f = _Fmt(seq)
+    d = seq.get("design") or {}
+    margin = d.get("margin")
+    s = Section(f"Sequential looks ({seq.get('status')})",
+                ["arm", "look", "seeds", "estimate", "repeated CI", "critical t", "decision"])
+    for arm, a in seq["arms"].items():
+        for x in a.get("looks") or []:
+            s.rows.append([arm, str(x["look"]), str(x["n"]), f"{f.signed(x['estimate'])}{f.unit}",
+                           f.interval(x["interval"]), _num(x["critical"], ".3f"), x["decision"]])
+    s.notes += [f"sequential decision ({a['decision']}): {a['sentence']}" for a in seq["arms"].values()]
+    s.notes.append(
+        f"design, declared before the data: looks at {', '.join(map(str, d.get('looks') or []))} seeds, "
+        f"alpha {d.get('alpha')}, margin {'±' + f.value(margin) + f.unit if margin else 'none'}, "
+        f"{d.get('spending')} spending, futility {d.get('futility')}; each look's interval covers the true "
+        f"difference at every look at once, so the decision keeps its error rate wherever the run stopped. "
+        f"The fixed-N tests above, on the same seeds, do not account for the looks.")
+    skewed = [f"{arm} {a['looks'][-1]['skewness']:+.2f}" for arm, a in seq["arms"].items()
+              if a.get("looks") and abs(a["looks"][-1].get("skewness") or 0.0) >= 1.0]
+    if skewed:  # the boundaries assume normal differences; skew inflates the error (docs/sequential.md)
+        s.notes.append(f"skewed differences at the last look ({', '.join(skewed)}): the boundaries assume normal "
+                       f"differences, and skew of 1 raises the error rate to ~0.07 at alpha 0.05; prefer "
+                       f"spending=obrien-fleming or a larger min_seeds for this metric.")
+    if seq.get("stopped"):
+        s.notes.append(f"stopped unsettled: {seq['stopped']}")
+    return [s]
+
+
+def _noise_section(analysis: dict, f: _Fmt) -> Section:
+    floor = analysis["noise_floor"]
+    margin = analysis["margin"]
+    noise = Section("Noise floor", ["", "", ""], show_header=False)
+    for name, std in floor["seed_std"].items():
+        noise.rows.append([f"seed std, {name}", f"{f.value(std)}{f.unit}", "std across seeds (ddof=1)"])
+    noise.rows.append(["seed std, pooled", f"{f.value(floor['pooled_seed_std'])}{f.unit}", "over the arms"])
+    if floor.get("test_set_floor") is not None:
+        noise.rows.append([
+            "test-set floor", f"{f.value(floor['test_set_floor'])}{f.unit}",
+            f"binomial sqrt(p(1-p)/n), n_test = {floor['n_test']} (Jordan 2024)",
+        ])
+    if margin["source"] == "auto":
+        noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}",
+                           f"ESTIMATED FROM THE DATA; 'beyond' against ±{f.value(margin['high'])}, "
+                           f"'equivalent' against ±{f.value(margin['low'])}"])
+    else:
+        noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}", "declared before the data"])
+    noise.notes.append(f"margin: {margin['description']}")
+    ts = analysis.get("test_set_noise") or {}
+    if ts and not ts.get("available"):
+        noise.notes.append(f"test-set noise: not in the intervals: {ts.get('reason')}")
+    if analysis.get("pairing_verified"):
+        noise.notes.append(
+            "pairing verified: " + " and ".join(analysis["pairing_verified"])
+            + " fingerprints are equal across arms in every seed"
+        )
+    setup = analysis.get("setup") or {}
+    if any(setup.values()):
+        noise.notes.append("setup: " + "; ".join(f"{k} {', '.join(v) or '—'}" for k, v in setup.items()))
+    return noise
+
+
+def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
+    margin = analysis["margin"]
+    k = c.get("decision", {}).get("n_comparisons", 1)
+    s = Section(f"{name} vs {c['baseline']} ({c['n_pairs']} paired seeds)", ["", "", ""], show_header=False)
+    level = f"{c['t']['confidence_level']:.0%}"
+    p_dec = c["decision"]["pvalues"]
+    iv = c["intervals"]
+    s.rows += [
+        [f"mean difference {name} - {c['baseline']}", f"{f.signed(c['mean_diff'])}{f.unit}",
+         f"means {f.value(c['mean_arm'])} vs {f.value(c['mean_baseline'])}"],
+        [f"t {level} CI", f.interval(c["t"]["ci"]),
+         c["t"]["note"] or f"paired t, df {_num(c['t']['df'], 'g')}" + (", unadjusted" if k > 1 else "")],
+    ]
+    if k > 1 or margin["source"] == "auto":
+        s.rows += [
+            [f"decision CI, vs 0 ({_pct(iv['zero']['level'])})", f.interval([iv["zero"]["low"], iv["zero"]["high"]]),
+             iv["zero"]["about"]],
+            [f"decision CI, beyond ({_pct(iv['beyond']['level'])})",
+             f.interval([iv["beyond"]["low"], iv["beyond"]["high"]]), f"against ±{f.value(iv['beyond']['margin'])}"],
+            [f"decision CI, within ({_pct(iv['equivalent']['level'])})",
+             f.interval([iv["equivalent"]["low"], iv["equivalent"]["high"]]), f"against ±{f.value(iv['equivalent']['margin'])}"],
+        ]
+    s.rows += [
+        [f"studentized bootstrap {level} CI", f.interval(c["bootstrap"]["ci"]), _bootstrap_detail(c["bootstrap"])],
+        ["sd of differences", f"{f.value(c['noise']['std_diff'])}{f.unit}", _pairing_detail(c["noise"], f, analysis, name)],
+        ["p, paired t (raw)", _p(c["t"]["pvalue"]), f"against 0; decision p {_p(p_dec['zero'])}"],
+        ["p, Wilcoxon signed-rank (Pratt)", _p(c["wilcoxon"]["pvalue"]), _wilcoxon_detail(c["wilcoxon"])],
+        ["p, sign-flip permutation", _p(c["permutation"]["pvalue"]), _permutation_detail(c["permutation"])],
+        ["p, Welch (unpaired)", _p(c["welch"]["pvalue"]), "what ignoring the pairing would say"],
+        ["effect size d_z", _num(c["d_z"]), "mean / sd of the differences"],
+        ["p, beyond the margin (raw)", _p(c["minimum_effect"]["pvalue"]),
+         f"minimum-effect test, H0: |Δ| ≤ {f.value(c['minimum_effect']['margin'])}; decision p {_p(p_dec['beyond'])}"],
+        ["p, within the margin (raw)", _p(c["tost"]["pvalue"]),
+         f"TOST, H0: |Δ| ≥ {f.value(c['tost']['margin'])}; decision p {_p(p_dec['equivalent'])}"],
+    ]
+    ts = c.get("test_set")
+    if ts:
+        s.rows += [
+            ["test-set SE of the difference", f"{f.value(ts['se_test_set'])}{f.unit}",
+             f"seed SE {f.value(ts['se_seeds'])}{f.unit}; {ts['discordant']:.3g} examples disagree per seed "
+             f"(McNemar SE of one seed {f.value(ts['mcnemar_se'])}{f.unit})"],
+            [f"CI for the data distribution ({_pct(ts['level'])})", f.interval(ts["distribution_ci"]),
+             f"seeds x test examples, df {ts['df']:.3g}"],
+        ]
+    if c.get("final_weights_identical"):
+        s.rows.append(["final weights", "bitwise identical", "in every paired seed"])
+    need = c["seeds_needed"]
+    sequential = isinstance(analysis.get("sequential"), dict)
+    if c["verdict"]["code"] in UNDECIDED and not sequential:  # in sequential mode the design plans the seeds
+        if c["verdict"]["code"] == "differs":
+            s.rows.append(["seeds needed", _seed_range(need["to_settle_margin"], need.get("to_settle_margin_range")),
+                           "to settle the margin if the true difference is as observed"])
+        else:
+            s.rows.append(["seeds needed",
+                           f"{_seed_range(need['at_margin'], need.get('at_margin_range'))} / "
+                           f"{_seed_range(need['at_observed'], need.get('at_observed_range'))}",
+                           "to detect a difference the size of the margin / of the observed one"])
+        s.notes.append(f"seeds needed assume: {need['assumptions']}")
+    for metric, o in (c.get("other_metrics") or {}).items():
+        s.rows.append([f"other metric: {metric} ({o['direction']})", f"{o['mean_diff']:+.4g} {_plain_interval(o['ci'])}",
+                       f"{o['reading']}; p {_p(o['pvalue'])}, Holm p {_p(o['pvalue_holm'])} ({o['n_pairs']} pairs)"])
+    if c.get("missing_seeds"):
+        s.notes.append(f"baseline seeds without a partner in {name}: {', '.join(map(str, c['missing_seeds']))}")
+    if c["verdict"].get("beyond_test_set"):
+        s.notes.insert(0, c["verdict"]["beyond_test_set"])
+    if sequential:
+        s.notes.insert(0, f"fixed-N reading ({c['verdict']['code']}), information only: the sequential decision "
+                          f"below is the verdict, and this reading does not account for its looks. {c['verdict']['sentence']}")
+    else:
+        s.notes.insert(0, f"verdict ({c['verdict']['code']}): {c['verdict']['sentence']}")
+    return s
+
+
+def _pct(level: float) -> str:
+    return f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"
+
+
+def _plain_interval(ci) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return "—"
+    return f"[{ci[0]:+.4g}, {ci[1]:+.4g}]"
+
+
+def _seed_range(n, rng) -> str:
+    if not rng or (rng[0] is None and rng[1] is None):
+        return _seeds(n)
+    return f"{_seeds(n)} ({_seeds(rng[0])} to {_seeds(rng[1])})"
+
+
+def _bootstrap_detail(b: dict) -> str:
+    if b["method"] == "none":
+        return b["note"]
+    if b["method"] == "studentized":  # the row's label already says what it is
+        return f"bootstrap-t, {b['n_resamples']} resamples of the pairs, seed {b['seed']}"
+    text = f"{b['method']}, {b['n_resamples']} resamples of the pairs, seed {b['seed']}"
+    return f"{text}; {b['note']}" if b.get("note") else text
+
+
+def _wilcoxon_detail(w: dict) -> str:
+    # Say which variant, so that a reader who reruns R's wilcox.test knows why it prints another p.
+    text = w["method"]
+    if w.get("zero_method") == "pratt":
+        text += ("; Pratt: zeros ranked, then dropped. R's wilcox.test(paired = TRUE) drops zeros first "
+                 "and uses a normal approximation here, so it prints another p")
+    return text
+
+
+def _permutation_detail(p: dict) -> str:
+    if p.get("method"):
+        return p["method"]
+    if p["exact"]:
+        return f"exact over all {p['n_resamples']} sign patterns"
+    return f"{p['n_resamples']} random sign patterns, seed {p['seed']}"
+
+
+def _pairing_detail(noise: dict, f: _Fmt, analysis: dict, arm: str) -> str:
+    rho = noise.get("correlation")
+    unpaired = f"unpaired {f.value(noise['unpaired_std_diff'])}{f.unit}"
+    if rho is None:
+        constant = [name for name, key in ((analysis["baseline"], "std_a"), (arm, "std_b")) if noise.get(key) == 0]
+        return (f"correlation undefined: {' and '.join(constant) or 'an arm'} gives the same value in every seed; "
+                f"{unpaired}")
+    ratio = noise.get("variance_ratio")
+    text = f"rho {rho:.2f} between arms; {unpaired}"
+    if ratio is None:
+        return text
+    if ratio <= 1:
+        return f"{text}: pairing removed {1 - ratio:.0%} of the variance"
+    return (f"{text}: the arms are negatively correlated, so pairing removed nothing; the differences "
+            f"vary {ratio:.2g}x as much as unpaired ones would")
+
+
+# -- terminal -----------------------------------------------------------------------------------
+
+
+def render_table(analysis: dict, console: Console | None = None, *, tables: bool = False) -> None:
+    """Print the analysis to the terminal: the verdict screen (summary.py), and with ``tables``
+    every table report.md holds."""
+    from harness.analysis.summary import lines
+
+    console = console or Console()
+    screen = lines(analysis)
+    console.print(Text(screen[0], style="bold"))
+    for line in screen[1:]:
+        console.print(Text(line, style="bold" if line.startswith(("  ", "ALTERNATIVE")) and "=" not in line else None))
+    if not tables:
+        console.print(Text("every table: report.md (or tables=true; python -m harness.analyze DIR --tables)",
+                           style="dim"))
+        return
+    console.print()
+    console.print(Text(headline(analysis), style="bold"))
+    for s in sections(analysis):
+        if s.rows:
+            table = Table(title=s.title, title_justify="left", show_header=s.show_header, box=box.SIMPLE_HEAD)
+            for column in s.columns:
+                table.add_column(column)
+            for row in s.rows:
+                table.add_row(*(Text(cell) for cell in row))  # Text: brackets in values are not markup
+            console.print(table)
+        else:
+            console.print(Text(s.title, style="italic"))
+        for note in s.notes:
+            style = "bold" if note.startswith("verdict") else None
+            console.print(Text(note, style=style))
+        console.print()
+
+
+def _title(analysis: dict) -> str:
+    """One line per comparison with its verdict: the figure's title and the image's alt text."""
+    parts = []
+    f = _Fmt(analysis)
+    for name, c in analysis["comparisons"].items():
+        parts.append(f"{name} vs {c['baseline']}: {c['verdict']['code'].replace('_', ' ')} "
+                     f"({f.signed(c['mean_diff'])}{f.unit})")
+    return "; ".join(parts)
+
+
+# -- figure -------------------------------------------------------------------------------------
+
+
+def write_figure(analysis: dict, path) -> None:
+    """PNG of the analysis (see harness/analysis/figures.py): verdict in the title, arms vs baseline,
+    differences with their deciding intervals, dose-response, learning curves.
+
+    A figure that fails, for any reason, is a warning naming the file, never the end of an analysis
+    (its verdict, analysis.json and report.md stand); an older figure there is removed, so that it
+    does not look current."""
+    import logging
+    from pathlib import Path
+
+    from harness.analysis import figures as figures
+
+    try:
+        fig = figures.figure(analysis, title=_title(analysis), fmt=_Fmt(analysis))
+        atomic_write(path, lambda out: fig.savefig(out, format="png"))
+    except Exception as e:  # noqa: BLE001 - the figure is an extra; the analysis is written already
+        try:
+            Path(path).unlink(missing_ok=True)
+        except OSError:
+            pass
+        logging.getLogger("harness").warning(
+            "could not draw the figure %s (%s: %s); the analysis and its report are written without it.",
+            path, type(e).__name__, e)

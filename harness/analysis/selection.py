@@ -1,0 +1,233 @@
+"""Which runs count: one experiment, one run per (seed, arm), usable values, paired arms.
+
+The checks analysis.py runs before any statistics. Each refusal is an AnalysisError whose message
+names what and what is allowed; an excluded run is named with its reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+from harness.analysis import comparability as comparability
+
+PAIRED_FINGERPRINTS = ("init", "data_order")
+
+
+class AnalysisError(ValueError):
+    """The results cannot be analysed as asked; the message says what and what is allowed."""
+
+
+def _check_options(metric, alpha, bootstrap_resamples) -> None:
+    if not isinstance(metric, str) or not metric:
+        raise AnalysisError(f"metric must be the name of a key of result.json's metrics, got {metric!r}.")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+        raise AnalysisError(f"alpha must be a number between 0 and 0.5 (e.g. 0.05), got {alpha!r}.")
+    if isinstance(bootstrap_resamples, bool) or not isinstance(bootstrap_resamples, int) or bootstrap_resamples < 100:
+        raise AnalysisError(f"bootstrap_resamples must be an integer >= 100, got {bootstrap_resamples!r}.")
+
+
+def _one_experiment(results) -> tuple:
+    counts: dict[tuple, int] = {}
+    for r in results:
+        key = (r.get("experiment"), r.get("factor"))
+        counts[key] = counts.get(key, 0) + 1
+    if len(counts) > 1:
+        listed = "; ".join(
+            f"experiment {e!r} with factor {f!r} ({n} results)" for (e, f), n in sorted(counts.items(), key=str)
+        )
+        raise AnalysisError(
+            f"Results of {len(counts)} different experiments are mixed here: {listed}. One analysis "
+            f"compares the arms of one experiment; point it at a narrower folder that holds one of them."
+        )
+    return next(iter(counts))
+
+
+def _arm_order(results) -> list[str]:
+    """Arms in the order the config lists them; arms only seen in results follow, sorted."""
+    order: list[str] = []
+    for r in results:
+        configured = ((r.get("config") or {}).get("ab") or {}).get("arms") or {}
+        for arm in configured:
+            if arm not in order:
+                order.append(str(arm))
+    present = {str(r.get("arm")) for r in results}
+    return [a for a in order if a in present] + sorted(present - set(order))
+
+
+def _check_duplicates(results) -> tuple[list, list]:
+    """One result per (seed, arm): bit-identical copies merged (and listed), conflicts refused."""
+    try:
+        return comparability.one_per_run(results)
+    except comparability.IdentityError as e:
+        raise AnalysisError(str(e)) from None
+
+
+def _check_one_configuration_per_arm(results, arms) -> None:
+    # config_hash leaves out seed and arm but includes the factor's value: it differs between
+    # arms by design, and within an arm it must be one value.
+    mixed = []
+    for arm in arms:
+        hashes: dict[str, list] = {}
+        for r in results:
+            config_hash = comparability.hashes(r)[0]  # recomputed from the result's config block
+            if str(r.get("arm")) == arm and config_hash is not None:
+                hashes.setdefault(str(config_hash), []).append(r.get("seed"))
+        if len(hashes) > 1:
+            parts = ", ".join(f"{h} for seeds {_names(_seed_sorted(s))}" for h, s in sorted(hashes.items()))
+            mixed.append(f"arm {arm}: {parts}")
+    if mixed:
+        raise AnalysisError(
+            f"Results of different configurations are mixed within an arm ({'; '.join(mixed)}). "
+            f"Runs of one arm must share their config_hash; point the analysis at a folder that "
+            f"holds one configuration."
+        )
+
+
+def _check_metric_exists(results, metric) -> None:
+    completed = [r for r in results if r.get("status") == "completed"]
+    if not completed:
+        failures = "; ".join(f"seed {r.get('seed')} arm {r.get('arm')}: {_failure(r)}" for r in results)
+        raise AnalysisError(f"None of the {len(results)} runs completed: {failures}.")
+    available = sorted({k for r in results for k in (r.get("metrics") or {})})
+    if metric not in available:
+        raise AnalysisError(
+            f"The metric {metric!r} is in none of the {len(results)} results; the available metric "
+            f"keys are: {', '.join(available) or 'none'}."
+        )
+
+
+def _failure(r) -> str:
+    if r.get("status") != "failed":
+        return f"status is {r.get('status')!r}, not 'completed'"
+    error = r.get("error") or {}
+    text = f"failed: {error.get('type', 'error')}: {error.get('message', 'no message')}"
+    if error.get("step") is not None:
+        if f"step {error['step']}" not in text:
+            text += f" (at step {error['step']})"
+    return text
+
+
+def _usable_runs(results, spec):
+    """(seed, arm) -> {"value", "result"} for completed runs with a finite metric; the rest named.
+
+    ``spec``: the primary metric's declaration (harness.config.declaration.MetricSpec). A metric declared
+    as the mean of per-example outcomes (examples: true) must agree with the run's own record of
+    them up to float32 rounding (evidence.agrees): a run whose metric its record contradicts (a
+    hand-edited result.json, a loop that recorded another test set) is excluded, named with both
+    values. A usable run with such a record also carries "n_examples", its size."""
+    from harness.analysis import evidence as evidence
+
+    metric = spec.name
+    usable = {}
+    excluded = []
+    for r in results:
+        seed, arm = r.get("seed"), str(r.get("arm"))
+        if r.get("status") != "completed":
+            excluded.append({"seed": seed, "arm": arm, "reason": _failure(r)})
+            continue
+        value = (r.get("metrics") or {}).get(metric)
+        record = evidence.record_of(r, spec) if spec.examples else None
+        if value is None:
+            reason = f"metric {metric} is missing"
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            reason = f"metric {metric} is not a number ({value!r})"
+        elif not math.isfinite(value):
+            reason = f"metric {metric} is {value}"
+        elif record is not None and not evidence.agrees(value, given := evidence.record_value(record, spec)[0]):
+            shown_value, shown_given = evidence.two_numbers(value, given)
+            reason = (f"{metric} {shown_value} disagrees with its per-example record ({shown_given} from "
+                      f"{record['n']} examples): excluded")
+        else:
+            usable[(seed, arm)] = {"value": float(value), "result": r}
+            if record is not None:
+                usable[(seed, arm)]["n_examples"] = record["n"]
+            continue
+        excluded.append({"seed": seed, "arm": arm, "reason": reason})
+    return usable, excluded
+
+
+def _check_pairing(usable) -> list[str]:
+    """Raise when arms of one seed differ in a fingerprint they must share; return what was verified."""
+    by_seed: dict = {}
+    for (seed, arm), run in usable.items():
+        by_seed.setdefault(seed, {})[arm] = run["result"]
+    violations = []
+    verified = set()
+    for seed in _seed_sorted(by_seed):
+        runs = by_seed[seed]
+        if len(runs) < 2:
+            continue
+        for key in PAIRED_FINGERPRINTS:
+            if not any((r.get("pairing") or {}).get(key) for r in runs.values()):
+                continue
+            prints = {arm: (r.get("fingerprints") or {}).get(key) for arm, r in runs.items()}
+            if len(set(prints.values())) > 1 or None in prints.values():
+                shown = ", ".join(f"{arm}={fp if fp is not None else 'missing'}" for arm, fp in prints.items())
+                violations.append(f"seed {seed}, arms {', '.join(prints)}: fingerprints.{key} differs ({shown})")
+            else:
+                verified.add(key)
+    if violations:
+        raise AnalysisError(
+            f"Pairing violated: {'; '.join(violations)}. The results' pairing says arms of one seed "
+            f"must share these fingerprints (same initialization, same batches in the same order); "
+            f"without that the difference mixes the factor with seed noise. Re-run the affected seeds "
+            f"with the harness, which draws init and data order from their own seeded streams."
+        )
+    return [key for key in PAIRED_FINGERPRINTS if key in verified]
+
+
+def _drop_unpaired(usable, baseline, others):
+    """Drop runs that have no partner of the same seed: a baseline run needs one in some arm."""
+    seeds = {arm: {s for (s, a) in usable if a == arm} for arm in [baseline, *others]}
+    kept = dict(usable)
+    dropped = []
+    for arm in others:
+        for seed in seeds[arm] - seeds[baseline]:
+            del kept[(seed, arm)]
+            dropped.append({"seed": seed, "arm": arm,
+                            "reason": f"unpaired: the baseline arm {baseline} has no usable result for this seed"})
+    for seed in seeds[baseline]:
+        if not any(seed in seeds[arm] for arm in others):
+            del kept[(seed, baseline)]
+            dropped.append({"seed": seed, "arm": baseline,
+                            "reason": "unpaired: no other arm has a usable result for this seed"})
+    return kept, dropped
+
+
+def _common_n_test(usable) -> int | None:
+    """The number of test examples every usable run's metric is the mean of: the size of its own
+    per-example record (n_examples, from _usable_runs), else (no record) its n_test metric."""
+    sizes = {run.get("n_examples", (run["result"].get("metrics") or {}).get("n_test")) for run in usable.values()}
+    if len(sizes) == 1:
+        (size,) = sizes
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            return size
+    return None
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+
+def _seed_key(seed):
+    """Integer seeds in numeric order, anything else after them as text."""
+    return (0, seed) if isinstance(seed, int) else (1, str(seed))
+
+
+def _seed_sorted(seeds) -> list:
+    return sorted(seeds, key=_seed_key)
+
+
+def _sorted_entries(entries, arms) -> list[dict]:
+    rank = {arm: i for i, arm in enumerate(arms)}
+    return sorted(entries, key=lambda e: (_seed_key(e["seed"]), rank.get(e["arm"], len(rank)), e["arm"]))
+
+
+def _describe_excluded(excluded) -> str:
+    return "; ".join(f"seed {e['seed']} arm {e['arm']} ({e['reason']})" for e in excluded)
+
+
+def _names(items, limit: int = 12) -> str:
+    items = [str(i) for i in items]
+    if len(items) > limit:
+        return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+    return ", ".join(items)

@@ -1,0 +1,15 @@
+"""The config room: what an experiment says, checked before anything runs.
+
+Owns: schema.py (the dataclass schema in Hydra's ConfigStore: a typo fails at compose time),
+compose.py (composing as ``python -m harness`` does, and the overrides' rules), declaration.py (the
+typed declaration every tool reads; metric_spec.py, one declared metric; sequential_design.py, the
+sequential design), preflight.py (every value, import and the data, checked before the first run).
+The shipped yaml files are in harness/conf/.
+
+May import: harness.training (the ``_target_`` door, the Run's dataset cache), harness.stats (the
+sequential design), harness.results. Never reads results to decide what was declared.
+"""
+
+from harness.config.compose import (  # noqa: F401 - the public names of the room
+    CONFIG_MODULE, compose, compose_error, factor_override_problem, register_configs, replace_whole_arms)
+from harness.config.schema import Config, Device, Direction, Mode, Precision, StatsConfig  # noqa: F401

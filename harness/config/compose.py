@@ -1,0 +1,111 @@
+"""Composing a config as ``python -m harness`` does, without a CLI, and the overrides' own rules:
+an override of ``ab.arms`` as a whole replaces the arms, the factor's own key is the arms', and job
+folders are named by what they hold."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from harness.config.schema import Config
+
+
+def compose_error(e: Exception) -> str:
+    """Hydra's message says what; its cause (OmegaConf's) often says why, e.g. the allowed values."""
+    text = str(e).split("Config search path")[0]
+    if e.__cause__ is not None and str(e.__cause__) not in text:
+        text += f" ({str(e.__cause__).splitlines()[0]})"
+    return " ".join(text.split()).rstrip(".") + "."
+
+
+def replace_whole_arms(cfg, overrides) -> None:
+    """``ab.arms={A: 0.0}`` on the command line means exactly these arms.
+
+    Hydra merges a mapping given for a mapping key, so the experiment's own arms would silently
+    stay; an override that assigns ab.arms as a whole (not ab.arms.B=..., +ab.arms.C=...) replaces them.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf, open_dict
+
+    for text in overrides:
+        if not str(text).split("=", 1)[0].lstrip("+") == "ab.arms":
+            continue
+        value = OverridesParser.create().parse_override(str(text)).value()
+        if isinstance(value, dict):
+            with open_dict(cfg):
+                cfg.ab.arms = OmegaConf.create(value)
+
+
+def factor_override_problem(cfg, overrides) -> Optional[str]:
+    """A sentence when an override sets the factor's own key (or a key under it), else None.
+
+    The arms place their values at ab.factor, so such a value would be silently replaced by each
+    arm's: ``loss.label_smoothing=1.5`` with factor loss.label_smoothing is refused, pointing to
+    ab.arms. Choosing a config group above the factor (``loss=focal``) is the base and is allowed,
+    and so is ``+path=value``: Hydra only appends a key that does not exist yet, which creates the
+    factor's path for the arms.
+    """
+    factor = str(cfg.ab.factor or "")
+    if not factor:
+        return None
+    for text in map(str, overrides):
+        if text.startswith("+") and not text.startswith("++"):
+            continue
+        key = text.split("=", 1)[0].lstrip("+~")
+        if key == factor or key.startswith(factor + "."):
+            arms = ", ".join(f"{a}={v}" for a, v in cfg.ab.arms.items())
+            return (f"{text!r} sets the experiment's factor ({factor}), where each arm places its own value "
+                    f"({arms or 'no arms yet'}); the value would be silently replaced. Change an arm's value "
+                    f"with ab.arms.NAME=VALUE (ab.arms.B=0.2), add one with +ab.arms.NAME=VALUE, or choose "
+                    f"another factor with ab.factor=PATH.")
+    return None
+
+
+def _dirname(override_dirname: str, *job) -> str:
+    """Hydra folder name from the overrides that define the experiment; 'default' when none.
+
+    Booleans are written in lower case (``repro.certificate=False`` and ``=false`` are one folder).
+    With ``seed`` and ``arm`` (a sweep's job folder): ``<grid point>/seed=S,arm=A``, naming what the
+    job holds (either left out when the job runs all of them) instead of Hydra's job number.
+    """
+    import re
+
+    name = re.sub(r"(?<=[=,])(True|False)(?=,|$)", lambda m: m.group(1).lower(), override_dirname).replace("/", "_")
+    if not job:
+        return name or "default"
+    held = ",".join(f"{key}={value}" for key, value in zip(("seed", "arm"), job) if value is not None)
+    return "/".join(part for part in (name, held or "all") if part)
+
+
+CONFIG_MODULE = "harness.conf"  # the configs shipped inside the package (pkg://harness.conf)
+
+
+def compose(overrides=(), config_dirs=(), return_hydra_config: bool = False):
+    """The config ``python -m harness [--config-dir D] OVERRIDES`` would build, without a CLI.
+
+    ``config_dirs``: a researcher's own config folders, searched before the shipped ones (the same
+    as ``--config-dir`` on the command line), so their ``experiment/``, ``model/`` ... files are found.
+    """
+    import os
+
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    register_configs()
+    overrides = list(overrides)
+    dirs = [os.path.abspath(os.fspath(d)) for d in config_dirs]
+    if dirs:
+        overrides = ["hydra.searchpath=[" + ",".join(f"file://{d}" for d in dirs) + "]"] + overrides
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return hydra_compose("config", overrides=overrides, return_hydra_config=return_hydra_config)
+
+
+def register_configs() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("harness_dirname"):
+        OmegaConf.register_new_resolver("harness_dirname", _dirname)
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    # Group files merge onto this schema, so they can only set keys it has.
+    cs.store(name="harness_schema", node=Config)

@@ -1,0 +1,204 @@
+"""Everything a run needs, checked in the seconds before the first one.
+
+Hydra's schema already refused unknown keys and wrong types at compose time. Here: ranges, the
+statistics settings, every ``_target_`` (imports, takes its keys), the cheap components built for
+real (a loss term checks its values, an optimizer its learning rate against a dummy parameter),
+the training function's signature, and the data loaded once (cached for the runs). A problem is
+one paragraph naming the key, the value and what is allowed; nothing has been written yet.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
+
+BUILTIN_LOOP = "harness.builtin.loop.train"
+
+
+class PreflightError(ValueError):
+    """The config cannot run; the message lists every problem found."""
+
+
+def _v(x):
+    return getattr(x, "value", x)
+
+
+def _int_at_least(problems, key, value, low, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        more = " or null" if allow_none else ""
+        problems.append(f"{key}={value!r} must be an integer >= {low}{more}.")
+
+
+def check_settings(cfg: DictConfig, arm_names) -> list[str]:
+    """Ranges of the harness's own keys (the schema checked their types)."""
+    p: list[str] = []
+    t = cfg.train
+    _int_at_least(p, "train.epochs", t.epochs, 1)
+    _int_at_least(p, "train.max_steps", t.max_steps, 1, allow_none=True)
+    if t.max_steps is not None and t.max_steps < 1:
+        p[-1] += " (null means: train for train.epochs epochs)"
+    _int_at_least(p, "train.batch_size", t.batch_size, 1)
+    _int_at_least(p, "train.eval_batch_size", t.eval_batch_size, 1)
+    _int_at_least(p, "train.log_every", t.log_every, 1)
+    _int_at_least(p, "train.num_workers", t.num_workers, 0)
+    d = cfg.determinism
+    _int_at_least(p, "determinism.threads", d.threads, 1)
+    if d.cudnn_benchmark and _v(d.mode) != "off":
+        p.append(f"determinism.cudnn_benchmark=true is not allowed with determinism.mode={_v(d.mode)}: it picks "
+                 "convolution algorithms by timing, which changes the bits. Use determinism.mode=off.")
+    _int_at_least(p, "repro.keep_step_weights", cfg.repro.keep_step_weights, 0)
+    if _v(cfg.device) == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            p.append("device=cuda, but torch.cuda.is_available() is False here. Use device=cpu or device=auto.")
+
+    from harness.config.declaration import Declaration, DeclarationError
+
+    try:  # stats and ab as declared: the same sentences every tool gives (harness/config/declaration.py)
+        declaration = Declaration.from_config(cfg)
+    except DeclarationError as e:
+        p.append(str(e))
+        declaration = None
+    _int_at_least(p, "stats.bootstrap_resamples", cfg.stats.bootstrap_resamples, 100)
+    if declaration is not None and declaration.sequential is not None:
+        from harness.config.sequential_design import settings_problems
+
+        p += settings_problems(declaration)
+    return p
+
+
+def check_train_fn(cfg: DictConfig) -> list[str]:
+    try:
+        fn = resolve_callable(cfg.train.fn, "train.fn")
+    except ComponentError as e:
+        return [str(e)]
+    kwargs = OmegaConf.to_container(cfg.train.kwargs, resolve=True)
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []  # no signature to check
+    params = list(sig.parameters.values())
+    given = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:2]  # (cfg, run)
+    takes = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in given]
+    unknown = [] if any(p.kind is p.VAR_KEYWORD for p in params) else [k for k in kwargs if k not in takes]
+    if unknown:
+        return [f"train.kwargs.{unknown[0]}: train.fn={cfg.train.fn} cannot be called as fn(cfg, run, "
+                f"**train.kwargs): it takes no keyword argument {unknown[0]!r}"
+                + (f" (nor {', '.join(repr(u) for u in unknown[1:])})" if len(unknown) > 1 else "")
+                + ". Its keyword arguments: "
+                + (f"{', '.join(takes)}." if takes else
+                   f"none besides ({', '.join(given)}); remove train.kwargs, or point train.fn at a function "
+                   "that takes them.")]
+    try:
+        sig.bind(None, None, **kwargs)
+    except TypeError as e:
+        return [f"train.fn={cfg.train.fn} cannot be called as fn(cfg, run, **train.kwargs) with train.kwargs="
+                f"{kwargs}: {e}. A training function takes (cfg, run) and, as keyword arguments, the keys "
+                "of train.kwargs."]
+    return []
+
+
+def check_components(arm_cfg: DictConfig, seen: dict) -> list[str]:
+    """Each _target_ node of one arm (a node already checked for another arm gives the same answer)."""
+    p: list[str] = []
+    builtin = arm_cfg.train.fn == BUILTIN_LOOP
+    for key, call_site, required in (("data", (), builtin), ("model", (), builtin), ("loss", (), builtin),
+                                      ("optim", ("params",), builtin), ("scheduler", ("optimizer",), False)):
+        node = arm_cfg.get(key)
+        if node is None:
+            if required:
+                p.append(f"{key} is null, but the built-in loop needs a {key} node (a mapping with a _target_).")
+            continue
+        if not is_node(node):
+            if required or OmegaConf.is_dict(node):
+                p.append(f"{key} must be a mapping with a _target_ (a dotted path) and its keyword arguments.")
+            continue
+        ident = (key, str(OmegaConf.to_container(node, resolve=True)))
+        if ident in seen:
+            p += seen[ident]
+            continue
+        before = len(p)
+        try:
+            check_node(node, key, call_site)
+            _build_cheap(key, node, arm_cfg, builtin)
+        except ComponentError as e:
+            p.append(str(e))
+        except ValueError as e:
+            if key == "data" or type(e).__name__ in ("DataError", "LossError"):
+                p.append(str(e))  # our own components' messages already name the key and the value
+            else:
+                p.append(f"{key}: {node['_target_']} refused its arguments {_kwargs(node)}: {e}")
+        except Exception as e:  # noqa: BLE001 - the component's own refusal, named
+            cause = e.__cause__ if type(e).__name__ == "InstantiationException" and e.__cause__ else e
+            if type(cause).__name__ in ("DataError", "LossError"):
+                p.append(str(cause))
+            else:
+                p.append(f"{key}: {node['_target_']} refused its arguments {_kwargs(node)}: "
+                         f"{type(cause).__name__}: {cause}")
+        seen[ident] = p[before:]
+    return p
+
+
+def _build_cheap(key, node, arm_cfg, builtin):
+    """Build what is cheap to build, so its own checks run now. Data is loaded (and cached)."""
+    import torch
+
+    if key == "loss":
+        return instantiate(node)
+    if key == "optim":
+        return instantiate(node, params=[torch.nn.Parameter(torch.zeros(1))])
+    if key == "scheduler":
+        dummy = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        return instantiate(node, optimizer=dummy)
+    if key == "data":
+        from harness.training.run import cached_dataset
+
+        return cached_dataset(node)
+    if key == "model" and builtin:
+        from harness.training.run import cached_dataset
+
+        try:
+            ds = cached_dataset(arm_cfg.data)
+        except Exception:  # noqa: BLE001 - the data's own problem is reported under data
+            return None
+        with torch.random.fork_rng(devices=[]):  # building draws from the global RNG: leave it as it was
+            return instantiate(node, in_channels=ds.in_channels, num_classes=ds.num_classes, image_size=ds.image_size)
+    return None
+
+
+def _kwargs(node) -> str:
+    items = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if not str(k).startswith("_")}
+    return ", ".join(f"{k}={v!r}" for k, v in items.items()) or "(none)"
+
+
+def preflight(cfg: DictConfig, arms: dict) -> None:
+    """Raise PreflightError listing every problem; return quietly when the experiment can start."""
+    problems = check_settings(cfg, list(arms))
+    problems += check_train_fn(cfg)
+    seen: dict = {}
+    per_arm = {name: check_components(arm_cfg, seen) for name, arm_cfg in arms.items()}
+    for name, found in per_arm.items():
+        for problem in found:
+            # a problem in every arm is the config's; in some arms only, it comes from their values
+            shared = all(problem in other for other in per_arm.values())
+            text = problem if shared else f"ab.arms.{name}: {problem}"
+            if text not in problems:
+                problems.append(text)
+    if cfg.repro.code_paths:
+        from pathlib import Path
+
+        for path in cfg.repro.code_paths:
+            if not Path(path).expanduser().exists():
+                problems.append(f"repro.code_paths: {path!r} does not exist (paths are relative to the folder "
+                                "the command runs in).")
+    if problems:
+        if len(problems) == 1:
+            raise PreflightError(problems[0] + " Nothing was run.")
+        raise PreflightError(f"{len(problems)} problems, found before any run (nothing was run):\n"
+                             + "\n".join(f"  - {x}" for x in problems))

@@ -1,0 +1,193 @@
+"""The config schema, registered in Hydra's ConfigStore.
+
+Every yaml file under conf/ is merged onto these dataclasses, so an unknown key or a value of the
+wrong type fails when Hydra composes the config, before anything runs. Enums list what is allowed;
+OmegaConf's error then names the key and the allowed values.
+"""
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, List, Optional
+
+
+
+class Mode(Enum):
+    strict = "strict"  # use_deterministic_algorithms(True): an op without a deterministic kernel raises
+    warn = "warn"  # the same, but such an op only warns (and the run is not bit-exact)
+    off = "off"  # PyTorch defaults; cudnn.benchmark allowed
+
+
+class Device(Enum):
+    auto = "auto"  # cuda when available, else cpu
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Precision(Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"  # bf16 autocast around forward and loss; weights and optimizer stay fp32
+
+
+@dataclass
+class DeterminismConfig:
+    mode: Mode = Mode.strict
+    threads: int = 2  # torch.set_num_threads in every run: on CPU 1 vs 2 threads changes the bits
+    # Off by default. On, deterministic mode writes NaN into every new tensor, so that a read of
+    # memory nothing wrote is reproducible. A valid program never makes such a read, so the bits
+    # do not change (scripts/replicate_divergence.py: fill on and off give identical weights); and
+    # what shows a setup is bit-exact is the repro certificate (one run rerun and compared step by
+    # step), fill or no fill. Filling costs one extra write of every new tensor: the profiler put
+    # it at 5-10% of a small ResNet18 step on a CPU, 1.4% of the small CNN's (see
+    # docs/determinism-cost.md); scripts/gpu_check.sh measures it on a GPU. Turn it on to hunt a
+    # suspected read of uninitialized memory: such a read then gives NaN.
+    fill_uninitialized_memory: bool = False
+    cudnn_benchmark: bool = False  # only allowed with mode=off
+
+
+@dataclass
+class TrainConfig:
+    # The training function: "package.module.name", called once per (seed, arm) as
+    # fn(cfg, run, **kwargs) -> dict of final metrics (see harness/training/run.py for the Run).
+    fn: str = "harness.builtin.loop.train"
+    kwargs: Dict[str, Any] = field(default_factory=dict)  # your function's own keyword arguments
+    # The knobs below are read by the built-in loop (a loop of your own may read them too).
+    # 15 digits epochs (315 steps) reach ~98%; the default experiment's 21 runs then fit in a
+    # minute on 2 CPU cores, wandb and the certificate's rerun included.
+    epochs: int = 15
+    max_steps: Optional[int] = None  # stop after this many optimizer steps (overrides epochs)
+    batch_size: int = 64
+    eval_batch_size: int = 512
+    log_every: int = 10  # steps between curve points, progress updates and non-finite checks
+    num_workers: int = 0  # DataLoader workers; any value gives the same batches
+
+
+class WandbMode(Enum):
+    offline = "offline"  # write runs under the output folder; upload later with `wandb sync`
+    online = "online"  # stream to the wandb server (needs WANDB_API_KEY or `wandb login`)
+    disabled = "disabled"  # wandb runs as a no-op: nothing is written
+
+
+@dataclass
+class WandbConfig:
+    # A value set here (or on the command line) wins over the WANDB_* variable, which wins over the
+    # default: mode null -> $WANDB_MODE, else offline; project null -> $WANDB_PROJECT, else harness.
+    project: Optional[str] = None
+    entity: Optional[str] = None  # null: $WANDB_ENTITY, else your account's default
+    mode: Optional[WandbMode] = None
+    init_timeout: float = 60.0  # seconds wandb may take to start a run; online, then go offline
+    # Train loss every N steps (and always at the last step). A wandb history row costs ~0.5-0.9 ms,
+    # a digits step ~2.5 ms: every step would add ~25% to the experiment. The exact loss of every
+    # step is in result.json (fingerprints.steps.loss); 1 logs them all.
+    history_every: int = 10
+    tags: List[str] = field(default_factory=list)  # empty: $WANDB_TAGS
+    group: Optional[str] = None  # null: $WANDB_RUN_GROUP, else <experiment>:<folder name>:<hash of its path>
+    name: Optional[str] = None  # prefix of every run's name; null: $WANDB_NAME, else none
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "wandb"  # wandb | none
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+class Direction(Enum):
+    max = "max"  # higher is better (accuracy)
+    min = "min"  # lower is better (loss, error, perplexity, ECE)
+
+
+def _builtin_metrics() -> dict:
+    # What the built-in loop returns. test_accuracy is the mean of per-example outcomes it records
+    # (run.record_examples(correct, metric="test_accuracy")), in percentage points.
+    return {"test_accuracy": {"direction": "max", "unit": "pts", "examples": True},
+            "test_loss": {"direction": "min"}, "train_loss": {"direction": "min"}}
+
+
+@dataclass
+class StatsConfig:
+    metric: str = "test_accuracy"  # the primary metric: the verdict is about it (a key of the metrics)
+    # Every metric to report, declared (never guessed from a name): a direction (rmse: min) or
+    # {direction: max|min, unit: TEXT, examples: true|false}. unit is how the numbers read (pts =
+    # percentage points); examples: the metric is the mean of the per-example 0/1 outcomes the
+    # training function records with run.record_examples(correct, metric=NAME), which gives the
+    # test set's own noise. Checked when the declaration is made (harness/config/declaration.py).
+    metrics: Dict[str, Any] = field(default_factory=_builtin_metrics)
+    alpha: float = 0.05
+    # The smallest effect that matters, in the metric's units, declared before the data; one key for
+    # every mode. auto = the seed noise floor, ESTIMATED FROM THE DATA (fixed seeds only); null = no
+    # margin: claims are better or worse than 0, never "equivalent".
+    margin: Any = "auto"
+    baseline: Optional[str] = None  # arm the others are compared with; default: the first arm
+    bootstrap_resamples: int = 9999
+    bootstrap_seed: int = 0
+
+
+@dataclass
+class ReproConfig:
+    certificate: bool = True  # rerun one (seed, arm) and compare every per-step fingerprint
+    save_weights: bool = False  # write final weights (weights.pt) beside result.json for harness.diff
+    keep_step_weights: int = 0  # keep full weights for the first N steps (the butterfly curve)
+    # A run's identity covers the harness's source and every package a _target_ or train.fn names
+    # (outside site-packages). Add files or folders your code reads (a data-prep script), and/or
+    # the git tree (HEAD's tree plus uncommitted changes) of those packages' repository.
+    code_paths: List[str] = field(default_factory=list)
+    code_git: bool = False
+
+
+@dataclass
+class SequentialConfig:
+    # Add seeds until the comparison is settled (docs/sequential.md): seeds run in batches, every
+    # arm of a seed in the same batch; after each batch a group-sequential design (alpha-spending,
+    # repeated confidence intervals) decides, with its error rate kept whatever made the run stop.
+    # Everything here is the design: declare it before any data, and do not change it on resume.
+    enabled: bool = False  # on: python -m harness runs the loop; -m hydra/sweeper=harness_sequential needs no flag
+    max_seeds: int = 50  # the most seeds (complete pairs) any arm gets: the last look is here
+    min_seeds: Optional[int] = None  # the first look; null: the fewest seeds a claim can rest on (5-7)
+    seeds_per_look: int = 2  # seeds added between looks
+    alpha: Optional[float] = None  # the error rate of each claim; null: stats.alpha
+    # The margin is stats.margin (one key for every mode; a number or null here, never auto). This key
+    # is kept only to say so to a config written before: any value is refused with that sentence.
+    margin: Any = None
+    equivalence: Optional[bool] = None  # may "equivalent" be claimed? null: yes when stats.margin is a number
+    spending: str = "pocock"  # alpha-spending function: pocock | obrien-fleming | hsd
+    gamma: float = 1.0  # the Hwang-Shih-DeCani parameter (spending=hsd only; -4 is like obrien-fleming)
+    futility: float = 0.05  # stop as futile when no plausible effect settles a claim with this chance; 0: never
+    max_failures: int = 0  # failed runs tolerated (their seeds count for no arm) before the run stops
+
+
+@dataclass
+class ABConfig:
+    factor: str = "loss.label_smoothing"  # the ONE config path where arms differ
+    # arm name -> the value placed at the factor. Empty here: an experiment file declares its arms
+    # (a default here would be merged with them). On the command line, ab.arms.B=0.2 changes an
+    # arm, +ab.arms.C=0.3 adds one, ~ab.arms.B removes one.
+    arms: Dict[str, Any] = field(default_factory=dict)
+    seeds: List[int] = field(default_factory=lambda: list(range(10)))
+    sequential: SequentialConfig = field(default_factory=SequentialConfig)  # seeds in order, then ab.seeds' missing integers
+
+
+@dataclass
+class Config:
+    experiment_name: str = "default"
+    seed: Optional[int] = None  # narrow the run to one seed of ab.seeds (the unit a sweep launches)
+    arm: Optional[str] = None  # narrow the run to one arm
+    device: Device = Device.auto
+    precision: Precision = Precision.fp32
+    resume: bool = True  # skip a (seed, arm) whose completed result matches config and code
+    progress: bool = True  # live progress bar on the terminal
+    tables: bool = False  # every table on the terminal; off: the verdict screen (report.md always has them all)
+    # Pluggable components: _target_ nodes (a dotted path + its keyword arguments), ours or yours.
+    # Every key under one is an argument of its target, checked against its signature before the
+    # first run. The built-in loop passes the rest at the call site: model(in_channels=,
+    # num_classes=, image_size=) -- each model takes the ones it names --, optim(params=),
+    # scheduler(optimizer=); a data node returns a harness.builtin.data.Datasets for it.
+    data: Any = None
+    model: Any = None
+    loss: Any = None
+    optim: Any = None
+    scheduler: Any = None  # null: constant learning rate; stepped once per optimizer step
+    determinism: DeterminismConfig = field(default_factory=DeterminismConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    ab: ABConfig = field(default_factory=ABConfig)
+    stats: StatsConfig = field(default_factory=StatsConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    repro: ReproConfig = field(default_factory=ReproConfig)

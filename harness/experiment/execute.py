@@ -1,0 +1,125 @@
+"""One invocation, Hydra-free: ``execute`` runs an experiment into a folder and analyses it.
+
+The Hydra adapter (harness/app.py) and the Python API (harness/api.py) both call ``execute``. Here
+too: the exits a user sees (``fail``: one paragraph, a status), and the messages after a full disk or
+Ctrl-C, which name what is safe on disk and the command that resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+from omegaconf import DictConfig
+
+from harness.experiment.units import Executed, ExperimentError, run_experiment
+
+log = logging.getLogger("harness")
+
+# The folder this process is writing results into (for the message after Ctrl-C).
+CURRENT: dict = {}
+
+
+def _say(msg: str) -> None:
+    log.info(msg)
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(f"\nharness: error: {message}\n", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None, multirun: bool = False,
+            say: Callable[[str], None] = _say, show_table: bool = True) -> Executed:
+    """Run the experiment into ``out_dir``, then (unless narrowed to one unit) analyse, report, track.
+
+    Raises ExperimentError for a misconfigured experiment (nothing, or only recorded failures, on disk).
+    """
+    from harness.tracking import tracker as tracking
+    from harness.config.declaration import Declaration, DeclarationError
+
+    sweep_root = sweep_root or out_dir
+    narrowed = cfg.seed is not None or cfg.arm is not None
+    try:
+        declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
+    except DeclarationError as e:
+        raise ExperimentError(f"{e} Nothing was run.") from None
+    try:
+        tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
+    except tracking.TrackingConfigError as e:
+        raise ExperimentError(str(e)) from None
+    try:
+        certify = cfg.repro.certificate and _owns_certificate(cfg)
+        if cfg.ab.sequential.enabled and not narrowed and not multirun:
+            from harness.experiment.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
+
+            return run_sequential(cfg, out_dir, declaration, say=say, tracker=tracker, certify=certify,
+                                  show_table=show_table)
+        if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
+            declaration.write(out_dir, say=say)
+        outcome = run_experiment(
+            cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
+            stop_on_fatal=not multirun,
+        )
+        if narrowed or multirun:
+            # One unit of a sweep: the sweep's callback (or harness.analyze) analyses all of them.
+            say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {sweep_root}")
+            return Executed(outcome, None)
+
+        from harness.analysis.analyze import AnalysisError, analyze_dir
+        from harness.analysis.report import render_table
+
+        try:
+            analysis = analyze_dir(out_dir, declaration=declaration)
+        except AnalysisError as e:
+            return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
+        if show_table:
+            render_table(analysis, tables=bool(cfg.tables))
+        tracker.log_analysis(analysis, out_dir)
+        say(f"results: {out_dir}  (analysis.json, report.md, analysis.png)")
+        return Executed(outcome, analysis)
+    finally:
+        for w in tracker.close():
+            log.warning(w)
+
+
+def resume_command() -> str:
+    import shlex
+
+    return "python -m harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _completed_under(folder: Optional[Path]) -> str:
+    if folder is None or not Path(folder).exists():
+        return "No result was completed yet."
+    from harness.results import load_tree
+
+    try:
+        done = [r for r in load_tree(folder).results if r.get("status") == "completed"]
+    except Exception:  # noqa: BLE001 - a message, not an analysis
+        return f"The results under {folder} are as they were written."
+    return (f"The {len(done)} completed result(s) under {folder} are intact (a result file is written whole "
+            "or not at all).")
+
+
+def storage_message(e: OSError, folder: Optional[Path], again: Optional[str] = None) -> str:
+    what = {28: "the disk is full", 122: "the disk quota is exceeded", 30: "the file system is read-only",
+            13: "permission denied"}.get(e.errno, e.strerror or str(e))
+    return (f"could not write {e.filename or 'a file'}: {what}. {_completed_under(folder)} "
+            f"Free some space (or choose another output folder) and run the same command again to resume: "
+            f"{again or resume_command()}")
+
+
+def interrupted_message() -> str:
+    folder = CURRENT.get("folder")
+    return (f"interrupted. {_completed_under(folder)} The run in progress was not saved. Run the same command "
+            f"again to resume (completed runs are skipped): {resume_command()}")
+
+
+def _owns_certificate(cfg: DictConfig) -> bool:
+    """Within a sweep, the job that runs the first seed's first arm reruns it for the certificate."""
+    first_seed = cfg.ab.seeds[0] if len(cfg.ab.seeds) else None
+    first_arm = next(iter(cfg.ab.arms), None)
+    return (cfg.seed is None or cfg.seed == first_seed) and (cfg.arm is None or cfg.arm == first_arm)

@@ -1,0 +1,114 @@
+"""Hydra callbacks that run before any job: a writable output folder, and every job's config.
+
+Hydra itself writes ``.hydra/`` and the log into the output folder before our task function runs,
+and a sweep launches its jobs before any of them can look at the others; so these checks live in
+``on_run_start`` / ``on_multirun_start``, which Hydra calls first. A problem prints one paragraph
+and exits with status 2 (SystemExit passes through Hydra's callback wrapper; other exceptions would
+become warnings). Nothing has been written then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+
+def _refuse(message: str) -> None:
+    print(f"\nharness: error: {message}\n", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def check_writable(folder: Path) -> None:
+    """Refuse a folder (or its nearest existing parent) that this process cannot write into."""
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not os.access(probe, os.W_OK | os.X_OK):
+        finished = (folder / "runs").is_dir()
+        _refuse(
+            f"cannot write into {probe} (read-only or not yours), so nothing was run. "
+            + (f"The results already there are intact and can be analysed without writing: "
+               f"python -m harness.analyze {folder} --no-write. " if finished else "")
+            + "Choose a writable output folder with hydra.run.dir=DIR (a sweep: hydra.sweep.dir=DIR)."
+        )
+
+
+def job_overrides(config: DictConfig) -> list[list[str]]:
+    """Every job's overrides in a sweep, as Hydra's basic sweeper would expand them."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def check_job(job_cfg: DictConfig) -> None:
+    """arm_configs (factor, arms, seed, arm) and the preflight, as the job itself will run them."""
+    from omegaconf import open_dict
+
+    from harness.experiment.units import ExperimentError, arm_configs
+    from harness.config.preflight import PreflightError, preflight
+
+    job_cfg = job_cfg.copy()
+    with open_dict(job_cfg):
+        job_cfg.pop("hydra", None)  # the job's own config, as its task function will get it
+    arms = arm_configs(job_cfg)
+    try:
+        preflight(job_cfg, arms)
+    except PreflightError as e:
+        raise ExperimentError(str(e)) from None
+
+
+def run_dir(config: DictConfig) -> Path:
+    """hydra.run.dir of a single run's config, before Hydra's run_job has set HydraConfig.
+
+    The shipped run.dir interpolates ``${hydra:job.override_dirname}``, and the ``hydra:`` resolver
+    reads HydraConfig, which Hydra sets only after on_run_start. It is set here for the lookup
+    (as run_job will set it) and the previous one put back.
+    """
+    from hydra.core.hydra_config import HydraConfig
+
+    instance = HydraConfig.instance()
+    before, readonly = instance.cfg, config.hydra._get_node_flag("readonly")
+    try:
+        instance.set_config(config)
+        return Path(str(config.hydra.run.dir))
+    finally:
+        instance.cfg = before
+        OmegaConf.set_readonly(config.hydra, readonly)
+
+
+class CheckBeforeRuns(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        check_writable(run_dir(config))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        from hydra.core.global_hydra import GlobalHydra
+
+        from harness.experiment.execute import CURRENT
+        from harness.config import factor_override_problem, replace_whole_arms
+        from harness.experiment.units import ExperimentError
+
+        CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process
+        check_writable(Path(config.hydra.sweep.dir))
+        if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+            loader = GlobalHydra.instance().config_loader()
+            checked = set()
+            for overrides in job_overrides(config):
+                key = tuple(sorted(overrides))
+                if key in checked:
+                    continue
+                checked.add(key)
+                try:
+                    job = loader.load_sweep_config(config, list(overrides))
+                    replace_whole_arms(job, overrides)
+                    problem = factor_override_problem(job, overrides)
+                    if problem:
+                        raise ExperimentError(problem)
+                    check_job(job)
+                except ExperimentError as e:
+                    _refuse(f"the sweep's job {' '.join(overrides)}: {e} No job was launched.")

@@ -1,0 +1,140 @@
+"""One (seed, arm): switch modes, build the Run, call the training function, write down what happened.
+
+``train_one`` is the seam: it calls ``train.fn(cfg, run, **train.kwargs)`` -- our built-in loop or a
+researcher's -- and turns the Run's records into the result's fingerprints, curve and timing.
+``run_one`` wraps it in the result contract (results.py): a failure becomes a "failed" result with
+its reason, never a raise, so a sweep's other jobs and the files on disk stay intact.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from datetime import datetime, timezone
+from typing import Callable, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.training.components import ComponentError, resolve_callable, targets
+from harness.training.run import NonFiniteLoss, Run, RunUsageError
+from harness.training.determinism import DeterminismError, capture_environment, configure, explain_nondeterministic_op, \
+    resolve_device, settings_from
+from harness.experiment.identity import code_identity, config_hash, plain
+from harness.results import SCHEMA
+
+
+class MetricsError(TypeError):
+    """The training function returned something other than a dict of named numbers."""
+
+
+def _value(x):
+    return getattr(x, "value", x)
+
+
+def code_of(cfg) -> dict:
+    """The code identity of an arm's config (cached per process)."""
+    return code_identity(targets(cfg), list(cfg.repro.code_paths), bool(cfg.repro.code_git))
+
+
+def check_metrics(metrics) -> dict:
+    if not isinstance(metrics, dict) or not metrics:
+        raise MetricsError(
+            f"the training function returned {type(metrics).__name__}: it must return a non-empty dict of "
+            "final metrics, name -> number (e.g. {'test_accuracy': 97.1, 'test_loss': 0.09})."
+        )
+    out = {}
+    for name, value in metrics.items():
+        if hasattr(value, "item") and callable(value.item):
+            value = value.item()  # a 0-d tensor or numpy scalar
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise MetricsError(f"the training function's metric {name!r} is {value!r}: metrics must be numbers.")
+        out[str(name)] = value if isinstance(value, int) or math.isfinite(value) else float(value)
+    return out
+
+
+def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None, init_hook=None,
+              stop_after: Optional[int] = None) -> dict:
+    """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
+    (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
+    settings = settings_from(cfg)
+    device = resolve_device(_value(cfg.device))
+    configure(settings, device)  # modes and threads, before anything touches a tensor
+    run = Run(
+        seed, device, _value(cfg.precision), check_every=int(cfg.train.log_every), progress=progress,
+        init_hook=init_hook, keep_step_weights=int(cfg.repro.keep_step_weights),
+        save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
+        metrics=cfg.stats.metrics if cfg.get("stats") is not None else None,  # declared: whose examples
+    )
+    fn = resolve_callable(cfg.train.fn, "train.fn")
+    frozen = cfg.copy()
+    OmegaConf.set_readonly(frozen, True)  # the recorded config is what ran: the loop cannot change it
+    metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
+    out = run.finish(check_metrics(metrics))
+    out["env"] = capture_environment(settings, device)
+    return out
+
+
+def new_result(arm_cfg: DictConfig, seed: int, arm: str) -> dict:
+    """The result envelope before the run: everything that identifies it."""
+    from harness.experiment.arms import factor_value, pairing_expectation
+
+    factor = arm_cfg.ab.factor
+    code = code_of(arm_cfg)
+    result = {
+        "schema": SCHEMA,
+        "experiment": arm_cfg.experiment_name,
+        "seed": seed,
+        "arm": arm,
+        "factor": factor,
+        "factor_value": factor_value(arm_cfg, factor),
+        "status": "failed",
+        "error": None,
+        "metrics": {},
+        "fingerprints": {},
+        "pairing": pairing_expectation(factor),
+        "curve": {},
+        "env": {},
+        "timing": {},
+        "config": plain(arm_cfg),
+        "config_hash": config_hash(arm_cfg),
+        "base_hash": config_hash(arm_cfg, exclude_factor=factor),
+        "code_version": code["version"],
+        "code": code,
+        "created": None,
+    }
+    result["config"]["seed"] = seed
+    return result
+
+
+def run_one(arm_cfg: DictConfig, seed: int, arm: str, progress=None, init_hook=None) -> tuple[dict, Optional[dict]]:
+    """Train one (seed, arm) and build its result. Failures become a 'failed' result, not a raise.
+
+    Returns (result, weights or None). KeyboardInterrupt and SystemExit pass through: nothing is
+    written for an interrupted run.
+    """
+    result = new_result(arm_cfg, seed, arm)
+    weights = None
+    t0 = time.perf_counter()
+    try:
+        out = train_one(arm_cfg, seed, progress=progress, init_hook=init_hook)
+        weights = out.pop("weights", None)
+        result.update(out)
+        result["status"] = "completed"
+    except NonFiniteLoss as e:
+        result["error"] = {"type": "NonFiniteLoss", "message": str(e), "step": e.step}
+    except (DeterminismError, ComponentError, RunUsageError, MetricsError) as e:
+        result["error"] = {"type": type(e).__name__, "message": str(e), "step": None}
+    except RuntimeError as e:
+        advice = explain_nondeterministic_op(e)
+        result["error"] = {
+            "type": "NondeterministicOp" if advice else type(e).__name__,
+            "message": advice or str(e),
+            "detail": str(e).strip().splitlines()[0] if advice else traceback.format_exc(limit=8),
+            "step": None,
+        }
+    except Exception as e:  # noqa: BLE001 - recorded in the result file, and reported by the caller
+        result["error"] = {"type": type(e).__name__, "message": str(e), "detail": traceback.format_exc(limit=8), "step": None}
+    result["timing"]["total_seconds"] = time.perf_counter() - t0
+    result["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return result, weights

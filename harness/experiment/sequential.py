@@ -1,0 +1,213 @@
+"""Sequential mode in one process: run seeds in batches until every comparison is settled.
+
+``python -m harness +experiment=loss_ab ab.sequential.enabled=true stats.margin=0.3``
+
+The loop: validate the design (ab.sequential) and every setting before anything is written; then,
+over and over, read the result files, replay the looks (harness.experiment.sequential_plan, with the
+statistics of harness.stats.sequential), and run the next batch -- the next seeds for the baseline
+and every arm still running -- with ``harness.experiment.units.run_experiment`` narrowed to each seed
+(``seed=S``, and ``arm=A`` once an arm has stopped), the units a sweep's jobs run. It stops
+when every arm is settled (or past the failure budget), writes ``sequential.json`` (every look of
+every arm) and ``sequential.png`` (the running interval against the margin), and analyses the
+results with the looks in analysis.json. A killed run continued with the same command skips the
+finished runs (run_experiment's resume) and reaches the same looks; a folder that holds a run of
+another design is refused. The Hydra sweeper (hydra_plugins/harness_sweeper) does the same with
+jobs on any launcher.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Callable, Optional
+
+from omegaconf import DictConfig, open_dict
+
+from harness.experiment import sequential_plan as sp
+from harness.experiment.units import ExperimentError, Outcome, arm_configs, run_experiment
+from harness.results import load_tree, read_json, write_json
+from harness.experiment.sequential_identity import IdentityWatch, expected_identity, identity_stop  # noqa: F401
+from harness.analysis.sequential_figure import write_figure  # noqa: F401 - the sweeper imports it from here
+
+
+class SequentialConfigError(ExperimentError):
+    """ab.sequential (or the folder's stored design) does not allow a run; the message says why."""
+
+
+def prepare(cfg: DictConfig, declaration, where: Path, *, stored: Optional[Path] = None):
+    """Validate before any run: the design, every other setting (preflight), a stored design; then
+    write the declaration into ``where``.
+
+    Returns (design, baseline, arms). Raises SequentialConfigError / ExperimentError.
+    """
+    from harness.config.preflight import PreflightError, preflight
+
+    try:
+        preflight(cfg, arm_configs(cfg))
+    except PreflightError as e:
+        raise ExperimentError(str(e)) from None
+    try:
+        design = sp.design_of(declaration)
+    except ValueError as e:
+        raise SequentialConfigError(f"{e} Nothing was run.") from None
+    baseline, arms = sp.baseline_and_arms(declaration)
+    path = stored or where / sp.SEQUENTIAL_NAME
+    if path.is_file():
+        problem = sp.stored_design_problem(read_json(path), design, declaration.metric, baseline, where)
+        if problem:
+            raise SequentialConfigError(problem)
+    where.mkdir(parents=True, exist_ok=True)
+    declaration.write(where)
+    return design, baseline, arms
+
+
+def refresh(cfg: DictConfig, root: Path, say: Callable[[str], None] = print) -> int:
+    """Move aside results of another config or code than this one's (resume's rule), failed ones too.
+
+    The plan reads every result file under root, so this is where a changed config or code makes
+    a seed run again; a failed run of the same config and code stays (it counts as a failure).
+    """
+    from harness.experiment.units import supersede
+    from harness.results import find_result_files
+
+    ident = expected_identity(arm_configs(cfg))
+    moved = 0
+    for path in find_result_files(root) if root.exists() else []:
+        try:
+            r = read_json(path)
+        except (OSError, ValueError):
+            continue  # the analysis names unreadable files
+        want = ident.get(str(r.get("arm")))
+        if want and (r.get("config_hash"), r.get("code_version")) != want:
+            dest = supersede(path)
+            moved += 1
+            say(f"seed={r.get('seed')} arm={r.get('arm')}: result of another config or code moved to {dest}; "
+                "it runs again when its seed is reached")
+    return moved
+
+
+def narrowed(cfg: DictConfig, seed: int, arm: Optional[str] = None) -> DictConfig:
+    """A copy of cfg narrowed to one seed (and one arm), as a sweep job is: what run_experiment runs.
+
+    ab.seeds stays as given (it is the order of seeds, and a seed past it is still a valid unit),
+    so results record the same config in process and through the sweeper.
+    """
+    sub = copy.deepcopy(cfg)
+    with open_dict(sub):
+        sub.seed = int(seed)
+        sub.arm = arm
+    return sub
+
+
+def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable[[str], None] = print, tracker=None,
+                   certify: bool = True, show_table: bool = True):
+    """The in-process loop; returns app.Executed (outcome over every batch, the final analysis)."""
+    from harness.experiment.units import Executed
+
+    out_dir = Path(out_dir)
+    design, baseline, arms = prepare(cfg, declaration, out_dir)
+    metric = declaration.metric
+    budget = int(cfg.ab.sequential.max_failures)
+    say(f"sequential: looks at {_looks(design)} seeds, alpha {design.alpha:g}, margin "
+        f"{design.margin if design.margin is not None else 'none (better/worse than 0)'}, {design.spending} spending")
+
+    refresh(cfg, out_dir, say)
+    watch = IdentityWatch(cfg)  # from here on, a changed config or code stops the run
+    results, skipped, failed, cert = [], [], [], None
+    last = p = None
+    while True:
+        loaded = load_tree(out_dir).results if (out_dir / "runs").exists() else []
+        if last is not None and len(loaded) <= last:  # a batch that left no result would repeat forever
+            raise ExperimentError(f"a batch of seeds left no new result file under {out_dir / 'runs'}; "
+                                  "the result files of the last batch cannot be read (see the log).")
+        last = len(loaded)
+        changed = watch.problem(loaded, out_dir)
+        if changed:
+            p = identity_stop(watch, changed, p, design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline,
+                              arms=arms, metric=metric, budget=budget)
+            _write(out_dir, design, p, cfg, declaration, loaded, "stopped")
+            return Executed(Outcome(out_dir, results, skipped, failed, cert), None,
+                            f"sequential run stopped: {changed}")
+        p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms, metric=metric,
+                    max_failures=budget)
+        _write(out_dir, design, p, cfg, declaration, loaded, "running")
+        _say_looks(p, say)
+        if p.stopped or p.done:
+            break
+        say(f"sequential: next batch, seeds {_names(p.batch_seeds)} for arms {', '.join(p.batch_arms)}")
+        every_arm = len(p.batch_arms) == len(arms) + 1
+        # seed by seed, every arm of a seed before the next seed (as a sweep's jobs would be)
+        units = [(seed, arm) for seed in p.batch_seeds for arm in ([None] if every_arm else p.batch_arms)]
+        for seed, arm in units:
+            outcome = run_experiment(narrowed(cfg, seed, arm), out_dir, log=say, tracker=tracker,
+                                     certify=certify, certificate_dir=out_dir)
+            certify = False  # one certificate per invocation, from the first batch that runs
+            cert = outcome.certificate or cert
+            results += outcome.results
+            skipped += outcome.skipped
+            failed += outcome.failed
+
+    loaded = load_tree(out_dir).results
+    status = "stopped" if p.stopped else "settled"
+    block = _write(out_dir, design, p, cfg, declaration, loaded, status)
+    write_figure(block, out_dir / sp.FIGURE_NAME)
+    outcome = Outcome(out_dir, results, skipped, failed, cert)
+    for arm, a in block["arms"].items():
+        say(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
+
+    from harness.analysis.analyze import AnalysisError, analyze_dir
+    from harness.analysis.report import render_table
+
+    try:
+        analysis = analyze_dir(out_dir, declaration=declaration, extra={"sequential": block})
+    except AnalysisError as e:
+        return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
+    if show_table:
+        render_table(analysis)
+    if tracker is not None:
+        tracker.log_analysis(analysis, out_dir)
+    say(f"results: {out_dir}  (analysis.json, report.md, analysis.png, sequential.json, sequential.png)")
+    if p.stopped:
+        return Executed(outcome, analysis, f"sequential run stopped unsettled: {p.stopped}")
+    return Executed(outcome, analysis)
+
+
+def _write(out_dir: Path, design, p, cfg, declaration, loaded, status) -> dict:
+    block = sp.record(design, p, metric=declaration.metric, baseline=declaration.baseline, status=status,
+                      runs=len(loaded), unit=declaration.unit)
+    write_json(out_dir / sp.SEQUENTIAL_NAME, block)
+    if loaded:  # run_experiment wrote the last batch's seeds; say which seeds the folder holds
+        from harness.experiment.identity import plain
+
+        seeds = sorted({r["seed"] for r in loaded if isinstance(r.get("seed"), int)})
+        write_json(out_dir / "experiment.json", {
+            "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
+            "arms": {str(k): _arm_value(v) for k, v in cfg.ab.arms.items()},
+            "seeds": seeds, "sequential": True, "config": plain(cfg),
+        })
+    return block
+
+
+def _arm_value(v):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else getattr(v, "value", v)
+
+
+def _looks(design) -> str:
+    looks = design.looks
+    return ", ".join(map(str, looks)) if len(looks) <= 6 else f"{looks[0]}, {looks[1]}, ... {looks[-1]}"
+
+
+def _names(items) -> str:
+    return ", ".join(map(str, items))
+
+
+def _say_looks(p, say) -> None:
+    for arm, h in p.history.items():
+        if h:
+            x = h[-1]
+            say(f"sequential look {x.look}, {arm}: n {x.n}, estimate {x.estimate:+.4g}, interval "
+                f"[{x.interval[0]:+.4g}, {x.interval[1]:+.4g}], decision {x.decision}")
+
+

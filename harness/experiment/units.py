@@ -1,0 +1,234 @@
+"""Seeds x arms: compose each arm, guard the single factor, run, write results, check pairing.
+
+An experiment is the base config plus ``ab``: the ONE config path (``ab.factor``) where arms differ,
+each arm's value there, and the seeds. This module builds every arm's config and proves that the arms
+differ only under the factor; runs each (seed, arm) unless a matching result is already on disk;
+writes ``runs/seed=S/arm=A/result.json`` atomically; and checks that arms of one seed share their
+initial weights and data order. Resume decisions live in resume.py; statistics in harness/stats/ and
+analysis.py, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from omegaconf import DictConfig
+
+from harness.experiment.identity import config_hash, plain as _plain  # noqa: F401 - public here too
+from harness.results import RESULT_NAME, load_steps, save_weights, read_json, read_result, run_dir, write_json, write_result
+from harness.experiment.resume import bits_after_rerun, decide, resume_decision, run_lock, set_aside_other_configurations, supersede  # noqa: F401
+from harness.experiment.arms import (  # noqa: F401 - public here too
+    ExperimentError, PairingError, arm_configs, check_ab, factor_value, pairing_expectation)
+from harness.experiment.runner import code_of, run_one
+
+@dataclass
+class Executed:
+    """What one invocation did: the runs (Outcome) and, unless it ran one unit of a sweep, the analysis."""
+
+    outcome: "Outcome"
+    analysis: Optional[dict]  # None for one unit of a sweep (the sweep is analysed as a whole)
+    analysis_error: Optional[str] = None
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+# -- pairing ------------------------------------------------------------------------------------
+
+
+def check_pairing(results: list[dict]) -> None:
+    """Arms of one seed must share init and data order fingerprints (unless the factor changes them)."""
+    done = [r for r in results if r.get("status") == "completed"]
+    if len(done) < 2:
+        return
+    expect = done[0]["pairing"]
+    ref = done[0]
+    for r in done[1:]:
+        for key in ("init", "data_order"):
+            if expect.get(key) and r["fingerprints"][key] != ref["fingerprints"][key]:
+                raise PairingError(
+                    f"seed {r['seed']}: arms {ref['arm']} and {r['arm']} have different {key} fingerprints "
+                    f"({ref['fingerprints'][key]} vs {r['fingerprints'][key]}), though ab.factor="
+                    f"{r['factor']!r} should not change them. The comparison would not be paired. "
+                    "Their result files are kept; look for randomness drawn outside the harness's streams "
+                    "(e.g. a model built with its own seed, or data shuffled without the data_order generator)."
+                )
+
+
+# -- certificate --------------------------------------------------------------------------------
+
+
+def certificate(first: dict, second: dict) -> dict:
+    """Compare every per-step fingerprint of a run and its rerun."""
+    a, b = load_steps(first), load_steps(second)
+    n = len(a["loss"])
+    diverged = {}
+    for key in ("loss", "params"):
+        for i, (x, y) in enumerate(zip(a[key], b[key])):
+            if x != y:
+                diverged[key] = i + 1
+                break
+    same_final = first["fingerprints"]["final"] == second["fingerprints"]["final"]
+    reproducible = not diverged and same_final and len(a["loss"]) == len(b["loss"])
+    if reproducible:
+        line = f"bitwise reproducible: yes ({n} steps, seed {first['seed']}, arm {first['arm']} rerun)"
+    else:
+        where = min(diverged.values()) if diverged else n
+        what = ", ".join(f"{k} from step {v}" for k, v in diverged.items()) or "final weights"
+        line = f"bitwise reproducible: NO: seed {first['seed']} arm {first['arm']} rerun differs at step {where} ({what})"
+    return {
+        "reproducible": reproducible,
+        "steps": n,
+        "seed": first["seed"],
+        "arm": first["arm"],
+        "first_divergent_step": diverged or None,
+        "final_equal": same_final,
+        "line": line,
+    }
+
+
+# -- the experiment -----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    out_dir: Path
+    results: list[dict]
+    skipped: list[tuple[int, str]]
+    failed: list[dict]
+    certificate: Optional[dict] = None
+
+
+def run_experiment(
+    cfg: DictConfig,
+    out_dir: str | os.PathLike,
+    log: Callable[[str], None] = print,
+    tracker=None,
+    certify: bool = True,
+    certificate_dir: str | os.PathLike | None = None,
+    stop_on_fatal: bool = True,
+) -> Outcome:
+    """Run every (seed, arm) not already done; write results; check pairing; certify.
+
+    Raises ExperimentError on misconfiguration or a pairing violation (after writing what it has),
+    and, with stop_on_fatal, on an op without a deterministic implementation in strict mode (after
+    recording the run).
+    """
+    from harness.config.preflight import PreflightError, preflight
+
+    out_dir = Path(out_dir)
+    arms = arm_configs(cfg)
+    try:
+        preflight(cfg, arms)  # every value, import and the data, before the first run
+    except PreflightError as e:
+        raise ExperimentError(str(e)) from None
+    seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
+    arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
+    described = {
+        "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
+        "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
+        "seeds": seeds, "config": _plain(cfg),
+    }
+    if _read_or_none(out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
+        write_json(out_dir / "experiment.json", described)  # unchanged: not rewritten (read-only media)
+    from harness.experiment.progress import RunProgress
+
+    results, skipped, failed = [], [], []
+    with RunProgress(enabled=cfg.progress) as bar:
+        for seed in seeds:
+            per_seed = []
+            for arm in arm_names:
+                result, was_skipped = _unit(cfg, arms[arm], out_dir, seed, arm, log, bar, tracker)
+                if was_skipped:
+                    skipped.append((seed, arm))
+                results.append(result)
+                per_seed.append(result)
+                if result["status"] != "completed" and not was_skipped:
+                    failed.append(result)
+                    if stop_on_fatal and result["error"]["type"] in ("NondeterministicOp", "DeterminismError"):
+                        # Every run would fail the same way: stop now, the failed result is on disk.
+                        # (A sweep job goes on instead: Hydra skips the sweep's analysis if it raises.)
+                        raise ExperimentError(result["error"]["message"])
+            check_pairing(per_seed)
+
+    if cfg.seed is None and cfg.arm is None:
+        set_aside_other_configurations(out_dir, arms, seeds, log)
+    cert = None
+    if certify:
+        cert = _certify(arms, results, Path(certificate_dir or out_dir), log)
+    return Outcome(out_dir, results, skipped, failed, cert)
+
+
+def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -> tuple[dict, bool]:
+    """One (seed, arm): skip it if a sound, matching result exists, else run it. (result, skipped?)
+
+    A lock on the run's folder makes a second process on the same folder wait for the first one's
+    run, then skip it, instead of training it twice.
+    """
+    path = run_dir(out_dir, seed, arm) / RESULT_NAME
+    decision = None
+    with run_lock(path.parent, lambda: log(f"seed={seed} arm={arm}: another process is running it; waiting")):
+        if cfg.resume:
+            decision = decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm, config=_plain(arm_cfg))
+            if decision.skip:
+                log(f"seed={seed} arm={arm}: skipped, {decision.why}")
+                return read_result(path), True
+            if path.exists():
+                log(f"seed={seed} arm={arm}: rerun, {decision.why}")
+        moved = supersede(path)
+        if moved:
+            log(f"seed={seed} arm={arm}: previous result kept at {moved}")
+        result, weights = run_one(arm_cfg, seed, arm, progress=bar.start(seed, arm))
+        bar.done()
+        if weights is not None:
+            save_weights(path.parent / "weights.pt", weights)
+        write_result(path, result)
+    log(_run_line(result))
+    bits = bits_after_rerun(decision, result) if decision is not None else None
+    if bits:
+        log(f"seed={seed} arm={arm}: {bits}")
+    if tracker is not None:
+        tracker.log_run(result)
+    return result, False
+
+
+def _certify(arms, results, out_dir, log) -> Optional[dict]:
+    """Rerun the first completed (seed, arm) and compare every step: the bitwise certificate."""
+    first = next((r for r in results if r.get("status") == "completed"), None)
+    if first is None:
+        return None
+    arm_cfg = arms[first["arm"]]
+    again, _ = run_one(arm_cfg, first["seed"], first["arm"])
+    if again["status"] != "completed":
+        cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
+                "first_divergent_step": None, "final_equal": False,
+                "line": f"bitwise reproducible: NO: the rerun failed ({again['error']['message']})"}
+    else:
+        cert = certificate(first, again)
+    cert["config_hash"] = first["config_hash"]
+    write_json(out_dir / "certificate.json", cert)
+    log(cert["line"])
+    return cert
+
+
+def _read_or_none(path: Path):
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _run_line(r: dict) -> str:
+    head = f"seed={r['seed']} arm={r['arm']}"
+    if r["status"] != "completed":
+        return f"{head}: FAILED ({r['error']['type']}: {r['error']['message']})"
+    m, t = r["metrics"], r["timing"]
+    primary = ((r.get("config") or {}).get("stats") or {}).get("metric")
+    names = ([primary] if primary in m else []) + [k for k in m if k != primary and not k.startswith("n_")]
+    shown = "  ".join(f"{k} {m[k]:.4g}" for k in names[:3])
+    return f"{head}: {shown}  {t['steps']} steps in {t['train_seconds']:.1f}s  final {r['fingerprints']['final']}"
+

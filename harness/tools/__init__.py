@@ -1,0 +1,11 @@
+"""The tools room: the commands around experiments, each ``python -m harness.<tool>``.
+
+Owns: analyze.py (re-analyse a folder as declared, or an alternative), diff.py (where two runs part),
+golden.py (golden fingerprints: did my refactor change the numerics?), noise_audit.py and
+noise_runs.py (nondeterminism noise against seed noise), audit.py (which ops are deterministic),
+args.py (their shared command-line handling). The ``harness/<tool>.py`` files beside the rooms are
+the commands' entry points and hold no logic.
+
+May import: harness.experiment (to run units as the harness does), harness.analysis,
+harness.config, harness.training, harness.results; never duplicates the runner.
+"""

@@ -1,0 +1,349 @@
+"""Golden fingerprints: did my refactor change the numerics?
+
+    python -m harness.golden save FILE [OVERRIDE ...]     run one (seed, arm), write FILE
+    python -m harness.golden check FILE [OVERRIDE ...]    rerun what FILE describes, compare
+
+``save`` composes the config from the Hydra overrides (as ``python -m harness`` would), runs ONE
+(seed, arm) -- ``seed=``/``arm=`` from the overrides, else the first of ``ab.seeds``/``ab.arms`` --
+and writes a small JSON file meant to be committed: the overrides, the resolved config and its
+hash, a summary of the environment, the metrics, and the loss bits and parameter digest of every
+step. ``check`` composes the same overrides again (plus any given after FILE, which win), reruns,
+and compares every step: exit 0 when all are bit-identical, 1 naming the first divergent step (and
+what changed in the config or environment), 2 on bad input.
+
+Bits are only promised on the same stack: the same torch version, device type and thread count.
+A check on another stack says so, so a red CI job reads "new stack, re-save the golden" rather than
+"the refactor changed the numerics". Keep goldens short (e.g. train.max_steps=50 data.train_limit=512).
+
+``compose_config`` and ``select_run`` are shared with harness.audit and harness.noise_audit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import shlex
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
+from omegaconf import OmegaConf
+
+from harness.tools.diff import add_config_dir, differences, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
+from harness.results import load_steps, read_json, write_json
+
+GOLDEN_SCHEMA = "harness.golden/1"
+EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
+# What the bits are promised on; a difference here is named in the check's message.
+STACK_KEYS = ("torch", "device_type", "threads", "cuda", "cudnn", "device_name")
+# The config keys that never change a run's numbers (as in experiment.config_hash).
+NOT_NUMERICS = ("resume", "progress", "tables", "logger", "stats", "ab", "experiment_name", "repro")
+
+
+class BadInput(ValueError):
+    """A mistake the user can fix; the message names the thing and what is allowed."""
+
+
+# -- composing one run (shared by the repro tools) ----------------------------------------------
+
+
+def compose_config(overrides: list[str], config_dirs=()):
+    """The composed config for these Hydra overrides, exactly as ``python -m harness`` builds it."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from harness.config import compose
+
+    try:
+        return compose(overrides, config_dirs=config_dirs)
+    except (HydraException, OmegaConfBaseException) as e:
+        from harness.config import compose_error
+
+        text = compose_error(e)
+        raise BadInput(
+            f"the overrides {' '.join(overrides) or '(none)'} do not compose a config: {text} "
+            "Overrides are the same as for python -m harness, e.g. train.max_steps=50 optim.lr=0.1 +experiment=loss_ab."
+        ) from None
+
+
+def select_run(cfg, overrides: list[str] = ()) -> tuple:
+    """(arm config, seed, arm): the arm's resolved config, seed=/arm= when given, else the first.
+
+    The arm's value wins at ab.factor, so an override there changes nothing: say so on stderr.
+    """
+    from harness.experiment.units import ExperimentError, arm_configs, factor_value
+
+    if len(cfg.ab.arms) == 0 and cfg.arm in (None, "base"):
+        # No experiment chosen: the base config is the one run (named "base").
+        base = copy.deepcopy(cfg)
+        base.arm = "base"
+        OmegaConf.resolve(base)
+        seed = cfg.seed if cfg.seed is not None else cfg.ab.seeds[0]
+        return base, int(seed), "base"
+    try:
+        arms = arm_configs(cfg)
+    except ExperimentError as e:
+        raise BadInput(str(e)) from None
+    arm = cfg.arm if cfg.arm is not None else next(iter(arms))
+    seed = cfg.seed if cfg.seed is not None else cfg.ab.seeds[0]
+    factor = cfg.ab.factor
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        if key == factor or key.startswith(factor + "."):
+            print(
+                f"note: {key} is under ab.factor={factor}, where arm {arm} sets "
+                f"{factor_value(arms[arm], factor)!r}: the override {o} has no effect on this run. "
+                f"Pick another arm with arm=NAME, or change ab.arms.",
+                file=sys.stderr,
+            )
+    return arms[arm], int(seed), str(arm)
+
+
+def stack_summary(env: dict) -> dict:
+    """The part of result.json's env that decides the bits, plus the device type on its own."""
+    device = str(env.get("device", ""))
+    return {
+        "torch": env.get("torch"),
+        "device_type": device.split(":")[0],
+        "device": device,
+        "device_name": env.get("device_name"),
+        "threads": env.get("threads"),
+        "cuda": env.get("cuda"),
+        "cudnn": env.get("cudnn"),
+        "python": env.get("python"),
+        "mode": env.get("mode"),
+    }
+
+
+# -- save and check -----------------------------------------------------------------------------
+
+
+def run_selected(overrides: list[str], config_dirs=()) -> dict:
+    """Compose, run one (seed, arm), return its result dict (status "failed" when training failed)."""
+    from harness.experiment.runner import run_one
+
+    from harness.config.preflight import PreflightError, preflight
+
+    arm_cfg, seed, arm = select_run(compose_config(overrides, config_dirs), overrides)
+    try:
+        preflight(arm_cfg, {arm: arm_cfg})
+    except PreflightError as e:
+        raise BadInput(str(e)) from None
+    result, _ = run_one(arm_cfg, seed, arm)
+    return result
+
+
+def golden_record(result: dict, overrides: list[str], config_dirs=()) -> dict:
+    fp = result["fingerprints"]
+    return {
+        "schema": GOLDEN_SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "overrides": list(overrides),
+        "config_dirs": [str(Path(d).resolve()) for d in config_dirs],
+        "seed": result["seed"],
+        "arm": result["arm"],
+        "config_hash": result["config_hash"],
+        "code_version": result["code_version"],
+        "env": stack_summary(result["env"]),
+        "metrics": result["metrics"],
+        "config": result["config"],
+        "fingerprints": {
+            "init": fp["init"],
+            "data_order": fp["data_order"],
+            "final": fp["final"],
+            "steps": load_steps(result),
+        },
+    }
+
+
+def load_golden(path: str) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(f"{path}: no such golden file. Write one with: python -m harness.golden save {path} [overrides ...]")
+    try:
+        golden = read_json(p)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path}: not a readable JSON file ({e}).") from None
+    if not isinstance(golden, dict) or golden.get("schema") != GOLDEN_SCHEMA:
+        raise BadInput(f"{path}: not a golden fingerprint file (expected \"schema\": \"{GOLDEN_SCHEMA}\").")
+    return golden
+
+
+def compare(golden: dict, result: dict) -> dict:
+    """Step-by-step comparison of a rerun with the golden, and what differs around it."""
+    g, r = golden["fingerprints"], {**result["fingerprints"], "steps": load_steps(result)}
+    loss_step = first_difference(g["steps"]["loss"], r["steps"]["loss"])
+    params_step = first_difference(g["steps"]["params"], r["steps"]["params"])
+    steps = [s for s in (loss_step, params_step) if s is not None]
+    if g["init"] != r["init"]:
+        steps.append(0)  # the initial weights already differ: "step 0"
+    identical = not steps and g["final"] == r["final"] and g["data_order"] == r["data_order"]
+    return {
+        "identical": identical,
+        "first_divergent_step": None if identical else min(steps, default=len(g["steps"]["loss"])),
+        "first_loss_step": loss_step,
+        "first_params_step": params_step,
+        "init_equal": g["init"] == r["init"],
+        "data_order_equal": g["data_order"] == r["data_order"],
+        "steps": [len(g["steps"]["loss"]), len(r["steps"]["loss"])],
+        "config_differences": differences(golden["config"], result["config"], ignore=NOT_NUMERICS),
+        "stack_differences": [d for d in differences(golden["env"], stack_summary(result["env"])) if d[0] in STACK_KEYS],
+    }
+
+
+def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
+    n_g, n_r = cmp["steps"]
+    where = f"seed {golden['seed']}, arm {golden['arm']}"
+    stack = cmp["stack_differences"]
+    stack_line = (
+        "the environment differs from the golden's: "
+        + ", ".join(f"{k} {a} -> {b}" for k, a, b in stack)
+        + ". Bits are only promised on the same stack (torch version, device type, thread count): "
+        "if this change is intended, save a new golden on this stack."
+    )
+    if cmp["identical"]:
+        lines = [f"golden check passed: {path}: all {n_g} steps bit-identical ({where}; loss bits, "
+                 "parameter digests, initial and final weights, data order)."]
+        if stack:
+            lines.append("  note: " + stack_line)
+        return "\n".join(lines)
+
+    step = cmp["first_divergent_step"]
+    lines = [f"golden check FAILED: {path}: the run parts ways with the golden at step {step} of {n_g} ({where})."]
+    detail = []
+    if not cmp["init_equal"]:
+        detail.append("the initial weights differ (step 0)")
+    if not cmp["data_order_equal"]:
+        detail.append("the data order differs")
+    ls, ps = cmp["first_loss_step"], cmp["first_params_step"]
+    if ls is not None:
+        if ls <= min(n_g, n_r):
+            a, b = golden["fingerprints"]["steps"]["loss"][ls - 1], load_steps(result)["loss"][ls - 1]
+            detail.append(f"loss bits from step {ls} ({loss_value(a):.9g} [{a}] in the golden, {loss_value(b):.9g} [{b}] now)")
+        else:
+            detail.append(f"the run has {n_r} steps, the golden {n_g}")
+    if ps is not None:
+        detail.append(f"parameter digests from step {ps}")
+    if not detail:
+        detail.append("every step matches but the final weights differ")
+    lines.append("  " + "; ".join(detail) + ".")
+    cfg = cmp["config_differences"]
+    if cfg:
+        lines.append("  the configuration differs from the golden's at: "
+                     + ", ".join(f"{k} ({a} -> {b})" for k, a, b in cfg[:8]) + ("" if len(cfg) <= 8 else ", ..."))
+    else:
+        lines.append("  the configuration is the same as the golden's: the code (or the stack) changed the numerics.")
+    if stack:
+        lines.append("  " + stack_line)
+    before, now = golden.get("metrics") or {}, result.get("metrics") or {}
+    shown = [(m, spec) for m, spec in _declared_metrics(result) if m in before and m in now]
+    if shown:
+        lines.append("  " + "; ".join(f"{m}: {_number(now[m])}{spec.suffix} now, {_number(before[m])}{spec.suffix} in "
+                                      f"the golden" for m, spec in shown) + ".")
+    return "\n".join(lines)
+
+
+def _declaration(result: dict):
+    """The declaration of the run's recorded config (its metrics and units), or None when it
+    declares nothing readable: names and units are never guessed."""
+    from harness.config.declaration import Declaration, DeclarationError
+
+    try:
+        return Declaration.from_config(result.get("config") or {}, strict=False)
+    except DeclarationError:
+        return None
+
+
+def _declared_metrics(result: dict) -> list:
+    """[(name, MetricSpec)] of the declared metrics, the primary one first."""
+    declaration = _declaration(result)
+    if declaration is None:
+        return []
+    names = [declaration.metric] + [m for m in declaration.metrics if m != declaration.metric]
+    return [(m, declaration.metrics[m]) for m in names if m in declaration.metrics]
+
+
+def _number(x) -> str:
+    return f"{x:.6g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else repr(x)
+
+
+def _primary_line(result: dict) -> str:
+    """The declared primary metric of a run with its unit, e.g. "val_score 82.2 pts"."""
+    declaration = _declaration(result)
+    if declaration is None:
+        return "no declared metric"
+    metric, spec = declaration.metric, declaration.metrics.get(declaration.metric)
+    value = (result.get("metrics") or {}).get(metric)
+    return f"{metric} {_number(value)}{spec.suffix if spec else ''}" if value is not None else f"{metric} not returned"
+
+
+def save(path: str, overrides: list[str], config_dirs=()) -> int:
+    result = run_selected(overrides, config_dirs)
+    if result["status"] != "completed":
+        raise BadInput(f"the run (seed {result['seed']}, arm {result['arm']}) failed, so there are no fingerprints "
+                       f"to save: {result['error']['message']}")
+    record = golden_record(result, overrides, config_dirs)
+    try:
+        write_json(path, record)
+    except OSError as e:
+        raise BadInput(f"cannot write {path}: {e}.") from None
+    n = len(record["fingerprints"]["steps"]["loss"])
+    env = record["env"]
+    print(
+        f"golden saved: {path}: {n} steps of seed {record['seed']}, arm {record['arm']} "
+        f"(torch {env['torch']}, {env['device_type']}, {env['threads']} threads; "
+        f"{_primary_line(result)}). "
+        f"Check with: python -m harness.golden check {shlex.quote(path)}"
+    )
+    return EXIT_OK
+
+
+def check(path: str, extra: list[str], config_dirs=()) -> int:
+    golden = load_golden(path)
+    # The golden's own seed and arm, unless the extra overrides pick others.
+    pinned = [f"seed={golden['seed']}", f"arm={golden['arm']}"]
+    dirs = list(config_dirs) or list(golden.get("config_dirs") or [])
+    result = run_selected(list(golden["overrides"]) + pinned + list(extra), dirs)
+    if result["status"] != "completed":
+        if result["error"]["type"] in ("DataError", "DeterminismError"):
+            raise BadInput(result["error"]["message"])  # the setup, not the numerics
+        # Training itself broke (a NaN loss, a new op without a deterministic kernel): a failed check.
+        print(f"golden check FAILED: {path}: the run did not complete ({result['error']['type']}: "
+              f"{result['error']['message']}).")
+        return EXIT_DIFFERENT
+    cmp = compare(golden, result)
+    print(check_message(path, golden, result, cmp))
+    return EXIT_OK if cmp["identical"] else EXIT_DIFFERENT
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.golden",
+        description="Save or check golden per-step fingerprints of one run (exit 0 same, 1 different, 2 bad input).",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="{save,check}")
+    s = sub.add_parser("save", help="run one (seed, arm) and write its fingerprints to FILE")
+    s.add_argument("file", metavar="FILE")
+    s.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
+    c = sub.add_parser("check", help="rerun the configuration stored in FILE and compare every step")
+    c.add_argument("file", metavar="FILE")
+    c.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="extra overrides, applied after the stored ones")
+    for sp in (s, c):
+        add_config_dir(sp)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parse_args(parser(), argv)  # --config-dir anywhere (diff.parse_args, shared by the repro tools)
+    try:
+        if args.command == "save":
+            return save(args.file, args.overrides, args.config_dir)
+        return check(args.file, args.overrides, args.config_dir)
+    except BadInput as e:
+        print(f"harness.golden: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,384 @@
+"""How big is nondeterminism noise against seed noise, for MY model?
+
+    python -m harness.noise_audit [--repeats K] [--out DIR] [--metric NAME] [OVERRIDE ...]
+
+The overrides are the same Hydra overrides as for ``python -m harness``; the audit takes the
+composed config's first (seed, arm) -- or seed=/arm= -- as the reference run and trains K runs for
+each source of noise, with the same data:
+
+  (a) repeat       the reference config again: in deterministic mode every run must be identical
+  (b) one ULP      one initial weight moved to the next float32 (torch.nextafter), a different
+                   weight in each run: the smallest possible change, the seed of every butterfly
+  (c) threads      another CPU thread count in each run (1, 2, 3, ... skipping the configured one):
+                   a different summation order in the kernels, as on another machine
+  (d) mode off     CUDA only: determinism.mode=off with cudnn_benchmark=false (PyTorch's defaults:
+                   atomic adds, nondeterministic cuDNN algorithms); on a CPU the table says
+                   "not applicable: no CUDA"
+  seeds            K seeds (the reference seed and the next K-1): the noise every A/B test must beat
+
+The metrics, their units and whether one is the mean of per-example outcomes come from the
+declaration (stats.metrics, harness/config/declaration.py), never from a name: --metric is any declared
+metric, the declared primary one by default; when it is the mean of per-example outcomes, which
+moves in steps of one test example, the other declared metrics the runs report get tables too.
+
+For each source: the spread (std, range) of the final metric over its K runs, its ratio to the
+seed spread (with a 95% interval from the F distribution, which assumes roughly normal metrics),
+how many distinct final weights the K runs reached, and from which step their parameters part from
+the reference run's. Writes noise_audit.json, noise_audit.png (per-step divergence curves) and
+noise_audit.txt (the table) into --out. Exit status 0, or 2 on bad input.
+
+The question it answers: after a few hundred steps, does a one-ULP change end up as far away as a
+new seed ("nondeterminism noise ≈ seed noise")? If so, a run-to-run difference on a GPU without
+deterministic mode is just another seed -- and it also means one changed bit cannot be told from
+a real effect with a single pair of runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
+
+import numpy as np
+
+from harness.tools.diff import parse_args
+from harness.tools.golden import BadInput, add_config_dir, compose_config, select_run, stack_summary
+from harness.results import example_record, write_json
+from harness.tools.noise_runs import (  # noqa: F401
+    SOURCES, audited_metric, run_all, steps_to_keep, thread_counts, with_changes)
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+# -- the numbers --------------------------------------------------------------------------------
+
+
+def spread(values: list[float]) -> dict:
+    a = np.asarray(values, dtype=float)
+    return {
+        "n": len(a),
+        "mean": float(a.mean()),
+        "std": float(a.std(ddof=1)) if len(a) > 1 else None,
+        "range": float(a.max() - a.min()),
+        "values": a.tolist(),
+    }
+
+
+def std_ratio(src: dict, seeds: dict, level: float = 0.95) -> dict:
+    """std(source) / std(seeds) and its interval from the F distribution of a variance ratio."""
+    from scipy import stats as sps
+
+    s, r = src["std"], seeds["std"]
+    if s is None or r is None or r == 0:
+        return {"ratio": None, "low": None, "high": None}
+    ratio = s / r
+    if s == 0:
+        return {"ratio": 0.0, "low": None, "high": None}  # no spread at all: no interval to speak of
+    d1, d2 = src["n"] - 1, seeds["n"] - 1
+    tail = (1 - level) / 2
+    return {
+        "ratio": ratio,
+        "low": ratio / math.sqrt(sps.f.ppf(1 - tail, d1, d2)),
+        "high": ratio / math.sqrt(sps.f.ppf(tail, d1, d2)),
+    }
+
+
+def summarize(runs: list[dict], ref: dict) -> dict:
+    """Per source: spread of every metric, ratio to the seeds' spread, divergence from the reference."""
+    by_source: dict[str, list[dict]] = {}
+    for run in runs:
+        by_source.setdefault(run["source"], []).append(run)
+    # The reference run is seed number one of the seed source too.
+    seed_runs = [by_source["repeat"][0]] + by_source.get("seeds", [])
+    by_source["seeds"] = seed_runs
+    # every declared metric all the runs returned
+    names = [m for m in runs[0]["metrics"] if all(m in r["metrics"] for r in runs)] if runs else []
+    seed_spread = {m: spread([r["metrics"][m] for r in seed_runs]) for m in names}
+    out = {}
+    for source, rs in by_source.items():
+        compared = [r for r in rs if r is not by_source["repeat"][0]]  # the reference vs itself says nothing
+        # Step 0 is the initial weights: a seed or a one-ULP nudge already differs there.
+        params = [0 if r["init"] != ref["fingerprints"]["init"] else r["first_params_step"] for r in compared]
+        entry = {
+            "runs": len(rs),
+            "distinct_final_weights": len({r["final"] for r in rs}),
+            "params_part_at_step": _step_range(params),
+            "loss_parts_at_step": _step_range([r["first_loss_step"] for r in compared]),
+            "identical_to_reference": sum(r["final"] == ref["fingerprints"]["final"] for r in compared),
+            "compared_with_reference": len(compared),
+            "max_abs_dw_final_median": float(np.median([r["max_abs_dw_final"] for r in compared])) if compared else None,
+            "metrics": {},
+            "curves": {
+                "mean_abs_dloss": _curve([r["abs_dloss"] for r in compared], np.mean),
+                "median_max_abs_dw": _curve([r["max_abs_dw"] for r in compared], np.median),
+            },
+        }
+        for m in names:
+            sp = spread([r["metrics"][m] for r in rs])
+            entry["metrics"][m] = {**sp, "ratio_to_seeds": std_ratio(sp, seed_spread[m])}
+        out[source] = entry
+    return out
+
+
+def _step_range(steps: list) -> dict | None:
+    """min, median, max of the steps where runs part from the reference (None: never)."""
+    steps = [x for x in steps if x is not None]
+    if not steps:
+        return None
+    return {"min": min(steps), "median": float(np.median(steps)), "max": max(steps)}
+
+
+def _curve(rows: list[list[float]], reduce) -> list[float]:
+    """Per step, ``reduce`` over runs (np.mean, np.median), up to the shortest run."""
+    if not rows:
+        return []
+    n = min(len(r) for r in rows)
+    return reduce(np.asarray([r[:n] for r in rows], dtype=float), axis=0).tolist()
+
+
+def verdict(summary: dict, metric: str, k: int) -> list[str]:
+    """Plain sentences: is deterministic mode exact, and is nondeterminism noise ≈ seed noise?"""
+    lines = []
+    rep = summary["repeat"]
+    if rep["distinct_final_weights"] == 1:
+        lines.append(f"(a) deterministic repeats: all {rep['runs']} bit-identical, as promised.")
+    else:
+        lines.append(
+            f"(a) deterministic repeats: NOT reproducible: {rep['distinct_final_weights']} different final weights in "
+            f"{rep['runs']} runs of one config. Find the op with python -m harness.audit, or the step with python -m harness.diff."
+        )
+    for source in ("ulp", "threads", "mode_off"):
+        if source not in summary:
+            continue
+        s = summary[source]
+        r = s["metrics"][metric]["ratio_to_seeds"]
+        name = SOURCES[source]
+        if s["identical_to_reference"] == s["compared_with_reference"]:
+            lines.append(f"{name}: no effect at all: every run is bit-identical to the reference.")
+        elif r["ratio"] is None:
+            lines.append(f"{name}: the seeds show no spread in {metric}, so there is nothing to compare with.")
+        elif r["low"] is None:
+            lines.append(f"{name}: the runs differ in their weights but not in {metric} (std 0).")
+        else:
+            ci = f"{metric} std {_ratio(r['ratio'])}x the seed std (95% CI {_ratio(r['low'])}-{_ratio(r['high'])})"
+            if r["low"] <= 1 <= r["high"]:
+                lines.append(f"{name}: {ci}: consistent with nondeterminism noise ≈ seed noise; {k} runs cannot tell them apart.")
+            elif r["high"] < 1:
+                lines.append(f"{name}: {ci}: smaller than seed noise.")
+            else:
+                lines.append(f"{name}: {ci}: larger than seed noise.")
+    return lines
+
+
+# -- showing ------------------------------------------------------------------------------------
+
+
+def _num(x, spec=".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _steps(r: dict | None) -> str:
+    if r is None:
+        return "never"
+    return str(r["min"]) if r["min"] == r["max"] else f"{r['min']}-{r['max']}"
+
+
+def _ratio(x: float) -> str:
+    return format(x, ".2f" if x == 0 or x >= 0.1 else ".2g")
+
+
+def format_table(summary: dict, metric: str, header: dict, spec=None, n_examples: int | None = None) -> str:
+    """The table of one metric; ``spec`` (its MetricSpec) gives its unit, ``n_examples`` the size of
+    its per-example record when it is the mean of per-example outcomes (one example's step)."""
+    rows = [("source", "runs", "distinct", "mean", "std", "range", "std/seed (95% CI)", "params part", "loss parts",
+             "max|Δw| end")]
+    step = spec.example_scale / n_examples if spec is not None and spec.examples and n_examples else None
+    mean_spec = f".{max(2, 1 - math.floor(math.log10(step)))}f" if step else ".6g"  # one example's step shows
+    for source, name in SOURCES.items():
+        if source == "threads":
+            name = f"(c) threads {','.join(str(t) for t in header['thread_counts'])} (vs {header['threads']})"
+        if source == "seeds":
+            name = f"seeds {header['seed']}..{header['seed'] + header['k'] - 1}"
+        if source not in summary:
+            if source == "mode_off":
+                rows.append((name, "not applicable: no CUDA", "", "", "", "", "", "", "", ""))
+            continue
+        s = summary[source]
+        m = s["metrics"][metric]
+        r = m["ratio_to_seeds"]
+        if source == "seeds":
+            ratio = "1 (reference)"
+        elif r["ratio"] is None:
+            ratio = "-"
+        elif r["low"] is None:
+            ratio = _ratio(r["ratio"])
+        else:
+            ratio = f"{_ratio(r['ratio'])} ({_ratio(r['low'])}-{_ratio(r['high'])})"
+        rows.append((name, str(s["runs"]), str(s["distinct_final_weights"]), _num(m["mean"], mean_spec), _num(m["std"]),
+                     _num(m["range"]), ratio, _steps(s["params_part_at_step"]), _steps(s["loss_parts_at_step"]),
+                     _num(s["max_abs_dw_final_median"], ".2g")))
+    widths = [max(len(row[i]) for row in rows if row[1] != "not applicable: no CUDA" or i == 0) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        if row[1] == "not applicable: no CUDA":
+            lines.append(f"{row[0]:<{widths[0]}}  {row[1]}")
+            continue
+        cells = [f"{row[0]:<{widths[0]}}"] + [f"{c:>{w}}" for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells))
+    about = [spec.unit] if spec is not None and spec.unit else []
+    if step:
+        about.append(f"{n_examples} test examples, one = {step:.3g}{spec.suffix}")
+    label = f" ({'; '.join(about)})" if about else ""
+    return f"final {metric}{label}:\n" + "\n".join(lines)
+
+
+def write_plot(summary: dict, path: Path, title: str, kept: int, steps: int) -> None:
+    """Per step, against the reference run: max |Δw| (median over runs) and |Δ train loss| (mean)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    for source, name in SOURCES.items():
+        s = summary.get(source)
+        if s is None or s["identical_to_reference"] == s["compared_with_reference"]:
+            continue  # identical runs have no divergence to draw (and a log axis cannot show 0)
+        for ax, key in ((top, "median_max_abs_dw"), (bottom, "mean_abs_dloss")):
+            points = [(i + 1, v) for i, v in enumerate(s["curves"][key]) if v > 0]
+            if points:
+                ax.semilogy(*zip(*points), linewidth=1, label=name)
+    top.set_ylabel("max |Δw| vs the reference\n(median over runs)")
+    top.set_title(title + ("" if kept >= steps else f"\n(weights kept for the first {kept} of {steps} steps)"), fontsize=9)
+    bottom.set_ylabel("|Δ train loss| vs the reference\n(mean over runs)")
+    bottom.set_xlabel("step")
+    for ax in (top, bottom):
+        ax.grid(True, which="both", alpha=0.3)
+    top.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+def _short(target: str) -> str:
+    return str(target).rsplit(".", 1)[-1]
+
+
+def default_out(overrides: list[str]) -> Path:
+    name = ",".join(sorted(overrides)).replace("/", "_") or "default"
+    return Path("outputs") / "noise_audit" / name
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness.noise_audit",
+        description="Nondeterminism noise vs seed noise for one model: K runs per source of noise.",
+    )
+    p.add_argument("--repeats", "-k", type=int, default=5, metavar="K", help="runs per source, and seeds (default: 5; at least 2)")
+    p.add_argument("--out", default=None, metavar="DIR", help="where to write noise_audit.{json,png,txt} (default: outputs/noise_audit/<overrides>)")
+    p.add_argument("--metric", default=None, help="the metric of the main table: any declared in stats.metrics (default: the declared primary one, stats.metric)")
+    p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
+    add_config_dir(p)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parse_args(parser(), argv)  # --config-dir anywhere (diff.parse_args)
+    try:
+        if args.repeats < 2:
+            raise BadInput(f"--repeats {args.repeats}: a spread needs at least 2 runs per source; use 5 or more.")
+        cfg = compose_config(args.overrides, args.config_dir)
+        arm_cfg, seed, arm = select_run(cfg, args.overrides)
+        declaration, metric = audited_metric(cfg, args.metric)
+        out_dir = Path(args.out) if args.out else default_out(args.overrides)
+        out = audit(arm_cfg, seed, arm, args.repeats, metric, args.overrides, out_dir, declaration=declaration)
+    except BadInput as e:
+        print(f"harness.noise_audit: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(out)
+    return EXIT_OK
+
+
+def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str], out_dir: Path,
+          declaration=None) -> str:
+    """Run everything, write the files, return the text to print. ``declaration``: what the composed
+    config declares (metrics, units, per-example records); by default the arm config's."""
+    if declaration is None:
+        declaration, metric = audited_metric(arm_cfg, metric)
+    from harness.training.determinism import DeterminismError, resolve_device
+    from harness.experiment.units import ExperimentError
+    from harness.config.preflight import PreflightError, preflight
+
+    try:
+        device = resolve_device(getattr(arm_cfg.device, "value", arm_cfg.device))
+        preflight(arm_cfg, {arm: arm_cfg})
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except (DeterminismError, PreflightError, ExperimentError) as e:
+        raise BadInput(str(e)) from None
+    except OSError as e:
+        raise BadInput(f"cannot create the output folder {out_dir}: {e}.") from None
+    # The deterministic sources run in deterministic mode even when the config says off.
+    mode = getattr(arm_cfg.determinism.mode, "value", arm_cfg.determinism.mode)
+    ref_cfg = arm_cfg if mode != "off" else with_changes(arm_cfg, {"determinism.mode": "strict", "determinism.cudnn_benchmark": False})
+
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress, not the result
+    keep = steps_to_keep(ref_cfg, seed)
+    runs, ref = run_all(ref_cfg, seed, k, device.type, keep, log, declaration=declaration, metric=metric)
+    summary = summarize(runs, ref)
+    spec = declaration.spec(metric)
+    record = example_record(ref, metric) if spec.examples else None
+    n_examples = record["n"] if record is not None else None
+    # A metric that is the mean of per-example outcomes moves in steps of one example: the other
+    # declared metrics the runs report (not such means) show smaller effects, in tables of their own.
+    also = [m for m in ref["metrics"] if m != metric and m in declaration.metrics and not declaration.metrics[m].examples
+            and m in summary["repeat"]["metrics"]] if spec.examples else []
+    steps = len(ref["fingerprints"]["steps"]["loss"])
+    threads = int(ref_cfg.determinism.threads)
+    header = {"seed": seed, "arm": arm, "k": k, "threads": threads, "thread_counts": thread_counts(threads, k)}
+    model = _short((ref_cfg.get("model") or {}).get("_target_", ref_cfg.train.fn))
+    data = _short((ref_cfg.get("data") or {}).get("_target_", "its data"))
+    title = (f"noise audit: {model} on {data}, seed {seed}, arm {arm}, {steps} steps, {device.type}, "
+             f"threads={threads}, mode {getattr(ref_cfg.determinism.mode, 'value', ref_cfg.determinism.mode)}, K={k}")
+    tables = [format_table(summary, metric, header, spec, n_examples)]
+    tables += [format_table(summary, m, header, declaration.metrics[m]) for m in also]
+    legend = (
+        "distinct: different final weights among the runs; std/seed: the std over the seeds' std; params part / "
+        "loss parts: first step whose parameter digest / loss bits differ from the reference run's (0 = the "
+        "initial weights); max|Δw| end: median over runs of max |Δw| of the final weights vs the reference."
+    )
+    verdicts = verdict(summary, metric, k)
+    for m in also:
+        verdicts += verdict(summary, m, k)[1:]
+    text = "\n\n".join([title] + tables + [legend, "\n".join(verdicts)])
+
+    write_plot(summary, out_dir / "noise_audit.png", title, keep, steps)
+    (out_dir / "noise_audit.txt").write_text(text + "\n")
+    write_json(out_dir / "noise_audit.json", {
+        "schema": "harness.noise_audit/1",
+        "overrides": overrides,
+        "seed": seed,
+        "arm": arm,
+        "repeats": k,
+        "metric": metric,
+        "unit": spec.unit,
+        "n_examples": n_examples,  # the size of the metric's per-example record, when it has one
+        "steps": steps,
+        "weights_kept_steps": keep,
+        "env": stack_summary(ref["env"]),
+        "reference": {"final": ref["fingerprints"]["final"], "metrics": {m: ref["metrics"][m] for m in summary["repeat"]["metrics"]}},
+        "summary": summary,
+        "runs": [{key: v for key, v in r.items() if key not in ("abs_dloss", "max_abs_dw")} for r in runs],
+        "verdict": verdicts,
+        "table": text,
+    })
+    return text + f"\n\nwrote {out_dir / 'noise_audit.json'}, noise_audit.png and noise_audit.txt"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

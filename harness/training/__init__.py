@@ -1,0 +1,11 @@
+"""The training room: what a training function stands on, for ONE (seed, arm).
+
+Owns: run.py (the ``Run``: seeded streams, the loader and sampler, the step recorder, logs,
+per-example records), batches.py (the shuffled order, tensors read a batch at a time, data nodes
+built once per process), fingerprint.py (bit-exact digests), rng.py (one generator per purpose),
+determinism.py (deterministic mode and pinned threads), components.py (the ``_target_`` door every
+model, dataset, loss and optimizer goes through, ours and a researcher's alike).
+
+May import: harness.results only. Imports neither Hydra nor wandb and knows nothing of arms: a
+notebook can build a Run directly.
+"""

@@ -1,0 +1,345 @@
+"""``Run``: what a training function gets from the harness for ONE (seed, arm).
+
+A training function is ``fn(cfg, run, **train.kwargs) -> dict of final metrics``. The harness has
+already switched PyTorch into the configured determinism mode and pinned the threads; the ``Run``
+hands out everything seeded and records everything the harness proves things with:
+
+    run.device, run.seed, run.precision
+    run.generator("data_order" | "augment" | any name)  a torch.Generator per purpose, from the seed
+    with run.init(): model = ...        initial weights from the init stream; afterwards the global
+                                        RNG is the model stream (dropout, noise in a loss term)
+    run.loader(dataset, batch_size)     a DataLoader whose order comes from the data_order stream
+                                        and is fingerprinted batch by batch as you consume it
+    run.sampler(n, batch_size)          the same order, for a DataLoader you build yourself
+    run.watch(model, total_steps=None)  the init fingerprint; the parameters fingerprinted each step
+    run.step(loss)                      once per optimizer step: loss bits + parameter digest
+    run.log(step, **scalars)            curve points (result.json, wandb)
+    run.autocast()                      bf16 autocast when precision=bf16, else nothing
+    run.record_examples(correct, metric=NAME)  per-example outcomes on the test split of a metric
+                                        declared with examples: true (its test-set noise)
+    run.dataset(node, **kw)             instantiate a data node once per process (cached by config)
+
+It imports neither Hydra nor wandb and knows nothing of arms: a notebook can build one directly.
+``metrics`` are the declared metrics (the config's ``stats.metrics``: the harness passes the arm
+config's); they tell ``record_examples`` without a name which metric its outcomes belong to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections import deque
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+import torch
+from torch.utils.data import DataLoader
+
+from harness.training.fingerprint import StepRecorder, flatten_parameters, model_fingerprint
+from harness.training.rng import Streams, derive_seed, seed_worker
+from harness.training.batches import (  # noqa: F401 - TensorBatches and cached_dataset: public here too
+    ShuffledBatches, TensorBatches, _FingerprintedLoader, cached_dataset)
+
+
+class NonFiniteLoss(RuntimeError):
+    def __init__(self, step: int, value: float):
+        super().__init__(f"loss became {value} at step {step}")
+        self.step = step
+
+
+class StopRun(Exception):
+    """Raised by run.step when the harness asked for only the first N steps (harness.audit)."""
+
+
+class RunUsageError(RuntimeError):
+    """The training function used the Run in a way that would make its fingerprints wrong."""
+
+
+class Run:
+    """The harness's side of one (seed, arm): seeded streams, fingerprints, logs. See the module doc."""
+
+    def __init__(self, seed: int, device: torch.device | str = "cpu", precision: str = "fp32", *,
+                 check_every: int = 10, progress: Optional[Callable[[int, Optional[int], float], None]] = None,
+                 init_hook: Optional[Callable[[torch.nn.Module], None]] = None, keep_step_weights: int = 0,
+                 save_weights: bool = False, stop_after: Optional[int] = None, metrics: Optional[Mapping] = None):
+        """``init_hook(model)`` may change the initial weights in place before the init fingerprint
+        (the noise audit nudges one weight by an ULP). ``keep_step_weights``: keep the full weights
+        of the first N steps (harness.diff's butterfly curve); ``save_weights``: the final ones.
+        ``metrics``: the declared metrics, name -> a ``stats.metrics`` entry (a direction, or
+        {direction, unit, examples}) or a harness.config.declaration.MetricSpec; None: none declared."""
+        self.seed = int(seed)
+        self.device = torch.device(device)
+        self.precision = precision
+        self.streams = Streams.from_seed(self.seed)
+        self._generators = {"data_order": self.streams.data_order, "augment": self.streams.augment}
+        self._order = hashlib.blake2b(digest_size=8)
+        self._check_every = max(1, int(check_every))
+        self._progress = progress
+        self._init_hook = init_hook
+        self._keep = int(keep_step_weights)
+        self._save_weights = bool(save_weights)
+        self._stop_after = stop_after
+        self._model: Optional[torch.nn.Module] = None
+        self._params: list[torch.Tensor] = []
+        self._recorder: Optional[StepRecorder] = None
+        self._init_fp: Optional[str] = None
+        self._total: Optional[int] = None
+        self._step_weights: list[torch.Tensor] = []
+        self._curve: dict[int, dict[str, float]] = {}
+        self._declared = _declared(metrics)
+        self._examples: dict[str, Any] = {}  # metric -> per-example outcomes, in recording order
+        self._in_init = False
+        self.steps = 0
+        self._t0 = time.perf_counter()
+
+    # -- randomness ------------------------------------------------------------------------------
+
+    def generator(self, purpose: str) -> torch.Generator:
+        """A CPU generator for one purpose, seeded from (seed, purpose): the same object each call."""
+        if purpose not in self._generators:
+            if purpose in ("init", "model"):
+                raise RunUsageError(f"'{purpose}' is a global-RNG stream: use `with run.init():` instead.")
+            self._generators[purpose] = torch.Generator().manual_seed(derive_seed(self.seed, purpose))
+        return self._generators[purpose]
+
+    @contextlib.contextmanager
+    def init(self):
+        """Build the model inside: its initial weights come from the init stream, whatever the arm
+        draws later. On exit the global RNG (CPU and CUDA) is reseeded with the model stream."""
+        self.streams.seed_init()
+        self._in_init = True
+        try:
+            yield self
+        finally:
+            self._in_init = False
+            self.streams.seed_model()
+
+    # -- data ------------------------------------------------------------------------------------
+
+    def sampler(self, n: int, batch_size: int, drop_last: bool = False) -> ShuffledBatches:
+        """A batch sampler (index tensors) drawing from the data_order stream. Pass it as
+        ``batch_sampler=`` to your own DataLoader with ``generator=run.generator("data_order")``;
+        the order is then fingerprinted as batches are drawn (prefer run.loader: it fingerprints
+        what you consume, so stopping mid-epoch with workers gives the same fingerprint)."""
+        sampler = ShuffledBatches(n, batch_size, self.generator("data_order"), drop_last)
+        sampler.drawn = _HashingDeque(self._order)
+        return sampler
+
+    def loader(self, dataset, batch_size: int, *, num_workers: int = 0, drop_last: bool = False, **kwargs):
+        """Shuffled batches of ``dataset`` in an order that comes from the data_order stream alone.
+
+        A ``TensorBatches`` is read a whole batch at a time; any other map-style dataset is read
+        per example and collated (``collate_fn`` etc. go through ``kwargs``). Any ``num_workers``
+        gives the same batches: workers are seeded from the same stream (numpy and random too).
+        """
+        g = self.generator("data_order")
+        sampler = ShuffledBatches(len(dataset), batch_size, g, drop_last)
+        common = dict(num_workers=num_workers, generator=g, worker_init_fn=seed_worker, persistent_workers=False)
+        if isinstance(dataset, TensorBatches):
+            loader = DataLoader(dataset, sampler=sampler, batch_size=None, **common, **kwargs)
+        else:
+            loader = DataLoader(dataset, batch_sampler=sampler, **common, **kwargs)
+        return _FingerprintedLoader(loader, sampler, self._order)
+
+    def dataset(self, node, **call_site):
+        """Instantiate a data node once per process, cached by its resolved config.
+
+        Loading data draws no random numbers from the run's streams, so every (seed, arm) that
+        shares a data config shares one loaded copy (the harness loads it before the first run to
+        check it, so a missing file fails before any training). Do not modify it in place.
+        """
+        return cached_dataset(node, **call_site)
+
+    # -- model and steps -------------------------------------------------------------------------
+
+    def watch(self, model: torch.nn.Module | Iterable[torch.Tensor], total_steps: Optional[int] = None) -> None:
+        """Fingerprint the initial weights and record the parameters at every ``run.step``.
+
+        Call it once, after building the model and before the first step. The parameters of one
+        dtype and device are moved into one buffer (same values and numerics) so the per-step
+        digest is a few kernels. ``total_steps`` sizes the buffers and the progress bar.
+        """
+        if self._recorder is not None:
+            raise RunUsageError("run.watch was called twice: watch one model, once, before the first step.")
+        if self._in_init:
+            raise RunUsageError("call run.watch after the `with run.init():` block, not inside it.")
+        if isinstance(model, torch.nn.Module):
+            self._model = model
+            if self._init_hook is not None:
+                with torch.no_grad():
+                    self._init_hook(model)
+            self._init_fp = model_fingerprint(model)
+            params = list(model.parameters())
+        else:
+            params = list(model)
+            from harness.training.fingerprint import hexdigest, tensors_digest
+
+            self._init_fp = hexdigest(tensors_digest(params))
+        flatten_parameters(params)
+        self._params = params
+        self._total = int(total_steps) if total_steps else None
+        self._recorder = StepRecorder(params, self._total or 1024, self.device)
+
+    def step(self, loss: torch.Tensor) -> None:
+        """Record one optimizer step: the loss's bits and a digest of every parameter (no host sync
+        except every ``check_every`` steps, where a non-finite loss stops the run)."""
+        if self._recorder is None:
+            raise RunUsageError("run.step before run.watch: call run.watch(model) once before training.")
+        self._recorder.record(loss)
+        self.steps += 1
+        if self.steps <= self._keep:
+            self._step_weights.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in self._params]))
+        if self.steps % self._check_every == 0 or self.steps == self._total:
+            self._check_finite()
+        if self._stop_after is not None and self.steps >= self._stop_after:
+            raise StopRun(self.steps)
+
+    def log(self, step: Optional[int] = None, **scalars) -> None:
+        """Curve points at ``step`` (default: the steps recorded so far): floats, or 0-d tensors
+        (converted here, a host sync). They go to result.json's curve and to wandb."""
+        step = self.steps if step is None else int(step)
+        row = self._curve.setdefault(step, {})
+        for name, value in scalars.items():
+            row[name] = float(value.item() if isinstance(value, torch.Tensor) else value)
+        if self._progress is not None and "train_loss" in row:
+            self._progress(step, self._total, row["train_loss"])
+
+    def autocast(self):
+        """bf16 autocast around the forward pass when precision=bf16; no context at all in fp32."""
+        if self.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def record_examples(self, correct, metric: Optional[str] = None) -> None:
+        """Which test examples this run got right (a bool per example, in the test split's order),
+        the per-example outcomes of the returned metric ``metric``: lets the analysis separate the
+        test set's sampling noise from seed noise. The metric must be declared with examples: true
+        (stats.metrics.NAME: {direction: max, unit: pts, examples: true}) for the analysis to use
+        it. Without ``metric``: the one metric declared so. One record per metric (a second call
+        for the same metric replaces the first)."""
+        if metric is None:
+            metric = self._examples_metric()
+        elif not isinstance(metric, str) or not metric:
+            raise RunUsageError(f"run.record_examples(correct, metric={metric!r}): metric must be the name of "
+                                f"the returned metric these outcomes are of, e.g. metric=\"test_accuracy\".")
+        t = torch.as_tensor(correct).detach().reshape(-1).to("cpu", torch.bool)
+        self._examples.pop(metric, None)
+        self._examples[metric] = t.numpy().copy()
+
+    def _examples_metric(self) -> str:
+        """The one declared metric with examples: true, else a RunUsageError that says what to do."""
+        named = [name for name, examples in (self._declared or {}).items() if examples]
+        if len(named) == 1:
+            return named[0]
+        if self._declared is None:
+            found = "no metrics were declared to this Run"
+        elif not named:
+            found = f"none of the declared metrics ({', '.join(self._declared) or 'none'}) has examples: true"
+        else:
+            found = f"several declared metrics have examples: true ({', '.join(named)})"
+        raise RunUsageError(
+            f"run.record_examples(correct) without metric=: {found}, so whose per-example outcomes these are "
+            f"cannot be told (it is never guessed). Name it: run.record_examples(correct, metric=\"NAME\"), "
+            f"and declare NAME in stats.metrics as {{direction: max, unit: pts, examples: true}} (unit pts or %: "
+            f"the metric is 100 x the mean outcome; otherwise the mean itself).")
+
+    # -- the harness's side ----------------------------------------------------------------------
+
+    def _check_finite(self) -> None:
+        losses = self._recorder.losses[: self.steps]
+        bad = (~torch.isfinite(losses)).nonzero()
+        if len(bad):
+            first = int(bad[0, 0])
+            raise NonFiniteLoss(first + 1, float(losses[first]))
+
+    def finish(self, metrics) -> dict:
+        """Called by the harness after the training function returned: the run's record."""
+        from harness.results import pack_example_records
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        seconds = time.perf_counter() - self._t0
+        if self._recorder is None:
+            raise RunUsageError(
+                "the training function never called run.watch(model): without it there are no init or "
+                "per-step fingerprints, so pairing and bit-exactness cannot be proven. Call run.watch(model) "
+                "after building the model and run.step(loss) after each optimizer step."
+            )
+        if self.steps == 0:
+            raise RunUsageError("the training function never called run.step(loss): no step was recorded.")
+        self._check_finite()
+        steps = self._recorder.finish()
+        final = model_fingerprint(self._model) if self._model is not None else _params_fp(self._params)
+        rows = sorted(self._curve)
+        names = sorted({n for r in self._curve.values() for n in r})
+        out = {
+            "metrics": dict(metrics),
+            "fingerprints": {
+                "init": self._init_fp,
+                "data_order": self._order.hexdigest(),
+                "final": final,
+                "steps": {"loss": steps["loss"], "params": steps["params"]},
+            },
+            "curve": {"step": rows, **{n: [self._curve[s].get(n) for s in rows] for n in names}},
+            "timing": {
+                "train_seconds": seconds,
+                "steps": self.steps,
+                "steps_per_s": self.steps / seconds if seconds > 0 else None,
+                "ms_per_step": 1000 * seconds / self.steps,
+            },
+        }
+        if self._examples:
+            missing = [name for name in self._examples if name not in metrics]
+            if missing:
+                raise RunUsageError(
+                    f"run.record_examples recorded the per-example outcomes of {', '.join(missing)}, but the "
+                    f"training function returned no such metric (it returned {', '.join(metrics) or 'none'}): "
+                    f"record them with metric= the name of the returned metric they make up (without metric= "
+                    f"they belong to the one metric stats.metrics declares with examples: true).")
+            out["examples"] = pack_example_records(self._examples)
+        if self._save_weights or self._keep:
+            model_state = self._model.state_dict() if self._model is not None else {
+                str(i): p for i, p in enumerate(self._params)}
+            out["weights"] = {
+                "final": {k: v.detach().cpu().clone() for k, v in model_state.items()},
+                "steps": torch.stack(self._step_weights) if self._step_weights else None,
+            }
+        return out
+
+    @property
+    def last_loss(self) -> Optional[float]:
+        """The last recorded loss (a host sync)."""
+        return float(self._recorder.losses[self.steps - 1]) if self._recorder is not None and self.steps else None
+
+
+class _HashingDeque(deque):
+    """For run.sampler: fingerprint each batch as it is drawn."""
+
+    def __init__(self, order):
+        super().__init__()
+        self._order = order
+
+    def append(self, batch) -> None:
+        self._order.update(batch.numpy().tobytes())
+
+
+def _declared(metrics: Optional[Mapping]) -> Optional[dict]:
+    """name -> whether per-example outcomes back it, from ``stats.metrics`` entries or MetricSpecs.
+
+    Read here without importing the declaration (the Run sits below the config): the declaration
+    itself checks each entry before any run."""
+    if metrics is None:
+        return None
+    out = {}
+    for name, entry in metrics.items():
+        examples = getattr(entry, "examples", None)
+        if examples is None:
+            examples = entry.get("examples", False) if isinstance(entry, Mapping) else False
+        out[str(name)] = examples is True
+    return out
+
+
+def _params_fp(params) -> str:
+    from harness.training.fingerprint import hexdigest, tensors_digest
+
+    return hexdigest(tensors_digest(params))
