@@ -285,7 +285,7 @@ def test_the_table_and_markdown_show_the_numbers_verdict_exclusions_and_certific
     items = [r for r in items if (r["seed"], r["arm"]) != (7, "B")] + [F.make_result(7, "B", None, status="failed")]
     a = analyze(items, extra={"certificate": {"line": "bitwise reproducible: yes (440 steps)", "reproducible": True}}, **FAST)
     buffer = io.StringIO()
-    report.render_table(a, Console(file=buffer, width=1000))  # wide: no line wrapping inside sentences
+    report.render_table(a, Console(file=buffer, width=1000), tables=True)  # wide: no line wrapping inside sentences
     text = buffer.getvalue()
     c = a["comparisons"]["B"]
     for expected in (
@@ -304,7 +304,7 @@ def test_seeds_needed_are_shown_when_undecided():
     c = a["comparisons"]["B"]
     assert c["verdict"]["code"] == "undecided"
     buffer = io.StringIO()
-    report.render_table(a, Console(file=buffer, width=200))
+    report.render_table(a, Console(file=buffer, width=200), tables=True)
     need = c["seeds_needed"]
     low, high = need["at_margin_range"]
     # from 5 seeds the count is uncertain: shown with its range over the sd's 95% interval
@@ -322,7 +322,7 @@ def _cli(*args):
 
 def test_cli_prints_the_table_and_writes_byte_identical_analysis(tmp_path, capsys):
     root = _tree(tmp_path)
-    first = _cli(root, "--bootstrap-resamples", "999")
+    first = _cli(root, "--bootstrap-resamples", "999", "--tables")
     assert first.returncode == 0, first.stderr
     assert "verdict" in first.stdout and "mean ± std" in first.stdout
     written = (root / "analysis.json").read_bytes()
@@ -366,7 +366,7 @@ def test_main_bad_inputs_give_a_message_and_exit_2(tmp_path, capsys, case, messa
 
 def test_main_no_write_only_prints(tmp_path, capsys):
     root = _tree(tmp_path)
-    assert main([str(root), "--no-write", "--margin", "0.3", "--bootstrap-resamples", "999"]) == 0
+    assert main([str(root), "--no-write", "--tables", "--margin", "0.3", "--bootstrap-resamples", "999"]) == 0
     assert "given: 0.3 pts" in capsys.readouterr().out
     assert not (root / "analysis.json").exists()
 
@@ -507,7 +507,7 @@ def test_examples_that_do_not_match_the_metric_are_not_used():
 
 def _table(a) -> str:
     buffer = io.StringIO()
-    report.render_table(a, Console(file=buffer, width=1000))
+    report.render_table(a, Console(file=buffer, width=1000), tables=True)
     return buffer.getvalue()
 
 
