@@ -99,6 +99,12 @@ def lines(analysis: dict) -> list[str]:
         out.append(f"  {name} - {c['baseline']} = {f.signed(c['mean_diff'])}{f.unit}, {_pct(iv['level'])} CI "
                    f"{f.interval([iv['low'], iv['high']])}, {c['n_pairs']} pairs, sd of differences "
                    f"{f.value(c['noise']['std_diff'])}{f.unit}")
+    ident = analysis.get("identity") or {}
+    if ident.get("allowed_mixed"):  # said on the screen, not only in the tables
+        differs = "; ".join(f"{arm} vs {c['baseline']}: {', '.join(c['differs']) or 'nothing'}"
+                            for arm, c in (ident.get("comparisons") or {}).items())
+        out.append(f"MIXED IDENTITY, compared anyway (--allow-mixed-identity): {differs}; a difference mixes "
+                   f"the factor with these parts")
     left = [(k, len(analysis.get(k) or [])) for k in ("excluded", "not_compared", "unreadable")]
     if any(count for _, count in left):
         out.append("LEFT OUT: " + ", ".join(f"{count} {k.replace('_', ' ')}" for k, count in left if count)
