@@ -42,7 +42,7 @@ def test_the_run_analyses_what_the_project_declared(experiment):
     assert a["margin"] == {**a["margin"], "value": 2.0, "source": "given"}
     assert a["test_set_noise"]["available"] is True  # from the declaration, not from a name
     assert a["test_set_noise"]["n_examples"] == 300
-    assert set(a["directions"]) == {"q", "nll"}
+    assert set(a["directions"]) == {"q", "nll", "train_loss"}  # train_loss: the schema's declaration, returned too
     assert {"train_loss", "q"} <= set(a["curves"]["A"]) and "lr" in a["curves"]["B"]  # sparse logging drawn
     assert (out / "analysis.png").stat().st_size > 0
     screen = " ".join(printed.split())
@@ -80,7 +80,9 @@ def test_noise_audit_and_golden_work_with_the_declared_metric(tmp_path):
     audit = read_json(tmp_path / "audit" / "noise_audit.json")
     assert audit["metric"] == "q"
     golden = tmp_path / "golden.json"
-    for command in ("save", "check"):
-        proc = _cli([command, str(golden), *BASE, *tiny], module="harness.golden")
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _cli(["save", str(golden), *BASE, *tiny], module="harness.golden")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "q " in proc.stdout and "pts" in proc.stdout  # the declared metric, in its declared unit
+    proc = _cli(["check", str(golden), "--config-dir", str(PROJECT / "conf")], module="harness.golden")
+    assert proc.returncode == 0, proc.stderr[-3000:]
     assert read_json(golden)["metrics"]["q"] >= 0

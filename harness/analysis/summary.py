@@ -33,6 +33,9 @@ class Fmt:
         return f"[{self.signed(ci[0])}, {self.signed(ci[1])}]{self.unit}"
 
 
+SHOW_LEFT_OUT = 6  # runs left out, named on the screen; report.md names them all
+
+
 def is_sequential(analysis: dict) -> bool:
     seq = analysis.get("sequential")
     return isinstance(seq, dict) and isinstance(seq.get("arms"), dict)
@@ -105,10 +108,14 @@ def lines(analysis: dict) -> list[str]:
                             for arm, c in (ident.get("comparisons") or {}).items())
         out.append(f"MIXED IDENTITY, compared anyway (--allow-mixed-identity): {differs}; a difference mixes "
                    f"the factor with these parts")
-    left = [(k, len(analysis.get(k) or [])) for k in ("excluded", "not_compared", "unreadable")]
-    if any(count for _, count in left):
-        out.append("LEFT OUT: " + ", ".join(f"{count} {k.replace('_', ' ')}" for k, count in left if count)
-                   + " (report.md names each and says why)")
+    left = [f"seed {e['seed']} arm {e['arm']}: {e['reason']}" for e in analysis.get("excluded") or []]
+    left += [f"{n['arm']} vs {n['baseline']} not compared: {n['reason']}" for n in analysis.get("not_compared") or []]
+    left += [f"{u['path']} unreadable: {u['reason']}" for u in analysis.get("unreadable") or []]
+    if left:  # what the verdict does not rest on, named on the screen
+        out.append(f"LEFT OUT ({len(left)}):")
+        out += [f"  - {line}" for line in left[:SHOW_LEFT_OUT]]
+        if len(left) > SHOW_LEFT_OUT:
+            out.append(f"  ... and {len(left) - SHOW_LEFT_OUT} more (report.md names each)")
     if analysis.get("data_unverified"):
         out.append(f"data not verified: {analysis['data_unverified']} run(s) (data.verify=false)")
     return out
