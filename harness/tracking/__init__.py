@@ -46,3 +46,6 @@ of their own; the sweep's own tracker (the analysis, in the launching process) p
 ``wandb sync`` hint for the whole sweep. If even offline fails, the tracker stops trying, and
 ``close()`` names every run not logged.
 """
+
+from harness.tracking.tracker import (  # noqa: F401,E402 - the room's public names (wandb is imported lazily)
+    SWEEP_ENV, NullTracker, TrackingConfigError, WandbTracker, open_tracker)
