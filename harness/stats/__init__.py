@@ -40,7 +40,7 @@ boundaries) and sequential.py (the looks and their decisions).
 """
 
 from ._core import (
-    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t,
+    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t, seed_std,
 )
 from .margins import (
     Margin, MinimumEffectResult, TOSTResult, holm, margin_bound_factors, minimum_effect_test, pooled_seed_std,
@@ -68,6 +68,6 @@ __all__ = [
     "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
     "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",
     "noise_floor", "one_sample_t", "paired_t", "paired_t_power", "pooled_seed_std", "resolve_margin",
-    "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin", "sign_flip_permutation", "test_set_floor",
+    "seed_std", "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin", "sign_flip_permutation", "test_set_floor",
     "tost", "verdict_sentence", "welch_t", "wilcoxon_signed_rank",
 ]

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._core import (
-    LARGE_N, ConfidenceInterval, Result, _exact_pvalue, _exact_statistic, _is_constant, _pairs, difference_units,
-    differences,
+    LARGE_N, ConfidenceInterval, Result, _decimals, _exact_pvalue, _exact_statistic, _is_constant, _pairs,
+    difference_units, differences, seed_std,
 )
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def mean_interval(x, confidence_level: float = 0.95) -> ConfidenceInterval:
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
     x = np.asarray(x, dtype=float)
     mean = float(x.mean())
-    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    se = seed_std(x) / math.sqrt(len(x))  # exactly 0 when every seed gave the same value
     if se == 0:
         return ConfidenceInterval(mean, mean)
     half = float(sps.t.ppf(0.5 + confidence_level / 2, len(x) - 1)) * se
@@ -88,7 +88,8 @@ def welch_t(a, b, *, confidence_level: float = 0.95) -> TTestResult:
     if min(len(a), len(b)) < 2:
         raise ValueError("Welch's test needs at least 2 values per arm.")
     diff = float(b.mean() - a.mean())
-    var_a, var_b = float(a.var(ddof=1)), float(b.var(ddof=1))
+    decimals = _decimals(a, b)
+    var_a, var_b = seed_std(a, decimals) ** 2, seed_std(b, decimals) ** 2  # 0 for an arm constant across seeds
     se = math.sqrt(var_a / len(a) + var_b / len(b))  # Welch's standard error of the difference
     if se == 0:
         return TTestResult(
