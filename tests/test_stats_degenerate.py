@@ -43,3 +43,19 @@ def test_seed_std_is_the_ordinary_std_when_seeds_differ():
     assert stats.seed_std(x) == pytest.approx(np.std(x, ddof=1), rel=1e-9)
     a, b = x, x[::-1] + 0.2
     assert stats.pooled_seed_std([a, b]) == pytest.approx(math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2), rel=1e-9)
+
+
+def test_bootstrap_at_three_seeds_says_in_words_why_it_is_not_defined():
+    a, b = [90.0, 91.0, 92.0], [90.5, 91.2, 92.9]
+    r = stats.bootstrap_ci(a, b)
+    assert r.method == "studentized" and math.isinf(r.low) and math.isinf(r.high)
+    assert r.note.startswith("not defined with 3 pairs: both ends infinite")
+    assert "one pair 3 times" in r.note and "0.111" in r.note and "se* = 0" in r.note
+    assert "read the t interval instead" in r.note
+    # what analysis.json receives: the ends become null, the note says why
+    assert json.loads(json.dumps(r.to_dict()["note"])) == r.note
+    c = stats.compare(a, b, margin=0.5)
+    assert c.bootstrap.note == r.note and c.to_dict()["bootstrap"]["note"] == r.note
+    # from 4 distinct differences the interval is finite and the note is the usual one
+    r4 = stats.bootstrap_ci(a + [93.0], b + [93.1])
+    assert math.isfinite(r4.low) and math.isfinite(r4.high) and r4.note.startswith("bootstrap-t")
