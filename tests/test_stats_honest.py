@@ -105,6 +105,13 @@ def test_power_is_finite_everywhere_in_the_far_tail():
             power = stats.paired_t_power(n, es, 1.0, alpha)
             assert np.isfinite(power).all() and ((power >= 0) & (power <= 1)).all()
             assert (np.diff(power) >= -1e-12).all()  # more seeds never lose power
+    # from ~500 df the quadrature's weights overflowed: paired_t_power(600, 0.9, 1) was NaN
+    n = np.arange(280, 1200, 7)
+    for es in (0.9, 4.0):
+        power = stats.paired_t_power(n, es, 1.0, 0.05)
+        assert np.isfinite(power).all() and (power > 0.999999).all()
+    near = stats.paired_t_power(np.array([300.0, 301.0]), 0.2, 1.0, 0.05)  # either side of the switch
+    assert abs(near[1] - near[0]) < 0.01
 
 
 def test_seeds_needed_on_a_dense_grid_matches_the_integrated_power():

@@ -12,12 +12,24 @@ from ._core import MIN_PAIRS, POWER, Result, _scalar
 from .margins import Margin, margin_bound_factors
 
 
+_LAGUERRE_MAX_DF = 300  # above this scipy's generalised Laguerre weights overflow (NaN from ~500 df)
+
+
 @functools.lru_cache(maxsize=256)
-def _laguerre(df: float):
-    """Nodes x and weights w with E[g(V)] = sum w g(2x) for V chi-square with df (sum w = 1)."""
+def _chi2_nodes(df: float):
+    """Nodes v and weights w with E[g(V)] ~ sum w g(v) for V chi-square with df (sum w = 1).
+
+    Generalised Gauss-Laguerre up to _LAGUERRE_MAX_DF df; above, where its weights overflow to NaN
+    (and a NaN power read as "no power"), Wilson-Hilferty's normal form of V / df with
+    Gauss-Hermite nodes: at that many df its error is far below the digits a power is shown with.
+    """
     from scipy import special
-    x, w = special.roots_genlaguerre(96, df / 2 - 1)
-    return x, w / w.sum()
+    if df <= _LAGUERRE_MAX_DF:
+        x, w = special.roots_genlaguerre(96, df / 2 - 1)
+        return 2 * x, w / w.sum()
+    z, w = np.polynomial.hermite_e.hermegauss(48)
+    cube = np.clip(1 - 2 / (9 * df) + z * np.sqrt(2 / (9 * df)), 0.0, None)
+    return df * cube**3, w / w.sum()
 
 
 def _t_tail(critical, df, noncentrality, upper: bool):
@@ -26,7 +38,7 @@ def _t_tail(critical, df, noncentrality, upper: bool):
     scipy 1.17's ``nct`` returns NaN in the far tail (e.g. effect/sd above ~3.3 at small n), which
     read as "no power" made seeds_needed run on. Where it does, integrate instead: with
     T = (Z + delta) / S, S = sqrt(V / df) and V chi-square, P(T > c) = E[Phi(delta - c S)], taken
-    by generalised Gauss-Laguerre quadrature over the chi-square density.
+    by quadrature over the chi-square density (``_chi2_nodes``).
     """
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
     critical, df, noncentrality = np.broadcast_arrays(
@@ -41,8 +53,8 @@ def _t_tail(critical, df, noncentrality, upper: bool):
         values = np.empty(len(c))
         for dof in np.unique(k):
             at = k == dof
-            x, w = _laguerre(float(dof))
-            s = np.sqrt(2 * x / dof)[None, :]  # S = sqrt(V / df) at the nodes, V = 2x
+            v, w = _chi2_nodes(float(dof))
+            s = np.sqrt(v / dof)[None, :]  # S = sqrt(V / df) at the nodes
             z = (delta[at, None] - c[at, None] * s) if upper else (-c[at, None] * s - delta[at, None])
             values[at] = sps.norm.cdf(z) @ w
         flat[bad] = values
