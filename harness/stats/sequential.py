@@ -328,8 +328,8 @@ class Look:
     nominal_alpha: float  # one-sided nominal level of this look
     margin: float | None
     chance_to_settle: float  # the futility statistic (1.0 at the last look or with futility off)
-    skewness: float  # sample skewness of the differences: the boundaries assume normal ones, and
-    # strong skew (|skewness| >~ 1) inflates the error of claims against the long tail's opposite
+    skewness: float  # sample skewness G1 of the differences, the one Hall's statistic corrects with;
+    # the boundaries hold for gamma-shaped differences up to design.skewness, not for a few outlying seeds
     decision: str
     arm: str | None = None
     # the exact one-sided sign-flip p of the claim the interval points to, against its margin (the
