@@ -9,8 +9,8 @@ seed, issue 17), where the exact sign-flip test each claim must also pass at its
 what keeps the false-positive rate; and skewed differences (issue 24): the chosen design
 (``skewness=2``: Hall's skewness-corrected t, boundaries calibrated on normal and gamma shapes up
 to skewness 2) against the design before it (``skewness=0``: the t statistic, boundaries for
-normal differences), with the alternatives weighed and shapes outside the calibrated family. Effects are in units of sigma, the sd of the paired
-differences. Every cell is a vectorised simulation of EXPERIMENTS experiments through the same
+normal differences), with the alternatives weighed and shapes outside the calibrated family.
+Effects are in units of sigma, the sd of the paired differences. Every cell is a vectorised simulation of EXPERIMENTS experiments through the same
 ``evaluate`` the harness uses. The designs are the harness's defaults: looks every 2 seeds from
 the first look at which a claim is possible (``first_claim_seeds``) to 50. A few minutes on one
 core at the default sizes.
@@ -352,7 +352,8 @@ def skew(rng):
             code, _ = simulate(des, d)
             r, e = _rate(code, [BETTER, WORSE])
             w = float((code == WORSE).mean())
-            verdict = _verdict(r, nexp, name == designs[0][0] and f"{label}: {r:.4f}") if name != designs[2][0] else "info"
+            verdict = (_verdict(r, nexp, name == designs[0][0] and f"{label}: {r:.4f}")
+                       if name != designs[2][0] else "info")
             cells.append(f"{name} {r:.4f} ± {e:.4f} ({w:.4f}) {verdict}")
         print(f"    {label:<26} " + " | ".join(cells))
     print(f"  normal differences, {EXPERIMENTS} experiments per row: power ('better') and expected seeds")

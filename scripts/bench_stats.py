@@ -187,7 +187,8 @@ def power_rows(rng, experiments):
         # sign-flip test every claim must also pass is counted in (issue 24)
         ok = ok and (n == stats.fewest_seeds(alpha) or _reference_power(n - 1, es, alpha) < power + 1e-6
                      or (n - 1 < _EXACT_BELOW
-                         and _reference_power(n - 1, es, alpha) * _exact_share(n - 1, math.floor(es * 20) / 20, alpha / 2) < power))
+                         and _reference_power(n - 1, es, alpha)
+                         * _exact_share(n - 1, math.floor(es * 20) / 20, alpha / 2) < power))
         wrong += not ok
     if wrong:
         FAILED.append("seeds needed grid")
@@ -247,7 +248,8 @@ def exact_rows(rng, experiments):
     lines += ["", "What the exact test costs in power: normal differences with the effect at which the t test "
                   "has power 0.8 (two-sided, alpha 0.05), declared margin 0.25 sd; 'difference claimed' with "
                   "the exact test (now) and with the floor only (before).", "",
-              "| n | effect/sd | t test alone | difference claimed, now | floor only (before) | cost |", "|---|---|---|---|---|---|"]
+              "| n | effect/sd | t test alone | difference claimed, now | floor only (before) | cost |",
+              "|---|---|---|---|---|---|"]
     for n in (6, 7, 8, 10, 12, 15, 20, 30):
         es = float(_effect_for_power(n, 0.8))
         d = rng.normal(es, 1.0, (experiments, n))

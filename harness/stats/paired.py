@@ -329,7 +329,8 @@ def _undefined_bootstrap_note(d: np.ndarray, confidence_level: float, low: float
         f"not defined with {n} pairs: {ends} infinite. A resample of {n} pairs draws only equal differences "
         f"(one pair {n} times{', or pairs whose differences are equal' if len(counts) < n else ''}) with chance "
         f"{flat:.3g}; such a resample has no spread of its own (se* = 0), so its t* is +inf or -inf, and "
-        f"these are more likely than the {tail:.3g} a {confidence_level:.0%} interval cuts off in {'each tail' if ends == 'both ends' else 'a tail'}. With 4 or more "
+        f"these are more likely than the {tail:.3g} a {confidence_level:.0%} interval cuts off in "
+        f"{'each tail' if ends == 'both ends' else 'a tail'}. With 4 or more "
         f"distinct differences the chance is at most {4.0 ** -3:.3g} and the interval is finite; "
         f"read the t interval instead"
     )

@@ -73,7 +73,8 @@ def _exact_note(c) -> str:
         by_t = min(1.0, scale * max(p, c.floors[name]))
         if by_t < c.alpha <= c.p_decision[name]:
             notes.append(f"{_CLAIMS[name]} (t-based decision {_p(by_t)}; exact sign-flip p = {exact[name]:.2g}"
-                         + (f", decision {_p(c.p_decision[name])}" if abs(c.p_decision[name] - exact[name]) > 1e-12 else "")
+                         + (f", decision {_p(c.p_decision[name])}"
+                            if abs(c.p_decision[name] - exact[name]) > 1e-12 else "")
                          + ")")
     if not notes:
         return ""
