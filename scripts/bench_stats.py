@@ -8,7 +8,10 @@ One run prints, each cell with its simulated rate, its standard error and PASS/F
   3. the studentized bootstrap interval's coverage at n = 5, 10, 30 (normal differences);
   4. power of the paired t test against the noncentral t prediction, and seeds needed on a dense
      grid against an independent integral;
-  5. the coverage of the test-set-aware interval for the data distribution (issue 11, defect 7).
+  5. the coverage of the test-set-aware interval for the data distribution (issue 11, defect 7);
+  6. the exact sign-flip test in every claim (issue 24): false positives of +-1-test-example
+     differences under the null at n = 6 to 12, with the test and with only its floor (the rule
+     before), and what the test costs in power on normal differences.
 
 A rate cell passes when rate <= alpha + 3 SE (coverage >= 93% - 3 SE; power within 3 SE of the
 prediction). The verdict's own functions (harness.stats.decision_pvalues, decide, ...) run on all
@@ -34,6 +37,7 @@ from scipy import integrate  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 from harness import stats  # noqa: E402
+from harness.stats.power import _EXACT_BELOW, _exact_share  # noqa: E402
 
 ALPHA = 0.05
 FAILED = []
@@ -82,9 +86,9 @@ def codes_for(a, b, *, margin=None, k=1, groups=None):
         pooled = np.sqrt(np.mean([g.var(axis=1, ddof=1) for g in groups], axis=0))
         f_low, f_high = stats.margin_bound_factors(a.shape[1] - 1, ALPHA / 2)
         p = stats.decision_pvalues(d, margin_beyond=pooled * f_high, margin_equivalent=pooled * f_low,
-                                   margin_share=0.5, n_comparisons=k)
+                                   margin_share=0.5, n_comparisons=k, alpha=ALPHA)
     else:
-        p = stats.decision_pvalues(d, margin_beyond=margin, margin_equivalent=margin, n_comparisons=k)
+        p = stats.decision_pvalues(d, margin_beyond=margin, margin_equivalent=margin, n_comparisons=k, alpha=ALPHA)
     return stats.decide(p["zero"], p["beyond"], p["equivalent"], d.mean(axis=1), ALPHA)
 
 
@@ -179,7 +183,12 @@ def power_rows(rng, experiments):
     for es, alpha, power in grid:
         n = stats.seeds_needed(es, 1.0, alpha=alpha, power=power)
         ok = n is not None and _reference_power(n, es, alpha) >= power - 1e-6
-        ok = ok and (n == stats.fewest_seeds(alpha) or _reference_power(n - 1, es, alpha) < power + 1e-6)
+        # minimal: one fewer falls short for the t test, or (below _EXACT_BELOW seeds) once the exact
+        # sign-flip test every claim must also pass is counted in (issue 24)
+        ok = ok and (n == stats.fewest_seeds(alpha) or _reference_power(n - 1, es, alpha) < power + 1e-6
+                     or (n - 1 < _EXACT_BELOW
+                         and _reference_power(n - 1, es, alpha)
+                         * _exact_share(n - 1, math.floor(es * 20) / 20, alpha / 2) < power))
         wrong += not ok
     if wrong:
         FAILED.append("seeds needed grid")
@@ -213,6 +222,50 @@ def test_set_coverage(rng, experiments=1000, seeds=5, examples=400):
             f"{se(seed_only / experiments, experiments):.4f} | — | {experiments} | info |"]
 
 
+def _floor_only_codes(d, margin):
+    """The verdict's codes as they were before issue 24: t-based p raised only to the sign-flip floor."""
+    n = d.shape[-1]
+    moved = np.sum(d != 0, axis=-1)
+    p = {"zero": np.maximum(stats.minimum_effect_test(d, 0.0).pvalue, stats.sign_flip_floor(moved)),
+         "beyond": np.maximum(stats.minimum_effect_test(d, margin).pvalue, stats.sign_flip_floor(n)),
+         "equivalent": np.maximum(stats.tost(d, margin).pvalue, stats.sign_flip_floor(n, False))}
+    return stats.decide(np.minimum(p["zero"], 1), np.minimum(p["beyond"], 1), np.minimum(p["equivalent"], 1),
+                        d.mean(axis=1), ALPHA)
+
+
+def exact_rows(rng, experiments):
+    step = 100 / 450  # one test example of a 450-example test set
+    lines = ["### 6. The exact sign-flip test in every claim (issue 24)", "",
+             f"Differences of exactly +-1 test example (100/450 points) per seed, each sign with chance 1/2 "
+             f"(the null), declared margin 2 examples: the rate of any difference claimed. 'floor only' is "
+             f"the rule before (t-based p raised to the smallest p the exact test can reach).", "",
+             *header("floor only (before)")]
+    for n in (6, 7, 8, 10, 12):
+        d = rng.choice([-step, step], (experiments, n))
+        now = float(np.isin(codes_for(np.zeros_like(d), d, margin=2 * step), stats.DIFFERS).mean())
+        before = float(np.isin(_floor_only_codes(d, 2 * step), stats.DIFFERS).mean())
+        lines.append(row(f"n = {n}: any difference claimed", now, experiments, limit=ALPHA, extra=f" {before:.4f} |"))
+    lines += ["", "What the exact test costs in power: normal differences with the effect at which the t test "
+                  "has power 0.8 (two-sided, alpha 0.05), declared margin 0.25 sd; 'difference claimed' with "
+                  "the exact test (now) and with the floor only (before).", "",
+              "| n | effect/sd | t test alone | difference claimed, now | floor only (before) | cost |",
+              "|---|---|---|---|---|---|"]
+    for n in (6, 7, 8, 10, 12, 15, 20, 30):
+        es = float(_effect_for_power(n, 0.8))
+        d = rng.normal(es, 1.0, (experiments, n))
+        _, p = stats.one_sample_t(d)
+        t_alone = float(np.mean(p < ALPHA))
+        now = float(np.isin(codes_for(np.zeros_like(d), d, margin=0.25), stats.DIFFERS).mean())
+        before = float(np.isin(_floor_only_codes(d, 0.25), stats.DIFFERS).mean())
+        lines.append(f"| {n} | {es:.3f} | {t_alone:.4f} | {now:.4f} | {before:.4f} | {before - now:+.4f} |")
+    return lines
+
+
+def _effect_for_power(n, power, alpha=ALPHA):
+    from scipy.optimize import brentq
+    return brentq(lambda es: float(stats.paired_t_power(n, es, 1.0, alpha)) - power, 0.01, 10.0)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--experiments", type=int, default=20_000, help="simulated experiments per cell (default 20000)")
@@ -227,7 +280,7 @@ def main(argv=None) -> int:
     print(f"# bench_stats: alpha {ALPHA}, {args.experiments} experiments per cell, seed {args.seed}\n")
     for block in (null_rates(rng, args.experiments), margin_rates(rng, args.experiments),
                   bootstrap_coverage(rng, args.bootstrap_experiments), power_rows(rng, args.experiments),
-                  test_set_coverage(rng, args.test_set_experiments)):
+                  test_set_coverage(rng, args.test_set_experiments), exact_rows(rng, args.experiments)):
         print("\n".join(block) + "\n", flush=True)
     print(f"{'all cells pass' if not FAILED else 'FAILED: ' + ', '.join(FAILED)} "
           f"({time.perf_counter() - started:.0f} s)")

@@ -110,10 +110,14 @@ def test_margin_claims_at_the_boundary_at_most_alpha(truth, claims):
 
 
 def test_large_effect_is_settled_early():
-    d = SequentialDesign(**SUP)
-    code, used = simulate(d, np.random.default_rng(4).standard_normal((SIMS, 30)) + 2.0)
+    x = np.random.default_rng(4).standard_normal((SIMS, 30)) + 2.0
+    code, used = simulate(SequentialDesign(**SUP), x)
     assert (code == BETTER).mean() >= 0.99
-    assert used.mean() < 10  # a fixed-N t test needs 10 seeds for power 0.9999 at 2 sigma
+    # a fixed-N t test needs 10 seeds for power 0.9999 at 2 sigma; boundaries that also hold for
+    # skewed differences (issue 24) cost about one seed here, normal-only ones none
+    assert used.mean() < 11
+    code, used = simulate(SequentialDesign(**SUP, skewness=0.0), x)
+    assert (code == BETTER).mean() >= 0.99 and used.mean() < 10
 
 
 # -- replay: the same seeds give the same decisions, however the run was cut --------------------

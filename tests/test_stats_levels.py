@@ -34,7 +34,8 @@ def _codes(n, effect, sd_diff, margin: stats.Margin, k: int, rng, rho: float = 0
     """
     if not margin.estimated:
         d = rng.normal(effect, sd_diff, (SIMS, n))
-        p = stats.decision_pvalues(d, margin_beyond=margin.high, margin_equivalent=margin.low, n_comparisons=k)
+        p = stats.decision_pvalues(d, margin_beyond=margin.high, margin_equivalent=margin.low, n_comparisons=k,
+                                   alpha=ALPHA)
     else:
         s = margin.value
         level = rng.normal(0, s * math.sqrt(rho), (SIMS, n))
@@ -44,7 +45,7 @@ def _codes(n, effect, sd_diff, margin: stats.Margin, k: int, rng, rho: float = 0
         pooled = np.sqrt((a.var(axis=1, ddof=1) + b.var(axis=1, ddof=1)) / 2)
         f_low, f_high = stats.margin_bound_factors(n - 1, margin.bound_alpha)
         p = stats.decision_pvalues(d, margin_beyond=pooled * f_high, margin_equivalent=pooled * f_low,
-                                   margin_share=(ALPHA - margin.bound_alpha) / ALPHA, n_comparisons=k)
+                                   margin_share=(ALPHA - margin.bound_alpha) / ALPHA, n_comparisons=k, alpha=ALPHA)
     return stats.decide(p["zero"], p["beyond"], p["equivalent"], d.mean(axis=1), ALPHA)
 
 

@@ -16,9 +16,10 @@ What a verdict means (``decide``), with m the margin (the smallest difference th
     undecided            nothing rejects; never read as "no effect"
 
 Each claim is decided by a decision p-value (``decision_pvalues``) whose error rate is at most
-alpha: never below the exact sign-flip test's smallest reachable p on the same pairs, alpha / k
-over k arms with intervals at that level, and for an estimated (auto) margin half of alpha spent
-on the margin's chi-square bound. docs/statistics.md gives the design and the simulated rates.
+alpha: never below the exact sign-flip test's p of the same claim on the same differences, alpha
+/ k over k arms with intervals at that level (moved to the exact test's bound where it does not
+reject what the t interval excludes), and for an estimated (auto) margin half of alpha spent on
+the margin's chi-square bound. docs/statistics.md gives the design and the simulated rates.
 
 Degenerate data is answered, never NaN'd: identical arms give p = 1 and no warnings; constant
 nonzero differences (sd 0) give a zero-width t interval, but the verdict rests on the exact
@@ -26,7 +27,9 @@ sign-flip test there (3 such seeds: p = 0.25, undecided).
 
 The package, bottom to top (each module imports only from those above it in this list):
 
-    _core.py     constants (MIN_PAIRS, POWER, LARGE_N, SIGNIFICANT_DIGITS), pair checks, differences
+    sign_flip.py the exact one-sided sign-flip test, vectorised (numpy only; imports nothing here)
+    _core.py     constants (MIN_PAIRS, POWER, LARGE_N, SIGNIFICANT_DIGITS), pair checks, differences,
+                 seed spreads on the differences' rounding
     paired.py    paired t, Welch, Wilcoxon, sign-flip permutation, bootstrap interval, d_z
     noise.py     seed noise, what pairing removed, the test set's own noise
     margins.py   the margin, minimum-effect test, TOST, multiple comparisons
@@ -35,12 +38,12 @@ The package, bottom to top (each module imports only from those above it in this
     verdict.py   decide, compare, compare_to_baseline
 
 The sequential design (docs/sequential.md) stands apart, imported only by the sequential runner:
-sign_flip.py (the exact one-sided sign-flip test, vectorised), sequential_bounds.py (spending and
-boundaries) and sequential.py (the looks and their decisions).
+sequential_bounds.py (spending, boundaries, Hall's skewness-corrected t) and sequential.py (the
+looks and their decisions), both on sign_flip.py.
 """
 
 from ._core import (
-    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t,
+    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t, seed_std,
 )
 from .margins import (
     Margin, MinimumEffectResult, TOSTResult, holm, margin_bound_factors, minimum_effect_test, pooled_seed_std,
@@ -57,17 +60,17 @@ from .power import (
 )
 from .verdict import (
     DIFFERS, VERDICTS, DecisionInterval, PairedComparison, Verdict, compare, compare_to_baseline, decide,
-    decision_pvalues, sign_flip_floor,
+    decision_pvalues, exact_sign_flip_pvalues, sign_flip_floor,
 )
 from .words import beyond_test_set_sentence, verdict_sentence
 
 __all__ = [
     "BootstrapResult", "ConfidenceInterval", "DIFFERS", "DecisionInterval", "TestSetNoise", "beyond_test_set_sentence",
-    "claim_floors", "decision_levels", "decision_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
+    "claim_floors", "decision_levels", "decision_pvalues", "exact_sign_flip_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
     "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
     "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
     "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",
     "noise_floor", "one_sample_t", "paired_t", "paired_t_power", "pooled_seed_std", "resolve_margin",
-    "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin", "sign_flip_permutation", "test_set_floor",
+    "seed_std", "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin", "sign_flip_permutation", "test_set_floor",
     "tost", "verdict_sentence", "welch_t", "wilcoxon_signed_rank",
 ]

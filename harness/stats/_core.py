@@ -61,6 +61,27 @@ def differences(a, b) -> np.ndarray:
     return np.round(d, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
+def seed_std(x, decimals: int | None | str = "auto") -> float:
+    """Std (ddof=1) of one arm's values across seeds, on the values rounded as the differences are.
+
+    Deviations from the first seed's value are rounded to ``decimals`` (default: SIGNIFICANT_DIGITS
+    of the values' own magnitude; pass ``_decimals(a, b)`` to share the differences' rounding), so
+    an arm whose every seed gave the same value has a std of exactly 0: np.std of seven equal
+    floats is 1e-14 whenever their mean rounds, and an auto margin of 1e-14 is not 0.
+    """
+    x = np.asarray(x, dtype=float)
+    if len(x) < 2:
+        raise ValueError("a seed std needs at least 2 values.")
+    if isinstance(decimals, str):
+        decimals = _decimals(x, x)
+    if decimals is None:  # every value is 0
+        return 0.0
+    deviations = np.round(x - x[0], decimals) + 0.0
+    if np.ptp(deviations) == 0:
+        return 0.0
+    return float(deviations.std(ddof=1))
+
+
 def difference_units(a, b) -> np.ndarray:
     """The rounded differences as integers (units of 10^-decimals): sums of them are exact.
 

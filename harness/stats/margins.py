@@ -9,16 +9,22 @@ from typing import Sequence
 
 import numpy as np
 
-from ._core import Result, _scalar, one_sample_t
+from ._core import Result, _decimals, _scalar, one_sample_t, seed_std
 
 
 def pooled_seed_std(groups: Sequence) -> float:
-    """Pooled seed-to-seed std over arms: sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1))."""
+    """Pooled seed-to-seed std over arms: sqrt(sum((n_i - 1) s_i^2) / sum(n_i - 1)).
+
+    Each s_i is taken on the values rounded as the differences are (``seed_std``, the rounding of
+    the arms' common magnitude), so arms that are each constant across seeds pool to exactly 0.
+    """
     groups = [np.asarray(g, dtype=float) for g in groups if len(g) >= 2]
     if not groups:
         raise ValueError("the pooled seed std needs an arm with at least 2 seeds.")
+    every = np.concatenate(groups)
+    decimals = _decimals(every, every)
     dof = sum(len(g) - 1 for g in groups)
-    return float(math.sqrt(sum((len(g) - 1) * g.var(ddof=1) for g in groups) / dof))
+    return float(math.sqrt(sum((len(g) - 1) * seed_std(g, decimals) ** 2 for g in groups) / dof))
 
 
 @dataclass(frozen=True)

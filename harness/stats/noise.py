@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import ConfidenceInterval, Result, _is_constant, _pairs, differences
+from ._core import ConfidenceInterval, Result, _decimals, _is_constant, _pairs, differences, seed_std
 
 
 def test_set_floor(accuracy: float, n_test: int) -> float:
@@ -42,7 +42,8 @@ def noise_floor(a, b, *, n_test: int | None = None) -> NoiseFloor:
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
     a, b = _pairs(a, b)
     d = differences(a, b)
-    std_a, std_b = float(a.std(ddof=1)), float(b.std(ddof=1))
+    decimals = _decimals(a, b)  # the differences' rounding: an arm constant across seeds has std exactly 0
+    std_a, std_b = seed_std(a, decimals), seed_std(b, decimals)
     std_diff = 0.0 if _is_constant(d) else float(d.std(ddof=1))
     unpaired_var = std_a**2 + std_b**2
     correlation = None

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._core import (
-    LARGE_N, ConfidenceInterval, Result, _exact_pvalue, _exact_statistic, _is_constant, _pairs, difference_units,
-    differences,
+    LARGE_N, ConfidenceInterval, Result, _decimals, _exact_pvalue, _exact_statistic, _is_constant, _pairs,
+    difference_units, differences, seed_std,
 )
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def mean_interval(x, confidence_level: float = 0.95) -> ConfidenceInterval:
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
     x = np.asarray(x, dtype=float)
     mean = float(x.mean())
-    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    se = seed_std(x) / math.sqrt(len(x))  # exactly 0 when every seed gave the same value
     if se == 0:
         return ConfidenceInterval(mean, mean)
     half = float(sps.t.ppf(0.5 + confidence_level / 2, len(x) - 1)) * se
@@ -88,7 +88,8 @@ def welch_t(a, b, *, confidence_level: float = 0.95) -> TTestResult:
     if min(len(a), len(b)) < 2:
         raise ValueError("Welch's test needs at least 2 values per arm.")
     diff = float(b.mean() - a.mean())
-    var_a, var_b = float(a.var(ddof=1)), float(b.var(ddof=1))
+    decimals = _decimals(a, b)
+    var_a, var_b = seed_std(a, decimals) ** 2, seed_std(b, decimals) ** 2  # 0 for an arm constant across seeds
     se = math.sqrt(var_a / len(a) + var_b / len(b))  # Welch's standard error of the difference
     if se == 0:
         return TTestResult(
@@ -305,8 +306,34 @@ def bootstrap_ci(a, b, *, confidence_level: float = 0.95, n_resamples: int = 999
                                note=f"n > {LARGE_N}: percentile interval of {resamples} resamples of the differences")
     low, high = studentized_bootstrap(b - a, confidence_level=confidence_level, n_resamples=n_resamples,
                                       rng=np.random.default_rng(seed))
-    return BootstrapResult(low, high, confidence_level, "studentized", n_resamples, seed,
-                           note="bootstrap-t: resampled pairs, each resample's mean standardised by its own se")
+    note = "bootstrap-t: resampled pairs, each resample's mean standardised by its own se"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        note = _undefined_bootstrap_note(d, confidence_level, low, high)
+    return BootstrapResult(low, high, confidence_level, "studentized", n_resamples, seed, note=note)
+
+
+def _undefined_bootstrap_note(d: np.ndarray, confidence_level: float, low: float, high: float) -> str:
+    """Why a bootstrap-t interval has an infinite end, in words (analysis.json shows it as null).
+
+    A resample that draws only equal differences (at n = 3: the same pair three times, 3 of the
+    27 equally likely draws) has no spread of its own: se* = 0 and t* = +-inf. When such resamples
+    are more likely than the tail a 95% interval cuts off (2.5% each side), that end is infinite.
+    """
+    n = len(d)
+    _, counts = np.unique(d, return_counts=True)
+    flat = float(np.sum((counts / n) ** n))  # the chance that a resample has every difference equal
+    tail = (1 - confidence_level) / 2
+    ends = "both ends" if not (math.isfinite(low) or math.isfinite(high)) else (
+        "the lower end" if not math.isfinite(low) else "the upper end")
+    return (
+        f"not defined with {n} pairs: {ends} infinite. A resample of {n} pairs draws only equal differences "
+        f"(one pair {n} times{', or pairs whose differences are equal' if len(counts) < n else ''}) with chance "
+        f"{flat:.3g}; such a resample has no spread of its own (se* = 0), so its t* is +inf or -inf, and "
+        f"these are more likely than the {tail:.3g} a {confidence_level:.0%} interval cuts off in "
+        f"{'each tail' if ends == 'both ends' else 'a tail'}. With 4 or more "
+        f"distinct differences the chance is at most {4.0 ** -3:.3g} and the interval is finite; "
+        f"read the t interval instead"
+    )
 
 
 def effect_size_dz(a, b) -> float | None:

@@ -7,12 +7,17 @@ The data are the per-seed paired differences ``d = arm - baseline`` in the metri
 design is declared before the data: the maximum number of seeds, the looks (a first look at
 ``min_seeds``, then every ``seeds_per_look`` seeds, and always one at ``max_seeds``), alpha, the
 margin and the metric's direction. At look k with n_k seeds the repeated confidence interval
-(Jennison & Turnbull 1989) is ``mean +- c_k * sd / sqrt(n_k)``; the critical values c_k come from
-an alpha-spending function (Lan & DeMets 1983) computed for the normal sequence by recursive
-numerical integration (Armitage, McPherson & Rowe 1969) and carried to the t scale at the same
-nominal level (the "significance level approach", Jennison & Turnbull 2000, section 3.8). Every
-interval covers the true effect at all looks at once, with probability >= 1 - 2*a1 (a1 below), so
-any claim read off any look is error-controlled, whatever made the run stop there.
+(Jennison & Turnbull 1989) is the set of means that Hall's (1992) skewness-corrected t statistic
+(``sequential_bounds.hall_statistic``) does not reject at the critical value c_k, in either
+direction: ``mean +- c_k * sd / sqrt(n_k)`` for symmetric data, stretched towards the long tail
+of skewed ones. The looks spend a one-sided level a1 by an alpha-spending function (Lan & DeMets
+1983); each look's nominal level comes from the normal sequence (recursive numerical integration,
+Armitage, McPherson & Rowe 1969) carried to the t scale (Jennison & Turnbull 2000, section 3.8),
+and c_k is calibrated on simulated paths of differences of every shape the design declares:
+normal, and gamma-shaped with skewness up to ``skewness`` (default 2) in either direction (issue
+24; ``skewness=0`` is the t statistic for normal differences alone, the design before). For those
+shapes every interval covers the true effect at all looks at once, with probability >= 1 - 2*a1
+(a1 below), so any claim read off any look is error-controlled, whatever made the run stop there.
 
 Claims, read from the interval [lo, hi] (m the declared margin, for a "max" metric):
 
@@ -27,8 +32,8 @@ Schuirmann 1987); with m = 0 "better" and "worse" share the boundary 0 and a1 = 
 a two-sided test. Several arms against one baseline split alpha evenly (Bonferroni): valid under
 any dependence between arms and any data-dependent dropping of arms.
 
-The interval is a t interval and assumes normal differences; a quantised metric (accuracy moves
-in steps of one test example) breaks that at small n: six differences of exactly +1 example have
+The interval assumes a continuous distribution of the differences; a quantised metric (accuracy
+moves in steps of one test example) breaks that at small n: six differences of exactly +1 example have
 sd 0 and a zero-width interval, while the exact sign-flip test of those six signs gives p = 2^-6.
 So a look claims only when, besides the interval, the exact one-sided sign-flip test on the same
 n pairs (``harness.stats.sign_flip``), against the margin the claim is about, reaches that look's
@@ -49,9 +54,11 @@ from typing import Mapping
 import numpy as np
 from scipy import stats as sps
 
-from harness.stats.sequential_bounds import SPENDINGS, _normal_bounds, _spend, _t_bounds
+from harness.stats.sequential_bounds import (SPENDINGS, _normal_bounds, _robust_bounds, _spend, _t_bounds,
+                                             hall_interval, sample_skewness)
 from harness.stats.sign_flip import _TIE, sign_flip_reaches, sign_flip_tail
 
+MAX_SKEWNESS = 4.0  # the largest skewness a design may be calibrated for (gamma shape 0.25)
 DECISIONS = ("continue", "better", "worse", "equivalent", "futile", "undecided")
 CONTINUE, BETTER, WORSE, EQUIVALENT, FUTILE, UNDECIDED = range(6)
 _FUTILITY_POINTS = 9  # effects inside the interval at which the chance to settle is evaluated
@@ -72,6 +79,10 @@ class SequentialDesign:
     gamma: float = 1.0  # Hwang-Shih-DeCani parameter (spending="hsd" only)
     futility: float = 0.05  # stop as futile when no plausible effect settles a claim with >= this chance
     arms: int = 1  # arms compared with the baseline; alpha is split evenly (Bonferroni)
+    # the largest |skewness| of the differences the boundaries hold for (normal, or gamma-shaped up to
+    # this, either direction): Hall's skewness-corrected t calibrated on those shapes (issue 24);
+    # 0: normal differences only, the plain t statistic (the design before issue 24)
+    skewness: float = 2.0
     _bounds: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -113,6 +124,11 @@ class SequentialDesign:
             bad(f"spending must be one of {SPENDINGS}, got {self.spending!r}.")
         if not (0.0 <= self.futility < 0.5):
             bad(f"futility must lie in [0, 0.5) (0 turns futility stopping off), got {self.futility!r}.")
+        if (isinstance(self.skewness, bool) or not isinstance(self.skewness, (int, float, np.integer, np.floating))
+                or not 0.0 <= self.skewness <= MAX_SKEWNESS):
+            bad(f"skewness is the largest |skewness| of the differences the boundaries must hold for and must "
+                f"lie in [0, {MAX_SKEWNESS:g}], got {self.skewness!r}; 2 is the default, 0 assumes normal "
+                "differences.")
         object.__setattr__(self, "_bounds", self._compute_bounds())
 
     @property
@@ -144,12 +160,18 @@ class SequentialDesign:
         inc = tuple(np.diff(np.concatenate([[0.0], cum])).tolist())
         z = np.array(_normal_bounds(tuple(float(n) for n in looks), inc))
         crit = np.array(_t_bounds(looks, inc, tuple(sps.t.isf(sps.norm.sf(z), np.array(looks) - 1))))
+        # the level each look spends (normal differences): the exact sign-flip test must reach it
         nominal = sps.t.sf(crit, np.array(looks) - 1)
+        if self.skewness > 0:  # Hall's statistic, calibrated on every reference shape (issue 24)
+            crit = np.array(_robust_bounds(looks, inc, float(self.skewness), not self.margin, tuple(crit.tolist())))
         return tuple(zip(looks, z.tolist(), nominal.tolist(), crit.tolist()))
 
     @property
     def boundaries(self) -> tuple:
-        """Per look: (n, z boundary, nominal one-sided level, critical value on the t scale)."""
+        """Per look: (n, z boundary, nominal one-sided level, critical value): the critical value is on
+        the scale of the look's statistic, Hall's skewness-corrected t (the t statistic when
+        skewness is 0); the nominal level is what the look spends, which the exact sign-flip test
+        must reach."""
         return self._bounds
 
     def critical(self, n: int) -> float:
@@ -194,7 +216,8 @@ def _first_claim_seeds(items: tuple) -> int:
         m = 1  # a bad value: the design below says which, in its own words
     while True:
         # at m = max_seeds a single look spends all of a1 >= 2^-floor, so this ends there at the latest
-        if 2.0**-m <= SequentialDesign(min_seeds=m, **kw).boundaries[0][2] or m >= kw["max_seeds"]:
+        # the nominal levels do not depend on the skewness the boundaries are calibrated for
+        if 2.0**-m <= SequentialDesign(min_seeds=m, **{**kw, "skewness": 0.0}).boundaries[0][2] or m >= kw["max_seeds"]:
             return m
         m += 1
 
@@ -244,8 +267,16 @@ def evaluate(design: SequentialDesign, n: int, mean, sd, differences):
         raise ValueError(f"evaluate needs the {n} differences of each row, shape {mean.shape + (n,)}; "
                          f"got {x.shape}.")
     g = sign * mean
-    half = design.critical(n) * sd / math.sqrt(n)
-    glo, ghi = g - half, g + half
+    crit = design.critical(n)
+    if design.skewness > 0:
+        # Hall's statistic inverted: an interval stretched towards the long tail of the differences
+        live = sd > 0
+        skew = np.where(live, sample_skewness(x), 0.0)
+        glo, ghi = hall_interval(g, np.where(live, sd, 1.0), skew, n, crit)
+        glo, ghi = np.where(live, glo, g), np.where(live, ghi, g)
+    else:
+        half = crit * sd / math.sqrt(n)
+        glo, ghi = g - half, g + half
     m = float(design.margin or 0.0)
     level = design.nominal(n)
     # the interval claims; then the exact sign-flip test on the same pairs, against the margin of
@@ -292,12 +323,13 @@ class Look:
     sd: float  # sd of the differences
     interval: tuple  # repeated confidence interval, simultaneous over all looks
     level: float  # its simultaneous coverage, 1 - 2 * one-sided alpha
-    critical: float  # c_k on the t scale: interval = estimate +- critical * sd / sqrt(n)
+    critical: float  # c_k on the scale of the look's statistic (Hall's skewness-corrected t; the t
+    # statistic when design.skewness is 0, and then interval = estimate +- critical * sd / sqrt(n))
     nominal_alpha: float  # one-sided nominal level of this look
     margin: float | None
     chance_to_settle: float  # the futility statistic (1.0 at the last look or with futility off)
-    skewness: float  # sample skewness of the differences: the boundaries assume normal ones, and
-    # strong skew (|skewness| >~ 1) inflates the error of claims against the long tail's opposite
+    skewness: float  # sample skewness G1 of the differences, the one Hall's statistic corrects with;
+    # the boundaries hold for gamma-shaped differences up to design.skewness, not for a few outlying seeds
     decision: str
     arm: str | None = None
     # the exact one-sided sign-flip p of the claim the interval points to, against its margin (the

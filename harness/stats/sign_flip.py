@@ -17,7 +17,8 @@ upwards by the subsets whose sum lies within n D / G of D (conservative; a few p
 
 ``sign_flip_tail`` gives that p (G = 4096); ``sign_flip_reaches`` decides p <= level exactly as
 ``sign_flip_tail(e) <= level`` would, through coarse grids first (64 and 512: their bounds nest
-around the fine one), which is what keeps simulations of thousands of experiments fast.
+around the fine one), which is what keeps simulations of thousands of experiments fast;
+``sign_flip_below`` decides p < level (strictly) the same way.
 
 Differences within 1e-9 of the largest |e_i| count as 0 and subset sums within that of D as ties
 (floats carry ~1e-14 of rounding noise from b - a). No p-value is ever below 2^-n, the floor of
@@ -111,3 +112,15 @@ def sign_flip_reaches(e, level) -> np.ndarray | bool:
         low = _count(a[todo], zero[todo], deficit[todo], grid, False)
         todo = todo[low <= level[todo]]  # above the level from below: the fine bound is too
     return bool(out[0]) if np.ndim(e) == 1 else out
+
+
+def sign_flip_below(e, level) -> np.ndarray | bool:
+    """Whether ``sign_flip_tail(e) < level`` (strictly, as a verdict compares p < alpha), per row.
+
+    Every p on n pairs is a count of sign patterns over 2^n, so p < level exactly when p is at most
+    the largest multiple of 2^-n below level; ``sign_flip_reaches`` decides that."""
+    rows = np.atleast_2d(np.asarray(e, dtype=float))
+    n = rows.shape[-1]
+    level = np.asarray(level, dtype=float)
+    below = (np.ceil(level * 2.0**n) - 1.0) / 2.0**n
+    return sign_flip_reaches(e, below)

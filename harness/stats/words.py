@@ -55,6 +55,33 @@ def _floor_note(c) -> str:
     )
 
 
+_CLAIMS = {"zero": "a difference from 0", "beyond": "a difference beyond the margin",
+           "equivalent": "equivalence within the margin"}
+
+
+def _exact_note(c) -> str:
+    """Which claims the t test alone would have made but the exact sign-flip test on the same
+    differences did not (their decision p-value is the exact test's), if any."""
+    exact = getattr(c, "sign_flip_p", None)
+    if not exact or c.n_comparisons * c.floors["zero"] >= c.alpha:  # the floor note says it already
+        return ""
+    share = (c.alpha - c.margin.bound_alpha) / c.alpha
+    raw = {"zero": c.t.pvalue, "beyond": c.minimum_effect.pvalue, "equivalent": c.tost.pvalue}
+    notes = []
+    for name, p in raw.items():
+        scale = c.n_comparisons / (1.0 if name == "zero" else share)
+        by_t = min(1.0, scale * max(p, c.floors[name]))
+        if by_t < c.alpha <= c.p_decision[name]:
+            notes.append(f"{_CLAIMS[name]} (t-based decision {_p(by_t)}; exact sign-flip p = {exact[name]:.2g}"
+                         + (f", decision {_p(c.p_decision[name])}"
+                            if abs(c.p_decision[name] - exact[name]) > 1e-12 else "")
+                         + ")")
+    if not notes:
+        return ""
+    return (f" The t test alone would claim {'; and '.join(notes)}: the exact sign-flip test on the same "
+            f"{c.n} differences does not reach alpha {c.alpha:g}, so no such claim; run more seeds.")
+
+
 def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = True) -> str:
     """The verdict in plain words, with the numbers and intervals that decided it."""
     arm, base, u = c.arm, c.baseline, unit
@@ -123,6 +150,7 @@ def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = T
             f"test is not evidence of no effect; {at_margin}, {at_observed}."
         )
         s += _floor_note(c)
+    s += _exact_note(c)
     if c.exact and not c.identical:
         s += (
             f" Every seed moved by the same {_num(c.mean_diff)}{u} (sd of the differences 0): the t test "
