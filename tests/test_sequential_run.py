@@ -23,7 +23,7 @@ from .conftest import REPO, compose_cfg, run_cli
 SYN = [
     "+experiment=loss_ab", "logger=none", "progress=false", "data.train_limit=64",
     "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0",
-    "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.4", "+ab.arms.C=-6.0",
+    "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.6", "+ab.arms.C=-6.0",
     "ab.sequential.max_seeds=20", "stats.margin=null",
 ]
 SEQ = SYN + ["ab.sequential.enabled=true"]
@@ -112,7 +112,7 @@ def test_sweeper_gives_the_in_process_decisions(tmp_path, reference, launcher, m
     if more:
         reference = tmp_path / "in_process"
         run(SEQ + more, out_dir=reference, verbose=False)
-        assert len(read_json(reference / "sequential.json")["arms"]["B"]["looks"]) == 2
+        assert len(read_json(reference / "sequential.json")["arms"]["B"]["looks"]) == 3
     sweep = tmp_path / "sweep"
     proc = run_cli(["-m", "hydra/sweeper=harness_sequential", f"hydra/launcher={launcher}", *SYN, *more,
                     f"hydra.sweep.dir={sweep}"])
@@ -198,7 +198,7 @@ def test_a_changed_design_is_refused_on_resume(tmp_path, reference):
 def test_failed_runs_count_for_no_arm_and_past_the_budget_stop_the_run(tmp_path):
     from harness.experiment.execute import execute
 
-    two = SEQ + ["~ab.arms.C", "+train.kwargs.fail_seed=2", "+train.kwargs.fail_shift=1.4"]  # seed 2 of B fails
+    two = SEQ + ["~ab.arms.C", "+train.kwargs.fail_seed=2", "+train.kwargs.fail_shift=1.6"]  # seed 2 of B fails
     done = execute(compose_cfg(two + ["ab.sequential.max_failures=1"]), tmp_path / "within", say=lambda m: None,
                    show_table=False)
     seq = done.analysis["sequential"]

@@ -36,7 +36,7 @@ def _arm_summary(arm, runs, results) -> dict:
         "factor_value": factor_value,
         "n": len(v),
         "mean": float(v.mean()) if len(v) else None,
-        "std": float(v.std(ddof=1)) if len(v) >= 2 else None,
+        "std": stats.seed_std(v) if len(v) >= 2 else None,  # on the differences' rounding: 0 when constant
         "min": float(v.min()) if len(v) else None,
         "max": float(v.max()) if len(v) else None,
         "ci": list(stats.mean_interval(v)) if len(v) >= 2 else None,  # t interval of the arm's mean
@@ -51,7 +51,7 @@ def _noise_floor_block(values, margin, n_test, metric) -> dict:
     if n_test is not None:
         floor = stats.test_set_floor(float(np.mean(np.concatenate(list(values.values())))), n_test)
     return {
-        "seed_std": {arm: float(v.std(ddof=1)) if len(v) >= 2 else None for arm, v in values.items()},
+        "seed_std": {arm: stats.seed_std(v) if len(v) >= 2 else None for arm, v in values.items()},
         "pooled_seed_std": stats.pooled_seed_std(pooled_from),
         "test_set_floor": floor,
         "n_test": n_test,
@@ -113,9 +113,10 @@ def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm, o
         "decision": {
             "pvalues": c.p_decision,
             "sign_flip_floors": c.floors,
+            "sign_flip_p": c.sign_flip_p,
             "n_comparisons": c.n_comparisons,
-            "about": "what the verdict compares with alpha: max(raw p, the exact sign-flip test's "
-                     "smallest reachable p) x comparisons, and for claims about an estimated margin / "
+            "about": "what the verdict compares with alpha: max(raw p, the exact sign-flip test's p of the "
+                     "same test on the same differences) x comparisons, and for claims about an estimated margin / "
                      "its share of alpha",
         },
         "intervals": {name: iv.to_dict() for name, iv in c.intervals.items()},

@@ -38,8 +38,8 @@ The package, bottom to top (each module imports only from those above it in this
     verdict.py   decide, compare, compare_to_baseline
 
 The sequential design (docs/sequential.md) stands apart, imported only by the sequential runner:
-sequential_bounds.py (spending, boundaries, Hall's skewness-corrected t) and sequential.py (the
-looks and their decisions), both on sign_flip.py.
+sequential_bounds.py (spending, boundaries, Hall's skewness-corrected t), sequential_design.py (the
+design declared before the data) and sequential.py (the looks and their decisions), on sign_flip.py.
 """
 
 from ._core import (
