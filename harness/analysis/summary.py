@@ -58,8 +58,9 @@ def declaration_line(analysis: dict) -> str:
         d = analysis["sequential"].get("design") or {}
         margin = f"±{f.value(d['margin'])}{f.unit} declared before the data" if d.get("margin") else "none (better or worse than 0)"
         alpha = d.get("alpha", analysis["alpha"])
-        looks = d.get("looks") or []
-        design = f"; sequential, looks at {', '.join(map(str, looks))} seeds, {d.get('spending')} spending"
+        looks = [str(n) for n in d.get("looks") or []]
+        shown = ", ".join(looks) if len(looks) <= 6 else f"{', '.join(looks[:3])}, ... {looks[-1]}"
+        design = f"; sequential, looks at {shown} seeds, {d.get('spending')} spending"
     else:
         if m["source"] == "auto":
             margin = (f"auto, ESTIMATED FROM THE DATA: ±{f.value(m['value'])}{f.unit} ('beyond' against "

@@ -90,7 +90,7 @@ class AnalyzeSweep(Callback):
         if grid:
             render_grid(analysis)
         elif analysis is not None:
-            render_table(analysis)
+            render_table(analysis, tables=bool(config.get("tables", False)))
         tracked = track_sweep_analysis(config, root, None if grid else analysis)
         if problem:
             fail(problem, code=1)

@@ -152,8 +152,9 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
     block = _write(out_dir, design, p, cfg, declaration, loaded, status)
     write_figure(block, out_dir / sp.FIGURE_NAME)
     outcome = Outcome(out_dir, results, skipped, failed, cert)
-    for arm, a in block["arms"].items():
-        say(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
+    if not show_table:  # the verdict screen leads with the decisions: said once
+        for arm, a in block["arms"].items():
+            say(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
 
     from harness.analysis.analyze import AnalysisError, analyze_dir
     from harness.analysis.report import render_table
@@ -163,7 +164,7 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
     except AnalysisError as e:
         return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
     if show_table:
-        render_table(analysis)
+        render_table(analysis, tables=bool(cfg.tables))
     if tracker is not None:
         tracker.log_analysis(analysis, out_dir)
     say(f"results: {out_dir}  (analysis.json, report.md, analysis.png, sequential.json, sequential.png)")

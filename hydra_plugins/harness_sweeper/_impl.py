@@ -126,9 +126,10 @@ class SequentialSweeperImpl:
 
         block = self._write(cfg, root, design, p, baseline, load_tree(root).results,
                             "stopped" if p.stopped else "settled")
-        for arm, a in block["arms"].items():
-            log.info(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
-        failed = self._analyse(cfg, root, block)
+        failed = self._analyse(cfg, root, block)  # its verdict screen leads with the decisions
+        if failed:  # no screen: say the decisions here, once
+            for arm, a in block["arms"].items():
+                log.info(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
         if p.stopped:
             _fail(f"sequential sweep stopped unsettled: {p.stopped}" + (f" Also, the {failed}" if failed else ""), 1)
         if failed:
@@ -201,7 +202,7 @@ class SequentialSweeperImpl:
         except AnalysisError as e:
             track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
             return sweep_analysis_failed(root, e)
-        render_table(analysis)
+        render_table(analysis, tables=bool(cfg.tables))
         if not track_sweep_analysis(cfg, root, analysis):
             return None
         log.info(f"results: {root}  (analysis.json, report.md, analysis.png, sequential.json, sequential.png)")
