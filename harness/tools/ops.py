@@ -373,3 +373,16 @@ def to_json(loc: dict) -> dict:
         if side in found:
             found[side] = [plain(o) for o in found[side]] if isinstance(found[side], list) else plain(found[side])
     return {**{k: v for k, v in loc.items() if k != "found"}, "found": found}
+
+
+def golden_lines(golden: dict, result: dict, step: int) -> list:
+    """harness.golden check --ops: the golden's config and this rerun, both replayed here to ``step``."""
+    from harness.results import load_steps
+
+    if step == 0:
+        return ["  ops: not replayed: the initial weights differ (step 0); the op replay looks inside a training step."]
+    try:
+        loc = locate({"config": golden["config"], "seed": golden["seed"], "arm": golden["arm"]}, result, step)
+    except OpsError as e:
+        return [f"  ops: not available: {e}"]
+    return format_ops(loc, (golden["fingerprints"]["steps"]["loss"], load_steps(result)["loss"]))
