@@ -53,8 +53,9 @@ class TinyConvNetEdited(TinyConvNet):
         self.fc_act = nn.GELU()
 
 
-def tiny_train(cfg, run, steps: int = 6, batch_size: int = 32) -> dict:
-    """Synthetic 4-class data (the same for every seed), cfg.model built in run.init(), plain SGD."""
+def tiny_train(cfg, run, steps: int = 6, batch_size: int = 32, nudge_from: int = 0) -> dict:
+    """Synthetic 4-class data (the same for every seed), cfg.model built in run.init(), plain SGD.
+    ``nudge_from``: from that step on the loss is scaled by 1 + 2**-20 (a change that starts late)."""
     from harness import TensorBatches, instantiate
 
     g = torch.Generator().manual_seed(1234)  # the data set itself: fixed, like a file on disk
@@ -71,6 +72,8 @@ def tiny_train(cfg, run, steps: int = 6, batch_size: int = 32) -> dict:
     while step < steps:
         for xb, yb in loader:
             loss = nn.functional.cross_entropy(model(xb), yb)
+            if nudge_from and step + 1 >= nudge_from:
+                loss = loss * (1 + 2**-20)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -38,6 +38,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         "eps": _save_run(root / "eps", one + ["+model.eps=1e-3"]),
         "edit": _save_run(root / "edit", one + ["model._target_=tests.models_for_tests.TinyConvNetEdited"]),
         "log_every": _save_run(root / "log_every", one + ["train.log_every=3"]),  # not read by tiny_train
+        "late": _save_run(root / "late", one + ["+train.kwargs.nudge_from=4"]),
     }
 
 
@@ -81,6 +82,15 @@ def test_a_model_edit_names_the_layer_whose_ops_changed(runs, tmp_path, capsys):
     assert a["module"] == "fc_act (torch.nn.modules.activation.ReLU)"
     assert b["module"] == "fc_act (torch.nn.modules.activation.GELU)"
     assert "A runs: aten.relu.default [forward] -> 32x64 float32 in fc_act" in out
+
+
+def test_a_change_from_step_4_is_replayed_to_step_4_and_named_there(runs, tmp_path, capsys):
+    out, found = _ops(runs, "late", tmp_path, capsys)
+    assert found["step"] == 4 and found["found"]["kind"] == "ops"  # B scales the loss: one more op
+    (b,) = found["found"]["b"]
+    assert found["found"]["a"] == [] and b["name"] == "aten.mul.Tensor" and b["module"] == "-"
+    assert "loss = loss * (1 + 2**-20)" in b["site"]
+    assert "the replays reproduce both runs' recorded loss bits of steps 1-4" in out
 
 
 def test_our_own_recorder_finds_the_same_op(runs, tmp_path, capsys):

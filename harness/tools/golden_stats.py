@@ -105,8 +105,8 @@ def message(stat: dict, cmp: dict) -> str:
     if cmp["code"] == "identical":
         head = f"bits differ, results equivalent: {primary} is exactly the same in all {seeds}"
     elif cmp["outcome"] == "equivalent":
-        head = (f"bits differ, results equivalent within {within} (interval {c.intervals['equivalent'].low:+.4g} to "
-                f"{c.intervals['equivalent'].high:+.4g}{unit}): {primary} now - golden = {c.mean_diff:+.4g}{unit} over {seeds} "
+        head = (f"bits differ, results equivalent within {within} ({_interval(c.intervals['equivalent'], unit)}): "
+                f"{primary} now - golden = {c.mean_diff:+.4g}{unit} over {seeds} "
                 f"(TOST decision p {c.p_decision['equivalent']:.2g})")
     elif cmp["outcome"] == "changed":
         word = "better" if (c.mean_diff > 0) == (direction == "max") else "worse"
