@@ -11,7 +11,12 @@ run was made with repro.save_weights or repro.keep_step_weights). The report nam
   N steps, drawn on a log scale -- the "butterfly" curve: one changed bit grows step by step until
   the runs are as far apart as two seeds.
 
-Exit status: 0 identical, 1 different, 2 bad input. No Hydra here: only the files are read.
+- with --ops: both runs replayed to the step where they part, and the first aten op whose outputs
+  differ (module, call site, input bits, max |Δ|; tools/ops.py).
+
+Configuration differences come before the numbers, layers largest |Δw| first; "bit-identical" names
+the configuration difference when there is one. Exit status: 0 identical, 1 different, 2 bad
+input. No Hydra here: only the files are read (--ops reruns the recorded configs).
 """
 
 from __future__ import annotations
