@@ -38,7 +38,7 @@ from omegaconf import OmegaConf
 
 from harness.tools.diff import add_config_dir, differences, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
 from harness.results import load_steps, read_json, write_json
-from harness.tools import golden_stats, ops
+from harness.tools import golden_ops, golden_stats
 
 GOLDEN_SCHEMA = "harness.golden/1"
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2  # and golden_stats: 3 equivalent, 4 undecided
@@ -287,17 +287,11 @@ def _primary_line(result: dict) -> str:
 
 def _more_seeds(first: dict, n: int, overrides: list[str], config_dirs) -> list:
     """The golden's own run and the runs of the N - 1 seeds after it (same arm, same overrides)."""
-    out = [first]
-    for seed in golden_stats.seeds_for(first["seed"], n)[1:]:
-        result = run_selected(list(overrides) + [f"seed={seed}", f"arm={first['arm']}"], config_dirs)
-        if result["status"] != "completed":
-            raise BadInput(f"seed {seed} failed ({result['error']['type']}: {result['error']['message']}), so the "
-                           "statistical golden has no value for it.")
-        out.append(result)
-    return out
+    run = lambda seed: run_selected(list(overrides) + [f"seed={seed}", f"arm={first['arm']}"], config_dirs)  # noqa: E731
+    return golden_stats.more_seeds(first, n, run)
 
 
-def save(path: str, overrides: list[str], config_dirs=(), seeds: int | None = None) -> int:
+def save(path: str, overrides: list[str], config_dirs=(), seeds: int | None = None, store_ops: bool = False) -> int:
     result = run_selected(overrides, config_dirs)
     if result["status"] != "completed":
         raise BadInput(f"the run (seed {result['seed']}, arm {result['arm']}) failed, so there are no fingerprints "
@@ -310,6 +304,11 @@ def save(path: str, overrides: list[str], config_dirs=(), seeds: int | None = No
             record["statistical"] = golden_stats.record(runs, _declaration(result))
         except golden_stats.StatsInputError as e:
             raise BadInput(str(e)) from None
+    if store_ops:
+        try:
+            record["ops"] = golden_ops.stored_stream(result)
+        except golden_ops.ops.OpsError as e:
+            raise BadInput(f"--ops: {e}") from None
     try:
         write_json(path, record)
     except OSError as e:
@@ -346,7 +345,7 @@ def check(path: str, extra: list[str], config_dirs=(), show_ops: bool = False) -
     print(text)
     if cmp["identical"]:
         return EXIT_OK
-    print("\n".join(ops.golden_lines(golden, result, cmp["first_divergent_step"])) if show_ops else
+    print("\n".join(golden_ops.check_lines(golden, result, cmp["first_divergent_step"])) if show_ops else
           f"  to name the first op whose bits differ: python -m harness.golden check {shlex.quote(path)} --ops")
     stat = golden.get("statistical")
     if not stat:
@@ -372,6 +371,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
     s.add_argument("--seeds", type=int, default=None, metavar="N",
                    help="also record the declared metrics of N seeds, for check's equivalence test where bits differ")
+    s.add_argument("--ops", action="store_true", help="also store step 1's op stream (bit hashes), for check --ops")
     c = sub.add_parser("check", help="rerun the configuration stored in FILE and compare every step")
     c.add_argument("file", metavar="FILE")
     c.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="extra overrides, applied after the stored ones")
@@ -385,7 +385,7 @@ def main(argv=None) -> int:
     args = parse_args(parser(), argv)  # --config-dir anywhere (diff.parse_args, shared by the repro tools)
     try:
         if args.command == "save":
-            return save(args.file, args.overrides, args.config_dir, seeds=args.seeds)
+            return save(args.file, args.overrides, args.config_dir, seeds=args.seeds, store_ops=args.ops)
         return check(args.file, args.overrides, args.config_dir, show_ops=args.ops)
     except BadInput as e:
         print(f"harness.golden: error: {e}", file=sys.stderr)

@@ -33,6 +33,18 @@ def seeds_for(first: int, n: int) -> list:
     return [int(first) + i for i in range(int(n))]
 
 
+def more_seeds(first: dict, n: int, run) -> list:
+    """``first`` (the golden's own run) and ``run(seed)`` for the N - 1 seeds after it."""
+    out = [first]
+    for seed in seeds_for(first["seed"], n)[1:]:
+        result = run(seed)
+        if result["status"] != "completed":
+            raise StatsInputError(f"seed {seed} failed ({result['error']['type']}: {result['error']['message']}), so "
+                                  "the statistical golden has no value for it.")
+        out.append(result)
+    return out
+
+
 def check_request(n: int, declaration) -> None:
     """--seeds N against the declaration: a margin to be equivalent within, and enough seeds."""
     from harness.stats import fewest_seeds

@@ -357,32 +357,22 @@ def format_ops(loc: dict, recorded_losses: tuple) -> list:
         inputs = "differ (an input came from outside the recorded op stream, e.g. a value set in Python)"
     lines.append(f"      inputs:     {inputs}")
     if delta is None:
-        lines.append("      outputs:    differ (max |Δ| not available: outputs beyond the kept memory)")
+        lines.append("      outputs:    differ (max |Δ| not available: the outputs were not kept -- a golden stores "
+                     "hashes only, a replay keeps up to 256 MiB of them)")
     else:
         lines.append(f"      outputs:    max |Δ| {delta['max_abs']:.3g}; {delta['differ']} of {delta['elements']} elements differ")
     return lines
 
 
+def plain(op: Op) -> dict:
+    """An op as JSON (its hashes, not its tensors); ``Op(**plain(op))`` reads it back."""
+    return {k: v for k, v in op.__dict__.items() if k != "outputs"}
+
+
 def to_json(loc: dict) -> dict:
     """The located difference without tensors, for --json."""
-    def plain(op: Op) -> dict:
-        return {k: v for k, v in op.__dict__.items() if k != "outputs"}
-
     found = dict(loc["found"])
     for side in ("a", "b"):
         if side in found:
             found[side] = [plain(o) for o in found[side]] if isinstance(found[side], list) else plain(found[side])
     return {**{k: v for k, v in loc.items() if k != "found"}, "found": found}
-
-
-def golden_lines(golden: dict, result: dict, step: int) -> list:
-    """harness.golden check --ops: the golden's config and this rerun, both replayed here to ``step``."""
-    from harness.results import load_steps
-
-    if step == 0:
-        return ["  ops: not replayed: the initial weights differ (step 0); the op replay looks inside a training step."]
-    try:
-        loc = locate({"config": golden["config"], "seed": golden["seed"], "arm": golden["arm"]}, result, step)
-    except OpsError as e:
-        return [f"  ops: not available: {e}"]
-    return format_ops(loc, (golden["fingerprints"]["steps"]["loss"], load_steps(result)["loss"]))
