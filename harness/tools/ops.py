@@ -150,11 +150,12 @@ class OwnRecorder(TorchDispatchMode):
 
 def debug_mode_recorder(capture: Capture):
     """PyTorch's DebugMode carrying our exact hash as its dispatch hooks; None when torch lacks it."""
-    try:
+    try:  # private: its name, hooks or constructor may change between releases
         from torch.utils._debug_mode import DebugMode
-    except ImportError:
-        return None
-    if not hasattr(DebugMode, "dispatch_hooks"):
+
+        DebugMode(record_output=False)
+        DebugMode.dispatch_hooks
+    except Exception:  # noqa: BLE001 - then ours records
         return None
 
     @contextlib.contextmanager
