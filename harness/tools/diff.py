@@ -11,7 +11,12 @@ run was made with repro.save_weights or repro.keep_step_weights). The report nam
   N steps, drawn on a log scale -- the "butterfly" curve: one changed bit grows step by step until
   the runs are as far apart as two seeds.
 
-Exit status: 0 identical, 1 different, 2 bad input. No Hydra here: only the files are read.
+- with --ops: both runs replayed to the step where they part, and the first aten op whose outputs
+  differ (module, call site, input bits, max |Δ|; tools/ops.py).
+
+Configuration differences come before the numbers, layers largest |Δw| first; "bit-identical" names
+the configuration difference when there is one. Exit status: 0 identical, 1 different, 2 bad
+input. No Hydra here: only the files are read (--ops reruns the recorded configs).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Optional
 
 from harness.results import differences  # noqa: F401 - public here too
 from harness.tools.args import add_config_dir, parse_args  # noqa: F401 - public here too
+from harness.tools.butterfly import write_plot  # noqa: F401 - public here too
 from harness.results import READABLE_SCHEMAS, RESULT_NAME, SCHEMA, find_result_files, load_steps, read_json, write_json
 
 EXIT_SAME, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
@@ -219,22 +225,21 @@ def _show_value(v) -> str:
 def format_report(report: dict, a: Run, b: Run, plot: Optional[Path]) -> str:
     n_a, n_b = report["steps"]
     lines = [f"A: {a.path}  ({a.label})", f"B: {b.path}  ({b.label})", ""]
+    cfg = [d for d in report["config_differences"] if d[0] not in ("seed", "arm")]
+    seeds = [d for d in report["config_differences"] if d[0] in ("seed", "arm")]
+    shown = ", ".join(f"{k} ({_show_value(x)} vs {_show_value(y)})" for k, x, y in (seeds + cfg)[:8])
+    shown += f", and {len(seeds + cfg) - 8} more" if len(seeds + cfg) > 8 else ""
     if report["identical"]:
         what = "loss bits and parameter digests of every step, final weights"
         if report["weights"] is not None:
             what += ", weights.pt"
         lines.append(f"The runs are bit-identical: {n_a} steps ({what}).")
+        if shown:  # identical bits are only news together with what was changed
+            lines.append(f"  although the config differs at: {shown}: that change did not move a bit")
         return "\n".join(lines)
 
     lines.append("The runs differ.")
-    cfg = [d for d in report["config_differences"] if d[0] not in ("seed", "arm")]
-    seeds = [d for d in report["config_differences"] if d[0] in ("seed", "arm")]
-    if seeds + cfg:
-        shown = ", ".join(f"{k} ({_show_value(x)} vs {_show_value(y)})" for k, x, y in (seeds + cfg)[:8])
-        more = f", and {len(seeds + cfg) - 8} more" if len(seeds + cfg) > 8 else ""
-        lines.append(f"  config differs at:      {shown}{more}")
-    else:
-        lines.append("  config:                 identical")
+    lines.append(f"  config differs at:      {shown}" if shown else "  config:                 identical")
     env = [d for d in report["env_differences"] if d[0] not in ("device_name", "processor", "platform")] or report["env_differences"]
     if env:
         lines.append("  environment differs at: " + ", ".join(f"{k} ({x} vs {y})" for k, x, y in env[:8]))
@@ -271,7 +276,7 @@ def format_report(report: dict, a: Run, b: Run, plot: Optional[Path]) -> str:
     else:
         lines.append(f"  max |Δw| (final):       {_g(w['overall'])} overall")
         width = max((len(k) for k in w["per_layer"]), default=0)
-        ranked = list(w["per_layer"].items())
+        ranked = sorted(w["per_layer"].items(), key=lambda kv: -kv[1])  # the largest first
         for name, d in ranked[:SHOW_LAYERS]:
             lines.append(f"      {name:<{width}}  {_g(d)}")
         if len(ranked) > SHOW_LAYERS:
@@ -297,41 +302,22 @@ def format_report(report: dict, a: Run, b: Run, plot: Optional[Path]) -> str:
     return "\n".join(lines)
 
 
-def write_plot(report: dict, path: Path) -> bool:
-    """Log-scale max |Δw| per kept step (top) and |Δ train loss| per step (bottom). False: nothing to draw."""
-    curve = (report["step_weights"] or {}).get("max_abs_dw") or []
-    dloss = report["abs_dloss"]
-    if not any(d > 0 for d in curve) and not any(d > 0 for d in dloss):
-        return False
-    import matplotlib
+def ops_lines(report: dict, a: Run, b: Run, recorder: str = "auto") -> list:
+    """--ops: the first aten op whose outputs differ, at the step where the runs part (tools/ops.py)."""
+    from harness.tools import ops
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [(curve, "max |Δw| (kept steps)")] if any(d > 0 for d in curve) else []
-    panels.append((dloss, "|Δ train loss| per step"))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.8 * len(panels)), sharex=True, squeeze=False)
-    for ax, (values, label) in zip(axes[:, 0], panels):
-        # A log axis cannot show 0: steps where the runs still agree are left out of the line.
-        points = [(i + 1, v) for i, v in enumerate(values) if v > 0]
-        if points:
-            ax.semilogy(*zip(*points), marker=".", linewidth=1)
-        ax.set_ylabel(label)
-        ax.grid(True, which="both", alpha=0.3)
-        for step, style in ((report["first_params_step"], "--"), (report["first_loss_step"], ":")):
-            if step is not None:
-                ax.axvline(step, color="gray", linestyle=style, linewidth=1)
-    axes[0, 0].set_title(
-        f"where the runs part ways: parameters from step {report['first_params_step']} (dashed), "
-        f"loss from step {report['first_loss_step']} (dotted)",
-        fontsize=9,
-    )
-    axes[-1, 0].set_xlabel("step")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+    steps = [s for s in (report["first_params_step"], report["first_loss_step"]) if s is not None]
+    if not report["init_equal"] or not steps:
+        report["ops"] = None
+        why = "the initial weights differ (step 0)" if not report["init_equal"] else "every step's bits match"
+        return [f"  ops:                    not replayed: {why}; the op replay looks inside a training step"]
+    try:
+        loc = ops.locate(a.result, b.result, min(steps), recorder)
+    except ops.OpsError as e:
+        report["ops"] = None
+        return [f"  ops:                    not available: {e}"]
+    report["ops"] = ops.to_json(loc)
+    return ops.format_ops(loc, (_steps(a.result)["loss"], _steps(b.result)["loss"]))
 
 
 # -- command line -------------------------------------------------------------------------------
@@ -348,6 +334,10 @@ def parser() -> argparse.ArgumentParser:
                    help=f"where to draw the butterfly curve (default: {PLOT_NAME} in A's run folder)")
     p.add_argument("--no-plot", action="store_true", help="draw nothing")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the full report as JSON")
+    p.add_argument("--ops", action="store_true",
+                   help="replay both runs to the step where they part and name the first aten op whose outputs differ")
+    p.add_argument("--recorder", choices=("auto", "debug_mode", "own"), default="auto",
+                   help="for --ops: PyTorch's DebugMode (auto: where torch has it) or the harness's own dispatch mode")
     add_config_dir(p, help="taken as the other tools take it, and not used: the diff reads only the two runs' files")
     return p
 
@@ -372,6 +362,8 @@ def main(argv=None) -> int:
             return EXIT_BAD_INPUT
     report["plot"] = str(plot) if plot else None
     print(format_report(report, a, b, plot))
+    if args.ops and not report["identical"]:
+        print("\n".join(ops_lines(report, a, b, args.recorder)))
     if args.json:
         try:
             write_json(args.json, report)

@@ -11,6 +11,12 @@ step. ``check`` composes the same overrides again (plus any given after FILE, wh
 and compares every step: exit 0 when all are bit-identical, 1 naming the first divergent step (and
 what changed in the config or environment), 2 on bad input.
 
+``save --seeds N`` also records the declared metrics of N seeds; ``check`` where the bits differ
+then reruns them and says whether the results are equivalent within the declared margin, changed,
+or undecided (tools/golden_stats.py; exit 0 identical, 3 equivalent, 1 changed, 4 undecided, 2 bad
+input). ``check --ops`` replays both sides to the first divergent step and names the first aten op
+whose bits differ (tools/ops.py, as ``python -m harness.diff --ops``).
+
 Bits are only promised on the same stack: the same torch version, device type and thread count.
 A check on another stack says so, so a red CI job reads "new stack, re-save the golden" rather than
 "the refactor changed the numerics". Keep goldens short (e.g. train.max_steps=50 data.train_limit=512).
@@ -32,9 +38,10 @@ from omegaconf import OmegaConf
 
 from harness.tools.diff import add_config_dir, differences, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
 from harness.results import load_steps, read_json, write_json
+from harness.tools import golden_ops, golden_stats
 
 GOLDEN_SCHEMA = "harness.golden/1"
-EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2  # and golden_stats: 3 equivalent, 4 undecided
 # What the bits are promised on; a difference here is named in the check's message.
 STACK_KEYS = ("torch", "device_type", "threads", "cuda", "cudnn", "device_name")
 # The config keys that never change a run's numbers (as in experiment.config_hash).
@@ -278,12 +285,30 @@ def _primary_line(result: dict) -> str:
     return f"{metric} {_number(value)}{spec.suffix if spec else ''}" if value is not None else f"{metric} not returned"
 
 
-def save(path: str, overrides: list[str], config_dirs=()) -> int:
+def _more_seeds(first: dict, n: int, overrides: list[str], config_dirs) -> list:
+    """The golden's own run and the runs of the N - 1 seeds after it (same arm, same overrides)."""
+    run = lambda seed: run_selected(list(overrides) + [f"seed={seed}", f"arm={first['arm']}"], config_dirs)  # noqa: E731
+    return golden_stats.more_seeds(first, n, run)
+
+
+def save(path: str, overrides: list[str], config_dirs=(), seeds: int | None = None, store_ops: bool = False) -> int:
     result = run_selected(overrides, config_dirs)
     if result["status"] != "completed":
         raise BadInput(f"the run (seed {result['seed']}, arm {result['arm']}) failed, so there are no fingerprints "
                        f"to save: {result['error']['message']}")
     record = golden_record(result, overrides, config_dirs)
+    if seeds is not None:
+        try:
+            golden_stats.check_request(seeds, _declaration(result))
+            runs = _more_seeds(result, seeds, overrides, config_dirs)
+            record["statistical"] = golden_stats.record(runs, _declaration(result))
+        except golden_stats.StatsInputError as e:
+            raise BadInput(str(e)) from None
+    if store_ops:
+        try:
+            record["ops"] = golden_ops.stored_stream(result)
+        except golden_ops.ops.OpsError as e:
+            raise BadInput(f"--ops: {e}") from None
     try:
         write_json(path, record)
     except OSError as e:
@@ -293,13 +318,14 @@ def save(path: str, overrides: list[str], config_dirs=()) -> int:
     print(
         f"golden saved: {path}: {n} steps of seed {record['seed']}, arm {record['arm']} "
         f"(torch {env['torch']}, {env['device_type']}, {env['threads']} threads; "
-        f"{_primary_line(result)}). "
+        f"{_primary_line(result)})"
+        + (f"; declared metrics of {seeds} seeds" if seeds else "") + ". "
         f"Check with: python -m harness.golden check {shlex.quote(path)}"
     )
     return EXIT_OK
 
 
-def check(path: str, extra: list[str], config_dirs=()) -> int:
+def check(path: str, extra: list[str], config_dirs=(), show_ops: bool = False) -> int:
     golden = load_golden(path)
     # The golden's own seed and arm, unless the extra overrides pick others.
     pinned = [f"seed={golden['seed']}", f"arm={golden['arm']}"]
@@ -313,22 +339,43 @@ def check(path: str, extra: list[str], config_dirs=()) -> int:
               f"{result['error']['message']}).")
         return EXIT_DIFFERENT
     cmp = compare(golden, result)
-    print(check_message(path, golden, result, cmp))
-    return EXIT_OK if cmp["identical"] else EXIT_DIFFERENT
+    text = check_message(path, golden, result, cmp)
+    if golden.get("statistical") and not cmp["identical"]:  # not failed yet: the seeds below decide
+        text = text.replace("golden check FAILED:", "golden check: the bits differ:", 1)
+    print(text)
+    if cmp["identical"]:
+        return EXIT_OK
+    print("\n".join(golden_ops.check_lines(golden, result, cmp["first_divergent_step"])) if show_ops else
+          f"  to name the first op whose bits differ: python -m harness.golden check {shlex.quote(path)} --ops")
+    stat = golden.get("statistical")
+    if not stat:
+        return EXIT_DIFFERENT
+    try:
+        runs = _more_seeds(result, len(stat["seeds"]), list(golden["overrides"]) + list(extra), dirs)
+        verdict = golden_stats.compare(stat, runs)
+    except golden_stats.StatsInputError as e:
+        raise BadInput(str(e)) from None
+    print(golden_stats.message(stat, verdict))
+    return golden_stats.OUTCOME_EXIT[verdict["outcome"]]
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m harness.golden",
-        description="Save or check golden per-step fingerprints of one run (exit 0 same, 1 different, 2 bad input).",
+        description="Save or check golden per-step fingerprints of one run (exit 0 identical, 1 different or results "
+                    "changed, 2 bad input, 3 bits differ but results equivalent, 4 undecided).",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="{save,check}")
     s = sub.add_parser("save", help="run one (seed, arm) and write its fingerprints to FILE")
     s.add_argument("file", metavar="FILE")
     s.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
+    s.add_argument("--seeds", type=int, default=None, metavar="N",
+                   help="also record the declared metrics of N seeds, for check's equivalence test where bits differ")
+    s.add_argument("--ops", action="store_true", help="also store step 1's op stream (bit hashes), for check --ops")
     c = sub.add_parser("check", help="rerun the configuration stored in FILE and compare every step")
     c.add_argument("file", metavar="FILE")
     c.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="extra overrides, applied after the stored ones")
+    c.add_argument("--ops", action="store_true", help="where bits differ, name the first aten op whose outputs differ")
     for sp in (s, c):
         add_config_dir(sp)
     return p
@@ -338,8 +385,8 @@ def main(argv=None) -> int:
     args = parse_args(parser(), argv)  # --config-dir anywhere (diff.parse_args, shared by the repro tools)
     try:
         if args.command == "save":
-            return save(args.file, args.overrides, args.config_dir)
-        return check(args.file, args.overrides, args.config_dir)
+            return save(args.file, args.overrides, args.config_dir, seeds=args.seeds, store_ops=args.ops)
+        return check(args.file, args.overrides, args.config_dir, show_ops=args.ops)
     except BadInput as e:
         print(f"harness.golden: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
