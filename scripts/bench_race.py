@@ -31,14 +31,14 @@ from harness.stats.race import simulate  # noqa: E402
 N0, STEP, MAX, ALPHA, DELTA, COMMON = 10, 2, 40, 0.05, 1.0, 3.0
 
 
-def cov(k: int, common: float = COMMON) -> np.ndarray:
-    return common ** 2 * np.ones((k, k)) + np.eye(k)
+def cov(k: int, common: float = COMMON, own: float = 1.0) -> np.ndarray:
+    return common ** 2 * np.ones((k, k)) + own ** 2 * np.eye(k)
 
 
-def cell(name: str, mu, reps: int, common: float = COMMON, seed: int = 0) -> None:
+def cell(name: str, mu, reps: int, common: float = COMMON, seed: int = 0, own: float = 1.0) -> None:
     mu = np.asarray(mu, float)
     k = len(mu)
-    r = simulate(mu, cov(k, common), n0=N0, step=STEP, max_seeds=MAX, alpha=ALPHA, delta=DELTA, reps=reps, seed=seed)
+    r = simulate(mu, cov(k, common, own), n0=N0, step=STEP, max_seeds=MAX, alpha=ALPHA, delta=DELTA, reps=reps, seed=seed)
     kept, best = r["kept"], int(np.argmax(mu))
     protected = mu > mu[best] - DELTA + 1e-9  # not worse than the best by more than the margin
     pcs = (kept[:, best] & (kept.sum(axis=1) == 1)).mean()
@@ -67,6 +67,9 @@ def main() -> None:
     cell("one clearly better, the rest spread", spread8, a.reps)
     cell("one clearly better, the rest spread, K=3", spread8[:3], a.reps)
     cell("best +2 delta, the rest tied", [2.0] + [0.0] * 7, a.reps)
+    print("\na margin small against the noise (own sd 5 delta), where KN's width alone is slow:")
+    cell("own sd 5: LFC, best +delta, the rest tied", [1.0] + [0.0] * 7, a.reps, own=5.0)
+    cell("own sd 5: one clearly better, the rest spread", [0.0, -6, -8, -10, -12, -15, -20, -25], a.reps, own=5.0)
     print("\noutside the indifference zone (no promise; wrong drops = a config within delta of the best dropped):")
     cell("two within delta/2 of the best, the rest spread", [0.0, -0.5, -0.5, -2.0, -2.5, -3.0, -4.0, -5.0], a.reps)
     cell("all equal", [0.0] * 8, a.reps)

@@ -172,3 +172,14 @@ def test_plugin_is_discovered_light_and_its_schema_composes():
                                "print(sorted({'torch', 'scipy', 'harness'} & set(sys.modules)))"],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0 and probe.stdout.strip() == "[]", probe.stdout + probe.stderr
+
+
+def test_a_configuration_has_the_bits_of_the_same_run_outside_the_race(tmp_path, reference):
+    from harness.api import run
+
+    plain = ["+experiment=loss_ab", "logger=none", "progress=false", "data.train_limit=64", "determinism.threads=1",
+             "repro.certificate=false", "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0",
+             "+train.kwargs.sd=1.0", "ab.factor=train.kwargs.shift", "ab.arms.A=2.0", "ab.arms.B=0.0", "ab.seeds=[3]"]
+    run(plain, out_dir=tmp_path / "plain", verbose=False)
+    runs, raced = _runs(tmp_path / "plain"), _runs(reference)
+    assert runs[(3, "A")] == raced[(3, "shift_2.0")] and runs[(3, "B")] == raced[(3, "shift_0.0")]

@@ -159,9 +159,8 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
         x = np.array(rows)[None]
         if s2 is None:
             s2 = kn.pair_variances(x)
-        means = np.nanmean(x, axis=1) if n else None
-        w = kn.widths(s2, h2, design.margin, n)
-        new, beat = kn.screen(np.nan_to_num(means), alive, w)
+        means = x.mean(axis=1)  # nan for configurations already dropped (masked by alive)
+        new, beat, w = kn.decide(x, alive, s2, h2, design.margin, level)
         dropped = [{"config": cfgs[i], "by": cfgs[beat[0, i]],
                     "behind": float(means[0, beat[0, i]] - means[0, i]), "width": float(w[0, i, beat[0, i]])}
                    for i in range(k) if alive[0, i] and not new[0, i]]

@@ -15,11 +15,15 @@ Theorem 1): when the best configuration is at least delta better than every othe
 indifference zone), it is dropped with probability at most ``a``. Looking only every few seeds
 (batches) checks a subset of KN's stages, so a wrong drop can only become rarer.
 
-The race also stops when the survivors are all within delta of each other: every pair's interval
-(t, Bonferroni over all pairs and all planned looks, so it holds at every look at once) inside
-(-delta, delta). The race's alpha is split: ``a = alpha / 2`` for KN's drops and alpha / 2 for
-these intervals, so "the best was kept, and the set's members are within delta" holds with
-probability >= 1 - alpha under the indifference zone (union bound).
+KN's width shrinks like S2 / (delta r): with a margin small against the seed noise even a large gap
+takes many seeds. So the race also keeps simultaneous intervals for every pair (t, Bonferroni over
+all pairs and all planned looks, so they hold at every look at once), and drops i as soon as its
+interval against a survivor lies below -delta (a drop that is then correct: i is worse than the
+best by more than delta); and it stops when the survivors' intervals all lie inside (-delta,
+delta). The race's alpha is split: ``a = alpha / 2`` for KN and alpha / 2 for the intervals, so
+"the best was kept (under the indifference zone), every interval drop was worse than the best by
+more than delta, and a set's members are within delta" holds with probability >= 1 - alpha
+(union bound).
 
 Everything is vectorised over a leading axis of replications: the race itself calls the same
 functions with one replication (``simulate`` and ``look`` share ``screen``).
@@ -60,6 +64,18 @@ def screen(means: np.ndarray, alive: np.ndarray, w: np.ndarray) -> tuple[np.ndar
     beaten = (behind > 0).any(axis=2) & alive
     by = np.where(beaten, np.argmax(behind, axis=2), -1)
     return alive & ~beaten, by
+
+
+def decide(x: np.ndarray, alive: np.ndarray, s2: np.ndarray, h2: float, delta: float, level: float):
+    """One look after r = x.shape[1] seeds: (alive after, by, width) -- the race's single rule.
+
+    i is dropped behind l when mean_l - mean_i exceeds min(W_il(r), half_il + delta): KN's width, or
+    the simultaneous interval showing i worse than l by more than delta (then i is worse than the
+    best by more than delta too, whenever the intervals cover)."""
+    est, half = pair_intervals(x, level)
+    w = np.minimum(widths(s2, h2, delta, x.shape[1]), half + delta)
+    new, by = screen(x.mean(axis=1), alive, w)
+    return new, by, w
 
 
 def interval_level(alpha_eq: float, k: int, looks: int) -> float:
@@ -113,7 +129,7 @@ def simulate(mu, cov, *, n0: int, step: int, max_seeds: int, alpha: float, delta
         why = np.full(m, 2)
         for r in looks:
             used[running] = np.where(alive[running], r, used[running])
-            new, _ = screen(x[:, :r].mean(axis=1), alive, widths(s2, h2, delta, r))
+            new, _, _ = decide(x[:, :r], alive, s2, h2, delta, level)
             alive = np.where(running[:, None], new, alive)
             one = running & (alive.sum(axis=1) == 1)
             why[one] = 0
