@@ -3,7 +3,8 @@
 race.md: the winner or the set indistinguishable from the best, each configuration's mean, its
 difference from the leader with the simultaneous interval, seeds spent per configuration, and a
 table of every look and every drop. race.png: per look, each running configuration's mean minus
-the leader's, with the margin band; a dropped configuration's line ends at its drop.
+that look's leader with its simultaneous interval, and the margin band; a dropped configuration's
+line ends at its drop.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ def report(block: dict) -> str:
         f"Kim & Nelson's fully sequential procedure (2001) on common seeds: margin (indifference zone) "
         f"±{d['margin']:g}{unit}, alpha {d['alpha']:g} (half for drops: h² = {d['h2']:.3f}; half for the "
         f"simultaneous intervals, each at error {block['interval_error']:.3g}); looks at "
-        f"{', '.join(map(str, d['looks']))} seeds. Promise: if the best configuration is better than every other "
-        f"by at least the margin, it is kept (and wins) with probability >= {1 - d['alpha']:g}.", "",
+        f"{', '.join(map(str, d['looks']))} seeds. A configuration is dropped when behind a survivor by more than "
+        f"KN's width, or when its interval against that survivor lies below -{d['margin']:g}. Promise (docs/racing.md), "
+        f"with probability >= {1 - d['alpha']:g}: if the best configuration is better than every other by at least "
+        f"the margin it is kept, every drop on an interval was worse than the best by more than the margin, and a "
+        f"set that stopped within the margin is within it.", "",
         f"Seeds spent: {block['seeds_spent']} of {block['seeds_all_to_max']} (every configuration to "
         f"{d['max_seeds']} seeds): {block['seeds_spent'] / block['seeds_all_to_max']:.2f}x.", "",
         f"| configuration | {d['factor']} | status | seeds | mean | minus leader | interval |",
@@ -59,17 +63,18 @@ def figure(block: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     d = block["design"]
-    leader = block["leader"]
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name in block["configs"]:
-        pts = [(x["n"], x["means"][name] - x["means"][leader]) for x in block["looks"]
-               if name in x["means"] and leader in x["means"]]
+    for j, name in enumerate(block["configs"]):
+        pts = [(x["n"] + 0.12 * j, *x["versus_leader"][name]) for x in block["looks"] if name in x["versus_leader"]]
+        pts += [(x["n"] + 0.12 * j, 0.0, 0.0) for x in block["looks"] if x.get("leader") == name]
         if pts:
-            ax.plot(*zip(*pts), marker="o", label=name)
+            pts.sort()
+            n, est, half = zip(*pts)
+            ax.errorbar(n, est, yerr=half, marker="o", capsize=3, label=name)
     ax.axhspan(-d["margin"], d["margin"], color="grey", alpha=0.2, label=f"margin ±{d['margin']:g}")
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("seeds (looks)")
-    ax.set_ylabel(f"{d['metric']}: mean minus the leader ({leader})")
+    ax.set_ylabel(f"{d['metric']}: minus that look's leader")
     ax.set_title(f"Race: {block['verdict']}"[:90], fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -164,8 +164,13 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
         dropped = [{"config": cfgs[i], "by": cfgs[beat[0, i]],
                     "behind": float(means[0, beat[0, i]] - means[0, i]), "width": float(w[0, i, beat[0, i]])}
                    for i in range(k) if alive[0, i] and not new[0, i]]
+        top = int(np.argmax(np.where(alive[0], means[0], -np.inf)))  # this look's leader
+        est, half = kn.pair_intervals(x, level)
         looks.append({"look": len(looks) + 1, "n": n, "alive": [c for c, a in zip(cfgs, alive[0]) if a],
                       "means": {c: sign * float(means[0, i]) for i, c in enumerate(cfgs) if alive[0, i]},
+                      "leader": cfgs[top],  # each survivor minus the leader, with its simultaneous interval
+                      "versus_leader": {c: [sign * float(est[0, i, top]), float(half[0, i, top])]
+                                        for i, c in enumerate(cfgs) if alive[0, i] and i != top},
                       "dropped": dropped})
         alive = new
         live = x[:, :, alive[0]]
