@@ -183,3 +183,38 @@ def test_a_configuration_has_the_bits_of_the_same_run_outside_the_race(tmp_path,
     run(plain, out_dir=tmp_path / "plain", verbose=False)
     runs, raced = _runs(tmp_path / "plain"), _runs(reference)
     assert runs[(3, "A")] == raced[(3, "shift_2.0")] and runs[(3, "B")] == raced[(3, "shift_0.0")]
+
+
+def _design(**kw):
+    from harness.experiment.race_plan import RaceDesign
+
+    base = dict(configs=("a", "b", "c"), values={"a": 0, "b": 1, "c": 2}, factor="f", metric="m", direction="max",
+                unit="", margin=1.0, alpha=0.05, min_seeds=5, seeds_per_look=2, max_seeds=15, max_failures=1)
+    return RaceDesign(**{**base, **kw})
+
+
+def test_a_failed_run_counts_for_no_configuration_and_past_the_budget_stops_the_race():
+    from harness.experiment.race_plan import plan
+
+    shift = {"a": 0.0, "b": 2.0, "c": -1.0}
+    results = [{"seed": s, "arm": c, "status": "completed", "metrics": {"m": paired_value(s, v)}}
+               for s in range(8) for c, v in shift.items()]
+    results[3 * 2 + 1] = {"seed": 2, "arm": "b", "status": "failed", "error": {"type": "RuntimeError", "message": "x"}}
+    p = plan(_design(), results, seeds=[])
+    assert p.failed == [{"seed": 2, "arm": "b", "reason": "failed: RuntimeError: x"}] and p.stopped is None
+    assert p.seeds[:5] == [0, 1, 3, 4, 5] and p.looks[0]["n"] == 5  # seed 2 counts for none; seed 5 takes its place
+    p = plan(_design(max_failures=0), results, seeds=[])
+    assert p.stopped.startswith("1 failed run(s), more than ab.race.max_failures=0: seed 2 config b") and p.done
+
+
+def test_a_changed_design_is_refused_on_resume(reference):
+    from harness.experiment.race_plan import stored_design_problem
+
+    stored = read_json(reference / "race.json")
+    same = _design(configs=tuple(SHIFTS), values=SHIFTS, factor="train.kwargs.shift", metric="test_accuracy",
+                   unit="pts", max_failures=0)
+    assert stored_design_problem(stored, same, reference) is None
+    problem = stored_design_problem(stored, _design(configs=tuple(SHIFTS), values=SHIFTS, factor="train.kwargs.shift",
+                                                    metric="test_accuracy", unit="pts", max_failures=0,
+                                                    margin=0.5), reference)
+    assert "holds a race declared with another design (margin 1.0 -> 0.5)" in problem
