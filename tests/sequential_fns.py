@@ -63,3 +63,10 @@ def sets_env(cfg, run, shift: float = 0.0, sd: float = 1.0, env_from_seed: int =
     if 0 <= env_from_seed <= run.seed:
         os.environ[env_var] = "changed"
     return out
+
+
+def paired_value(seed: int, shift: float, sd: float = 1.0) -> float:
+    """paired_metric's test_accuracy without a run: what the race tests expect (the same draws)."""
+    common = np.random.default_rng([seed, 7]).normal(0.0, 3.0)
+    own = np.random.default_rng([seed, 11, int(round(shift * 1000)) + 10**6]).normal(0.0, sd)
+    return 50.0 + shift + common + own

@@ -155,6 +155,18 @@ class SequentialConfig:
 
 
 @dataclass
+class RaceConfig:
+    # Race the arms (or one swept key: optim.lr=0.01,0.03,0.1) to the best with
+    # -m hydra/sweeper=harness_race (docs/racing.md): every configuration on the same seeds, in
+    # batches; after each look Kim & Nelson's procedure drops those shown worse than the best by more
+    # than stats.margin (a number > 0), with stats.alpha. The design: declare it before the data.
+    min_seeds: int = 10  # the first look, where each pair's variance of differences is estimated
+    seeds_per_look: int = 2  # seeds added between looks
+    max_seeds: int = 40  # the most seeds a configuration gets; the race stops there with the set left
+    max_failures: int = 0  # failed runs tolerated (their seeds count for no configuration)
+
+
+@dataclass
 class ABConfig:
     factor: str = "loss.label_smoothing"  # the ONE config path where arms differ
     # arm name -> the value placed at the factor. Empty here: an experiment file declares its arms
@@ -163,6 +175,7 @@ class ABConfig:
     arms: Dict[str, Any] = field(default_factory=dict)
     seeds: List[int] = field(default_factory=lambda: list(range(10)))
     sequential: SequentialConfig = field(default_factory=SequentialConfig)  # seeds in order, then ab.seeds' missing integers
+    race: RaceConfig = field(default_factory=RaceConfig)  # the race sweeper's design (docs/racing.md)
 
 
 @dataclass

@@ -1,0 +1,88 @@
+"""The race's report section (race.md) and figure (race.png), from race.json's block alone.
+
+race.md: the winner or the set indistinguishable from the best, each configuration's mean, its
+difference from the leader with the simultaneous interval, seeds spent per configuration, and a
+table of every look and every drop. race.png: per look, each running configuration's mean minus
+that look's leader with its simultaneous interval, and the margin band; a dropped configuration's
+line ends at its drop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.experiment.race_plan import FIGURE_NAME, REPORT_NAME
+
+
+def _f(x, digits=4) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def report(block: dict) -> str:
+    d = block["design"]
+    unit = f" {d['unit']}" if d.get("unit") else ""
+    better = "higher" if d["direction"] == "max" else "lower"
+    lines = [
+        f"## Race ({block['status']}): {d['metric']} ({better} is better) over {d['factor']}", "",
+        f"**{block['verdict']}**", "",
+        f"Kim & Nelson's fully sequential procedure (2001) on common seeds: margin (indifference zone) "
+        f"±{d['margin']:g}{unit}, alpha {d['alpha']:g} (half for drops: h² = {d['h2']:.3f}; half for the "
+        f"simultaneous intervals, each at error {block['interval_error']:.3g}); looks at "
+        f"{', '.join(map(str, d['looks']))} seeds. A configuration is dropped when behind a survivor by more than "
+        f"KN's width, or when its interval against that survivor lies below -{d['margin']:g}. Promise (docs/racing.md), "
+        f"with probability >= {1 - d['alpha']:g}: if the best configuration is better than every other by at least "
+        f"the margin it is kept, every drop on an interval was worse than the best by more than the margin, and a "
+        f"set that stopped within the margin is within it.", "",
+        f"Seeds spent: {block['seeds_spent']} of {block['seeds_all_to_max']} (every configuration to "
+        f"{d['max_seeds']} seeds): {block['seeds_spent'] / block['seeds_all_to_max']:.2f}x.", "",
+        f"| configuration | {d['factor']} | status | seeds | mean | minus leader | interval |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, c in block["configs"].items():
+        status = c["status"] + (f" at look {c['dropped_at_look']} (by {c['dropped_by']})" if "dropped_by" in c else "")
+        iv = c["interval"]
+        lines.append(f"| {name} | {c['value']} | {status} | {c['n']} | {_f(c['mean'])} | {_f(c['difference'])} | "
+                     + (f"[{_f(iv[0])}, {_f(iv[1])}]" if iv else "-") + " |")
+    lines += ["", "| look | seeds | running | dropped |", "|---|---|---|---|"]
+    for x in block["looks"]:
+        drops = "; ".join(f"{z['config']} (behind {z['by']} by {z['behind']:.4g} > {z['width']:.4g})"
+                          for z in x["dropped"]) or "-"
+        lines.append(f"| {x['look']} | {x['n']} | {', '.join(x['alive'])} | {drops} |")
+    if block["failed"]:
+        lines += ["", "Failed runs (their seeds count for no configuration): " + "; ".join(
+            f"seed {f['seed']} {f['arm']}: {f['reason']}" for f in block["failed"])]
+    if block["stopped"]:
+        lines += ["", f"Stopped unsettled: {block['stopped']}"]
+    return "\n".join(lines) + "\n"
+
+
+def figure(block: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = block["design"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for j, name in enumerate(block["configs"]):
+        pts = [(x["n"] + 0.12 * j, *x["versus_leader"][name]) for x in block["looks"] if name in x["versus_leader"]]
+        pts += [(x["n"] + 0.12 * j, 0.0, 0.0) for x in block["looks"] if x.get("leader") == name]
+        if pts:
+            pts.sort()
+            n, est, half = zip(*pts)
+            ax.errorbar(n, est, yerr=half, marker="o", capsize=3, label=name)
+    ax.axhspan(-d["margin"], d["margin"], color="grey", alpha=0.2, label=f"margin ±{d['margin']:g}")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xlabel("seeds (looks)")
+    ax.set_ylabel(f"{d['metric']}: minus that look's leader")
+    ax.set_title(f"Race: {block['verdict']}"[:90], fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_outputs(block: dict, root: Path) -> None:
+    root = Path(root)
+    (root / REPORT_NAME).write_text(report(block))
+    figure(block, root / FIGURE_NAME)

@@ -1,0 +1,153 @@
+"""The race sweeper's loop: launch a batch of (seed, configuration) jobs, read the result files, drop.
+
+The sequential sweeper's pattern (_impl.py): every batch goes through ``self.launcher.launch`` (any
+launcher), job folders numbered on from the highest one, a job's status read and never its return
+value; between batches harness.experiment.race_plan replays the race from the result files under
+the sweep folder, so a killed race run again with the same command reaches the same decisions.
+
+The configurations are the experiment's arms, or the values of ONE swept key
+(``optim.lr=0.01,0.03,0.1``), which become arms named ``lr_0.01`` ... placed at that key
+(``ab.factor=optim.lr``): every job is then an ordinary harness run ``seed=S arm=NAME`` with the
+same bits as in a plain sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any, List
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
+from omegaconf import DictConfig, OmegaConf, flag_override
+
+from ._impl import SequentialSweeperImpl, _fail
+
+log = logging.getLogger("harness")
+
+_CHOSEN_BY_SWEEPER = ("seed", "arm", "ab.seeds")
+
+
+def arm_name(key: str, text: str) -> str:
+    """``optim.lr`` and ``0.01`` -> ``lr_0.01`` (an arm name: no '/', '=', ',' or spaces)."""
+    return f"{key.split('.')[-1]}_{re.sub(r'[^A-Za-z0-9._-]', '_', text.strip())}"
+
+
+class RaceSweeperImpl(SequentialSweeperImpl):
+    def sweep(self, arguments: List[str]) -> Any:
+        import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
+        from harness.config.declaration import Declaration, DeclarationError
+        from harness.config.preflight import PreflightError, preflight
+        from harness.experiment import race_plan as rp
+        from harness.experiment.race import write_outputs
+        from harness.experiment.sequential import refresh
+        from harness.experiment.units import arm_configs
+        from harness.results import load_tree, read_json, write_json
+
+        base, extra = self._configurations(arguments)
+        cfg = self._task_config_with(extra)
+        root = Path(str(self.config.hydra.sweep.dir))
+        try:
+            declaration = Declaration.from_config(cfg)
+            design = rp.design_of(declaration, OmegaConf.to_container(cfg.ab.race))
+            preflight(cfg, arm_configs(cfg))
+        except (DeclarationError, ValueError, PreflightError) as e:
+            _fail(str(e), 2)
+        if (root / rp.RACE_NAME).is_file():
+            problem = rp.stored_design_problem(read_json(root / rp.RACE_NAME), design, root)
+            if problem:
+                _fail(problem, 2)
+        root.mkdir(parents=True, exist_ok=True)
+        declaration.write(root)
+        OmegaConf.save(self.config, root / "multirun.yaml")
+        refresh(cfg, root, say=log.info)
+        log.info(f"race: {len(design.configs)} configurations ({', '.join(design.configs)}), looks at "
+                 f"{', '.join(map(str, design.looks))} seeds, margin {design.margin:g}, alpha {design.alpha:g}")
+
+        idx = self._next_job_idx(root)
+        returns, job_failures, last = [], [], None
+        while True:
+            loaded = load_tree(root).results
+            p = rp.plan(design, loaded, seeds=list(cfg.ab.seeds))
+            if last is not None and len(loaded) <= last and not p.done and not p.stopped:
+                p.stopped = (f"the last batch's jobs completed but left no new result file under {root}"
+                             + (f" ({'; '.join(job_failures[-3:])})" if job_failures else "")
+                             + "; check the jobs' logs (a job folder per job).")
+            last = len(loaded)
+            write_json(root / rp.RACE_NAME, rp.record(design, p, status="running", runs=len(loaded)))
+            for x in p.looks[-1:]:
+                log.info(f"race look {x['look']} at {x['n']} seeds: " + ", ".join(
+                    f"{c} {m:.4g}" for c, m in x["means"].items()) + "".join(
+                    f"; dropped {d['config']} (behind {d['by']} by {d['behind']:.4g} > {d['width']:.4g})"
+                    for d in x["dropped"]))
+            if p.stopped or p.done:
+                break
+            jobs = [base + extra + [f"seed={s}", f"arm={c}"] for s in p.batch_seeds for c in p.batch_configs]
+            log.info(f"race: batch of {len(jobs)} job(s), seeds {', '.join(map(str, p.batch_seeds))} for "
+                     f"{', '.join(p.batch_configs)}")
+            step = self.max_batch_size or len(jobs)
+            for i in range(0, len(jobs), step):
+                chunk = jobs[i: i + step]
+                results = self.launcher.launch(chunk, initial_job_idx=idx)
+                idx += len(chunk)
+                returns.append(results)
+                job_failures += [f"{' '.join(j[-2:])}: {self._why(r)}" for j, r in zip(chunk, results)
+                                 if r.status != JobStatus.COMPLETED]
+
+        block = rp.record(design, p, status="stopped" if p.stopped else "settled", runs=len(loaded))
+        write_json(root / rp.RACE_NAME, block)
+        write_outputs(block, root)
+        log.info(f"race: {block['verdict']} Seeds spent {block['seeds_spent']} of {block['seeds_all_to_max']} "
+                 f"(all to the maximum). results: {root} (race.json, race.md, race.png)")
+        if p.stopped:
+            _fail(f"race stopped unsettled: {p.stopped}", 1)
+        return returns
+
+    # -- the configurations -------------------------------------------------------------------
+
+    def _configurations(self, arguments: List[str]):
+        """(the plain overrides, the overrides that make one swept key the arms)."""
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        plain, swept = [], []
+        for o in parser.parse_overrides(arguments):
+            key = o.get_key_element().lstrip("+~")
+            if key in _CHOSEN_BY_SWEEPER:
+                _fail(f"{o.input_line}: the race sweeper chooses the seeds and configurations itself (ab.seeds sets "
+                      f"the order of seeds; ab.race.* the looks); drop this override.", 2)
+            (swept if o.is_sweep_override() else plain).append(o)
+        if not swept:
+            return [o.input_line for o in plain], []
+        if len(swept) > 1:
+            _fail(f"{', '.join(o.input_line for o in swept)}: the race sweeper races the values of ONE key "
+                  f"(optim.lr=0.01,0.03,0.1); for configurations that differ in several keys declare them as "
+                  f"arms (ab.factor=<a node>, ab.arms.NAME={{...}}) or race one key at a time.", 2)
+        o = swept[0]
+        key = o.get_key_element().lstrip("+~")
+        clash = [x.input_line for x in plain if x.get_key_element().lstrip("+~").split(".")[:2] in (["ab", "arms"],
+                                                                                                 ["ab", "factor"])]
+        if clash or o.is_sweep_override() and not o.is_discrete_sweep():
+            _fail(f"{o.input_line}: the swept values of {key} become the race's configurations "
+                  + (f"and replace the arms, so {', '.join(clash)} cannot be given with it; drop it."
+                     if clash else "and must be a list of values (a,b,c), not a range or interval."), 2)
+        texts = list(o.sweep_string_iterator())
+        names = [arm_name(key, t) for t in texts]
+        if len(set(names)) != len(names):
+            _fail(f"{o.input_line}: two values give the same configuration name ({', '.join(names)}); give each "
+                  f"value once.", 2)
+        arms = "{" + ", ".join(f"{n}: {t}" for n, t in zip(names, texts)) + "}"
+        return [x.input_line for x in plain], [f"ab.factor={key}", f"++ab.arms={arms}"]
+
+    def _task_config_with(self, extra: List[str]) -> DictConfig:
+        """The config a job gets (without seed and arm), the swept key turned into the arms."""
+        import copy
+
+        from harness.config import replace_whole_arms
+
+        cfg = copy.deepcopy(self.config)
+        with flag_override(cfg, ["struct", "readonly"], [False, False]):
+            del cfg["hydra"]
+            if extra:
+                cfg.ab.factor = extra[0].split("=", 1)[1]
+        replace_whole_arms(cfg, list(self.config.hydra.overrides.task) + extra[1:])
+        return cfg
