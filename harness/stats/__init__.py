@@ -39,7 +39,8 @@ The package, bottom to top (each module imports only from those above it in this
 
 The sequential design (docs/sequential.md) stands apart, imported only by the sequential runner:
 sequential_bounds.py (spending, boundaries, Hall's skewness-corrected t), sequential_design.py (the
-design declared before the data) and sequential.py (the looks and their decisions), on sign_flip.py.
+design declared before the data) and sequential.py (the looks and their decisions), on sign_flip.py;
+race.py (Kim & Nelson's race of K configurations), imported only by the race sweeper.
 """
 
 from ._core import (

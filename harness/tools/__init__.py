@@ -1,8 +1,10 @@
 """The tools room: the commands around experiments, each ``python -m harness.<tool>``.
 
 Owns: analyze.py (re-analyse a folder as declared, or an alternative), diff.py (where two runs part),
-golden.py (golden fingerprints: did my refactor change the numerics?), noise_audit.py and
-noise_runs.py (nondeterminism noise against seed noise), audit.py (which ops are deterministic),
+golden.py (golden fingerprints: did my refactor change the numerics?), golden_stats.py (statistical
+goldens: the bits differ, did the results?), golden_ops.py (a golden's stored op stream), ops.py
+(diff --ops: the first aten op whose bits differ), module_stack.py (which module runs an op),
+butterfly.py (diff's plot), noise_audit.py and noise_runs.py (nondeterminism noise against seed noise), audit.py (which ops are deterministic),
 args.py (their shared command-line handling). The ``harness/<tool>.py`` files beside the rooms are
 the commands' entry points and hold no logic.
 
