@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from harness.experiment.units import Executed, ExperimentError, run_experiment
+from harness.experiment.units import Executed, ExperimentError, pin_threads, run_experiment
 
 log = logging.getLogger("harness")
 
@@ -42,6 +42,8 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
 
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
+    # The resolved count is hashed with the config: before anything reads it.
+    pin_threads(cfg, out_dir, in_sweep=multirun, say=say, warn=log.warning if say is _say else say)
     try:
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
     except DeclarationError as e:

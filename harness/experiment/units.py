@@ -24,6 +24,7 @@ from harness.experiment.resume import bits_after_rerun, decide, resume_decision,
 from harness.experiment.arms import (  # noqa: F401 - public here too
     ExperimentError, PairingError, arm_configs, check_ab, factor_value, pairing_expectation)
 from harness.experiment.runner import code_of, run_one
+from harness.training.threads import is_auto
 
 @dataclass
 class Executed:
@@ -121,6 +122,8 @@ def run_experiment(
     from harness.config.preflight import PreflightError, preflight
 
     out_dir = Path(out_dir)
+    if is_auto(cfg.determinism.threads):  # called directly, not through execute (which resolved it)
+        pin_threads(cfg, out_dir, say=log)
     arms = arm_configs(cfg)
     try:
         preflight(cfg, arms)  # every value, import and the data, before the first run
@@ -161,6 +164,25 @@ def run_experiment(
     if certify:
         cert = _certify(arms, results, Path(certificate_dir or out_dir), log)
     return Outcome(out_dir, results, skipped, failed, cert)
+
+
+def pin_threads(cfg: DictConfig, out_dir: Path, *, in_sweep: bool = False, say: Callable[[str], None] = print,
+                warn: Optional[Callable[[str], None]] = None, measure=None):
+    """Resolve determinism.threads (harness/training/threads.py) into ``cfg``, keeping the count this
+    folder's experiment was made with; warn before the first run when the pinned threads would wait."""
+    from harness.training.threads import measure_load, resolve_threads
+
+    return resolve_threads(cfg, say=say, warn=warn, in_sweep=in_sweep,
+                           recorded=recorded_threads(out_dir), measure=measure or measure_load)
+
+
+def recorded_threads(out_dir: Path) -> Optional[int]:
+    """The resolved thread count in this folder's experiment.json, if it has one."""
+    try:
+        threads = json.loads((Path(out_dir) / "experiment.json").read_text())["config"]["determinism"]["threads"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else None
 
 
 def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -> tuple[dict, bool]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import harness  # sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 import torch
 
+from harness.training.threads import choose_threads, is_auto, measure_load
+
 MODES = ("strict", "warn", "off")
 
 
@@ -32,9 +34,12 @@ class Settings:
 def settings_from(cfg) -> Settings:
     """The ``determinism`` node of a config (or any object with the same attributes) as Settings."""
     d = cfg.determinism
+    threads = d.threads
+    if is_auto(threads):  # a config no experiment resolved (a script, a tool): the rule, measured now
+        threads = choose_threads(threads, measure_load()).threads
     return Settings(
         mode=getattr(d.mode, "value", d.mode),
-        threads=int(d.threads),
+        threads=int(threads),
         fill_uninitialized_memory=bool(d.fill_uninitialized_memory),
         cudnn_benchmark=bool(d.cudnn_benchmark),
     )
