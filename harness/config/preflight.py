@@ -201,12 +201,22 @@ def preflight(cfg: DictConfig, arms: dict) -> None:
             if not Path(path).expanduser().exists():
                 problems.append(f"repro.code_paths: {path!r} does not exist (paths are relative to the folder "
                                 "the command runs in).")
+    _refuse(problems)
+    _pin_auto_threads([cfg, *arms.values()])
+
+
+def preflight_cheap(cfg: DictConfig) -> None:
+    """The ranges of the harness's own keys, before torch is imported and the data loaded: a bad
+    value is refused in well under a second (the full ``preflight`` repeats them with the rest)."""
+    _refuse(check_settings(cfg, list(cfg.ab.arms)))
+
+
+def _refuse(problems: list[str]) -> None:
     if problems:
         if len(problems) == 1:
             raise PreflightError(problems[0] + " Nothing was run.")
         raise PreflightError(f"{len(problems)} problems, found before any run (nothing was run):\n"
                              + "\n".join(f"  - {x}" for x in problems))
-    _pin_auto_threads([cfg, *arms.values()])
 
 
 def _pin_auto_threads(configs) -> None:

@@ -43,6 +43,12 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
     # The resolved count is hashed with the config: before anything reads it.
+    from harness.config.preflight import PreflightError, preflight_cheap
+
+    try:  # a bad value is refused before torch, the data, wandb or the declaration's files
+        preflight_cheap(cfg)
+    except PreflightError as e:
+        raise ExperimentError(str(e)) from None
     pin_threads(cfg, out_dir, in_sweep=multirun, say=say, warn=log.warning if say is _say else say)
     try:
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run

@@ -223,6 +223,10 @@ def _certify(arms, results, out_dir, log) -> Optional[dict]:
     first = next((r for r in results if r.get("status") == "completed"), None)
     if first is None:
         return None
+    kept = _certificate_still_valid(out_dir / "certificate.json", first)
+    if kept is not None:
+        log(f"{kept['line']} (certificate.json kept: made for this very result, config and code)")
+        return kept
     arm_cfg = arms[first["arm"]]
     again, _ = run_one(arm_cfg, first["seed"], first["arm"])
     if again["status"] != "completed":
@@ -232,9 +236,23 @@ def _certify(arms, results, out_dir, log) -> Optional[dict]:
     else:
         cert = certificate(first, again)
     cert["config_hash"] = first["config_hash"]
+    cert["code_version"] = first.get("code_version")  # with final: which result it certifies
+    cert["final"] = first["fingerprints"]["final"]
     write_json(out_dir / "certificate.json", cert)
     log(cert["line"])
     return cert
+
+
+def _certificate_still_valid(path: Path, first: dict) -> Optional[dict]:
+    """A certificate that said yes for this very result (seed, arm, final fingerprint), config and code
+    needs no rerun: the rerun would train the same run again to say the same thing. A "NO" is always
+    made again (a flaky divergence is worth a second look)."""
+    old = _read_or_none(path)
+    if not isinstance(old, dict) or old.get("reproducible") is not True:
+        return None
+    same = (old.get("seed"), old.get("arm"), old.get("config_hash"), old.get("code_version"), old.get("final"))
+    this = (first["seed"], first["arm"], first["config_hash"], first.get("code_version"), first["fingerprints"]["final"])
+    return old if same == this and old.get("code_version") is not None else None
 
 
 def _read_or_none(path: Path):
