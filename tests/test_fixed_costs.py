@@ -72,3 +72,32 @@ def test_a_certificate_for_another_result_or_one_that_said_no_is_made_again(tmp_
     del cert["code_version"]  # written before certificates said which code they certify
     write_json(tmp_path / "certificate.json", cert)
     assert _invocation(tmp_path, monkeypatch)[0] == [(0, "A")]
+
+
+def test_a_noop_rerun_skips_preflight_and_leaves_the_analysis_files_alone(tmp_path, monkeypatch):
+    from harness.config import preflight as preflight_module
+    from harness.experiment.execute import execute
+
+    args = [*FAST, "determinism.threads=1", "train.max_steps=5", "data.train_limit=64"]  # 3 seeds: analysable
+    execute(compose_cfg(args), tmp_path, say=lambda m: None, show_table=False)
+    figure = tmp_path / "analysis.png"
+    before = (figure.stat().st_mtime_ns, (tmp_path / "analysis.json").read_text())
+
+    def must_not_run(*a, **k):
+        raise AssertionError("preflight ran although every result is done")
+
+    monkeypatch.setattr(preflight_module, "preflight", must_not_run)
+    said = []
+    done = execute(compose_cfg(args), tmp_path, say=said.append, show_table=False)
+    assert done.analysis is not None and "_unchanged" not in done.analysis
+    assert "every run is done with this config and code: nothing to check or train" in said, said
+    assert any(m.startswith("analysis unchanged") for m in said), said
+    assert (figure.stat().st_mtime_ns, (tmp_path / "analysis.json").read_text()) == before
+
+    # A unit that runs again is new input: the analysis is written again (and preflight runs).
+    monkeypatch.undo()
+    (tmp_path / "runs/seed=1/arm=B/result.json").unlink()
+    said = []
+    execute(compose_cfg(args), tmp_path, say=said.append, show_table=False)
+    assert not any(m.startswith("analysis unchanged") for m in said), said
+    assert figure.stat().st_mtime_ns != before[0]
