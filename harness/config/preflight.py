@@ -13,6 +13,7 @@ import inspect
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.training.threads import is_auto
 from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
 
 BUILTIN_LOOP = "harness.builtin.loop.train"
@@ -47,7 +48,10 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
     _int_at_least(p, "train.log_every", t.log_every, 1)
     _int_at_least(p, "train.num_workers", t.num_workers, 0)
     d = cfg.determinism
-    _int_at_least(p, "determinism.threads", d.threads, 1)
+    if not is_auto(d.threads):
+        _int_at_least(p, "determinism.threads", d.threads, 1)
+        if p and p[-1].startswith("determinism.threads="):
+            p[-1] = p[-1][:-1] + " or auto (the cores free at start)."
     if d.cudnn_benchmark and _v(d.mode) != "off":
         p.append(f"determinism.cudnn_benchmark=true is not allowed with determinism.mode={_v(d.mode)}: it picks "
                  "convolution algorithms by timing, which changes the bits. Use determinism.mode=off.")
@@ -197,8 +201,32 @@ def preflight(cfg: DictConfig, arms: dict) -> None:
             if not Path(path).expanduser().exists():
                 problems.append(f"repro.code_paths: {path!r} does not exist (paths are relative to the folder "
                                 "the command runs in).")
+    _refuse(problems)
+    _pin_auto_threads([cfg, *arms.values()])
+
+
+def preflight_cheap(cfg: DictConfig) -> None:
+    """The ranges of the harness's own keys, before torch is imported and the data loaded: a bad
+    value is refused in well under a second (the full ``preflight`` repeats them with the rest)."""
+    _refuse(check_settings(cfg, list(cfg.ab.arms)))
+
+
+def _refuse(problems: list[str]) -> None:
     if problems:
         if len(problems) == 1:
             raise PreflightError(problems[0] + " Nothing was run.")
         raise PreflightError(f"{len(problems)} problems, found before any run (nothing was run):\n"
                              + "\n".join(f"  - {x}" for x in problems))
+
+
+def _pin_auto_threads(configs) -> None:
+    """A tool that composed its own config (noise audit, golden, audit) reaches here with
+    determinism.threads=auto: resolve it once, the same for every arm (harness/training/threads.py).
+    ``execute`` resolved it already, so an experiment never measures twice."""
+    todo = [c for c in configs if is_auto(c.determinism.threads)]
+    if todo:
+        from harness.training.threads import measure_load, resolve_threads
+
+        load = measure_load()
+        for c in todo:
+            resolve_threads(c, say=lambda m: None, measure=lambda: load)

@@ -31,7 +31,10 @@ class Precision(Enum):
 @dataclass
 class DeterminismConfig:
     mode: Mode = Mode.strict
-    threads: int = 2  # torch.set_num_threads in every run: on CPU 1 vs 2 threads changes the bits
+    # torch.set_num_threads in every run: on CPU 1 vs 2 threads changes the bits. "auto" (the default):
+    # the cores free at start, never more (pinned threads on a busy core wait at every barrier:
+    # 15-135x slower); or an integer >= 1. Resolved before hashing: see harness/training/threads.py.
+    threads: Any = "auto"
     # Off by default. On, deterministic mode writes NaN into every new tensor, so that a read of
     # memory nothing wrote is reproducible. A valid program never makes such a read, so the bits
     # do not change (scripts/replicate_divergence.py: fill on and off give identical weights); and

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from harness.experiment.units import Executed, ExperimentError, run_experiment
+from harness.experiment.units import Executed, ExperimentError, pin_threads, run_experiment
 
 log = logging.getLogger("harness")
 
@@ -42,6 +42,14 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
 
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
+    # The resolved count is hashed with the config: before anything reads it.
+    from harness.config.preflight import PreflightError, preflight_cheap
+
+    try:  # a bad value is refused before torch, the data, wandb or the declaration's files
+        preflight_cheap(cfg)
+    except PreflightError as e:
+        raise ExperimentError(str(e)) from None
+    pin_threads(cfg, out_dir, in_sweep=multirun, say=say, warn=log.warning if say is _say else say)
     try:
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
     except DeclarationError as e:
@@ -72,17 +80,57 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         from harness.analysis.report import render_table
 
         try:
-            analysis = analyze_dir(out_dir, declaration=declaration)
+            analysis = _analysis(out_dir, declaration, unchanged_inputs=not _ran_anything(outcome))
         except AnalysisError as e:
             return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
         if show_table:
             render_table(analysis, tables=bool(cfg.tables))
-        tracker.log_analysis(analysis, out_dir)
+        if analysis.pop("_unchanged", False):
+            say("analysis unchanged: analysis.json, report.md, analysis.png and the tracker's analysis kept")
+        else:
+            tracker.log_analysis(analysis, out_dir)
         say(f"results: {out_dir}  (analysis.json, report.md, analysis.png)")
         return Executed(outcome, analysis)
     finally:
         for w in tracker.close():
             log.warning(w)
+
+
+def _ran_anything(outcome) -> bool:
+    return len(outcome.skipped) < len(outcome.results) or outcome.certified_now
+
+
+def _analysis(out_dir: Path, declaration, *, unchanged_inputs: bool) -> dict:
+    """The declared analysis. When nothing ran and it equals the analysis.json on disk (with its report
+    and figure beside it), nothing is rewritten: the figure alone costs seconds, and the tracker's
+    analysis stays as it is. Marked ``_unchanged`` then (popped by the caller)."""
+    from harness.analysis.analyze import analyze_dir, write_outputs
+    from harness.results import read_json, write_json
+
+    kept = [out_dir / n for n in ("analysis.json", "report.md", "analysis.png")]
+    if not unchanged_inputs or not all(p.is_file() for p in kept):
+        return analyze_dir(out_dir, declaration=declaration)
+    analysis = analyze_dir(out_dir, declaration=declaration, write=False)
+    if analysis.get("departures"):  # not the declared files: let analyze_dir place them
+        return analyze_dir(out_dir, declaration=declaration)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:  # the JSON exactly as written (NaN -> null, tuples -> lists)
+        write_json(Path(tmp) / "a.json", analysis)
+        same = read_json(Path(tmp) / "a.json") == _read_or_none(kept[0])
+    if not same:
+        write_outputs(analysis, out_dir)
+        return analysis
+    return {**analysis, "_unchanged": True}
+
+
+def _read_or_none(path: Path):
+    from harness.results import read_json
+
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
 
 
 def resume_command() -> str:

@@ -17,10 +17,8 @@ from typing import Callable, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from harness.training.components import ComponentError, resolve_callable, targets
-from harness.training.run import NonFiniteLoss, Run, RunUsageError
-from harness.training.determinism import DeterminismError, capture_environment, configure, explain_nondeterministic_op, \
-    resolve_device, settings_from
 from harness.experiment.identity import code_identity, config_hash, plain
+# torch is imported by the first run, not here: a bad value is refused before that (execute.py).
 from harness.results import SCHEMA
 
 
@@ -57,6 +55,9 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
               stop_after: Optional[int] = None) -> dict:
     """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
     (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
+    from harness.training.determinism import capture_environment, configure, resolve_device, settings_from
+    from harness.training.run import Run
+
     settings = settings_from(cfg)
     device = resolve_device(_value(cfg.device))
     configure(settings, device)  # modes and threads, before anything touches a tensor
@@ -113,6 +114,9 @@ def run_one(arm_cfg: DictConfig, seed: int, arm: str, progress=None, init_hook=N
     Returns (result, weights or None). KeyboardInterrupt and SystemExit pass through: nothing is
     written for an interrupted run.
     """
+    from harness.training.determinism import DeterminismError, explain_nondeterministic_op
+    from harness.training.run import NonFiniteLoss, RunUsageError
+
     result = new_result(arm_cfg, seed, arm)
     weights = None
     t0 = time.perf_counter()

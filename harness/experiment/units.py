@@ -24,6 +24,7 @@ from harness.experiment.resume import bits_after_rerun, decide, resume_decision,
 from harness.experiment.arms import (  # noqa: F401 - public here too
     ExperimentError, PairingError, arm_configs, check_ab, factor_value, pairing_expectation)
 from harness.experiment.runner import code_of, run_one
+from harness.training.threads import is_auto
 
 @dataclass
 class Executed:
@@ -101,6 +102,7 @@ class Outcome:
     skipped: list[tuple[int, str]]
     failed: list[dict]
     certificate: Optional[dict] = None
+    certified_now: bool = False  # the certificate's rerun ran (not kept from disk): new input for the analysis
 
 
 def run_experiment(
@@ -121,13 +123,18 @@ def run_experiment(
     from harness.config.preflight import PreflightError, preflight
 
     out_dir = Path(out_dir)
+    if is_auto(cfg.determinism.threads):  # called directly, not through execute (which resolved it)
+        pin_threads(cfg, out_dir, say=log)
     arms = arm_configs(cfg)
-    try:
-        preflight(cfg, arms)  # every value, import and the data, before the first run
-    except PreflightError as e:
-        raise ExperimentError(str(e)) from None
     seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
     arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
+    if _all_done(cfg, arms, seeds, arm_names, out_dir):
+        log("every run is done with this config and code: nothing to check or train")
+    else:
+        try:
+            preflight(cfg, arms)  # every value, import and the data, before the first run
+        except PreflightError as e:
+            raise ExperimentError(str(e)) from None
     described = {
         "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
         "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
@@ -157,10 +164,37 @@ def run_experiment(
 
     if cfg.seed is None and cfg.arm is None:
         set_aside_other_configurations(out_dir, arms, seeds, log)
-    cert = None
+    cert, kept = None, False
     if certify:
-        cert = _certify(arms, results, Path(certificate_dir or out_dir), log)
-    return Outcome(out_dir, results, skipped, failed, cert)
+        cert, kept = _certify(arms, results, Path(certificate_dir or out_dir), log)
+    return Outcome(out_dir, results, skipped, failed, cert, certified_now=cert is not None and not kept)
+
+
+def pin_threads(cfg: DictConfig, out_dir: Path, *, in_sweep: bool = False, say: Callable[[str], None] = print,
+                warn: Optional[Callable[[str], None]] = None, measure=None):
+    """Resolve determinism.threads (harness/training/threads.py) into ``cfg``, keeping the count this
+    folder's experiment was made with; warn before the first run when the pinned threads would wait."""
+    from harness.training.threads import measure_load, resolve_threads
+
+    return resolve_threads(cfg, say=say, warn=warn, in_sweep=in_sweep,
+                           recorded=recorded_threads(out_dir), measure=measure or measure_load)
+
+
+def recorded_threads(out_dir: Path) -> Optional[int]:
+    """The resolved thread count in this folder's experiment.json, if it has one."""
+    try:
+        threads = json.loads((Path(out_dir) / "experiment.json").read_text())["config"]["determinism"]["threads"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else None
+
+
+def _all_done(cfg, arms, seeds, arm_names, out_dir: Path) -> bool:
+    """Whether resume would skip every unit: then the config already ran as it is, and preflight's
+    torch import, data load and component builds (seconds) would check nothing new."""
+    return bool(cfg.resume) and all(
+        decide(run_dir(out_dir, s, a) / RESULT_NAME, config_hash(arms[a]), code_of(arms[a]), s, a).skip
+        for s in seeds for a in arm_names)
 
 
 def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -> tuple[dict, bool]:
@@ -196,11 +230,16 @@ def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -
     return result, False
 
 
-def _certify(arms, results, out_dir, log) -> Optional[dict]:
-    """Rerun the first completed (seed, arm) and compare every step: the bitwise certificate."""
+def _certify(arms, results, out_dir, log) -> tuple[Optional[dict], bool]:
+    """Rerun the first completed (seed, arm) and compare every step: the bitwise certificate.
+    (certificate, kept from disk?)"""
     first = next((r for r in results if r.get("status") == "completed"), None)
     if first is None:
-        return None
+        return None, False
+    kept = _certificate_still_valid(out_dir / "certificate.json", first)
+    if kept is not None:
+        log(f"{kept['line']} (certificate.json kept: made for this very result, config and code)")
+        return kept, True
     arm_cfg = arms[first["arm"]]
     again, _ = run_one(arm_cfg, first["seed"], first["arm"])
     if again["status"] != "completed":
@@ -210,9 +249,23 @@ def _certify(arms, results, out_dir, log) -> Optional[dict]:
     else:
         cert = certificate(first, again)
     cert["config_hash"] = first["config_hash"]
+    cert["code_version"] = first.get("code_version")  # with final: which result it certifies
+    cert["final"] = first["fingerprints"]["final"]
     write_json(out_dir / "certificate.json", cert)
     log(cert["line"])
-    return cert
+    return cert, False
+
+
+def _certificate_still_valid(path: Path, first: dict) -> Optional[dict]:
+    """A certificate that said yes for this very result (seed, arm, final fingerprint), config and code
+    needs no rerun: the rerun would train the same run again to say the same thing. A "NO" is always
+    made again (a flaky divergence is worth a second look)."""
+    old = _read_or_none(path)
+    if not isinstance(old, dict) or old.get("reproducible") is not True:
+        return None
+    same = (old.get("seed"), old.get("arm"), old.get("config_hash"), old.get("code_version"), old.get("final"))
+    this = (first["seed"], first["arm"], first["config_hash"], first.get("code_version"), first["fingerprints"]["final"])
+    return old if same == this and old.get("code_version") is not None else None
 
 
 def _read_or_none(path: Path):

@@ -12,7 +12,11 @@ import sys
 from dataclasses import dataclass
 
 import harness  # sets CUBLAS_WORKSPACE_CONFIG before torch is imported
-import torch
+
+# torch is imported inside the functions: importing this module (the CLI does, for spread_over_gpus)
+# stays cheap, so a bad value is refused before torch's seconds of import.
+
+from harness.training.threads import choose_threads, is_auto, measure_load
 
 MODES = ("strict", "warn", "off")
 
@@ -32,9 +36,12 @@ class Settings:
 def settings_from(cfg) -> Settings:
     """The ``determinism`` node of a config (or any object with the same attributes) as Settings."""
     d = cfg.determinism
+    threads = d.threads
+    if is_auto(threads):  # a config no experiment resolved (a script, a tool): the rule, measured now
+        threads = choose_threads(threads, measure_load()).threads
     return Settings(
         mode=getattr(d.mode, "value", d.mode),
-        threads=int(d.threads),
+        threads=int(threads),
         fill_uninitialized_memory=bool(d.fill_uninitialized_memory),
         cudnn_benchmark=bool(d.cudnn_benchmark),
     )
@@ -42,6 +49,8 @@ def settings_from(cfg) -> Settings:
 
 def resolve_device(name: str) -> torch.device:
     """auto -> cuda when available, else cpu. Asking for cuda without one is an error, not a fallback."""
+    import torch
+
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
@@ -57,12 +66,16 @@ def resolve_device(name: str) -> torch.device:
 
 def spread_over_gpus(job_num: int) -> None:
     """In a local pool on a machine with several GPUs, job k uses GPU k mod count."""
+    import torch
+
     if torch.cuda.is_available() and torch.cuda.device_count() > 1:
         torch.cuda.set_device(job_num % torch.cuda.device_count())
 
 
 def configure(settings: Settings, device: torch.device | None = None) -> None:
     """Switch PyTorch into the requested mode and pin the CPU thread count."""
+    import torch
+
     if settings.mode not in MODES:
         raise DeterminismError(
             f"determinism.mode={settings.mode!r} is not one of {', '.join(MODES)}."
@@ -126,6 +139,8 @@ def explain_nondeterministic_op(error: BaseException) -> str | None:
 
 def capture_environment(settings: Settings, device: torch.device) -> dict:
     """Everything that decides the bits of a run, for result.json."""
+    import torch
+
     cuda = device.type == "cuda"
     env = {
         "python": platform.python_version(),
@@ -161,6 +176,8 @@ def capture_environment(settings: Settings, device: torch.device) -> dict:
 
 
 def _cpu_capability() -> str | None:
+    import torch
+
     try:
         return torch.backends.cpu.get_cpu_capability()
     except (AttributeError, RuntimeError):

@@ -1,0 +1,158 @@
+"""How many CPU threads a run pins: the rule behind ``determinism.threads`` (torch-free, cheap).
+
+Pinned OpenMP threads wait for each other at every barrier. When another runnable process holds one
+of the cores, each barrier waits for a time slice: on 2 cores with ONE busy neighbour, 2 pinned
+threads were 15-135x slower than 1 (docs/determinism-cost.md). So the default, ``auto``, never
+pins more threads than there are free cores:
+
+    auto = max(1, cores - busy), where
+    cores = the CPUs this process may use (affinity, and a cgroup CPU quota when there is one)
+    busy  = other runnable processes on those cores at start: the larger of the runnable count now
+            (median of a few samples of /proc/loadavg, this process excluded) and the 1-minute
+            load average rounded down, scaled to our share of the machine's CPUs.
+
+A sweep's jobs (``-m``) resolve on their own, possibly at the same moment, so there ``auto`` is 1:
+two arms of one seed must never get other thread counts from two measurements. An output folder
+that already holds this experiment keeps the count its results were made with (the bits of a
+resumed experiment do not change with the load). An explicit integer is pinned as given; when it is
+more than the free cores, a warning names the load, the slowdown to expect and the setting.
+
+The RESOLVED integer is written into the config before anything is hashed: it is part of every
+run's identity (config_hash) and bits, so ``auto`` resolved to 1 and to 2 are two configurations,
+and resume compares the resolved counts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+AUTO = "auto"
+# Measured on this stack (NOTES.md, 2026-12-01): 2 cores, one busy process, 2 pinned threads vs 1.
+TRAP_SLOWDOWN = "15-135x"
+
+
+@dataclass(frozen=True)
+class Load:
+    """What the machine looked like at start."""
+
+    cores: int  # CPUs this process may use
+    busy: int  # other runnable processes competing for them
+    load_average: Optional[float] = None  # 1-minute, for the message
+    runnable: Optional[int] = None  # runnable others seen now (median of the samples)
+
+    @property
+    def free(self) -> int:
+        return max(1, self.cores - self.busy)
+
+    def describe(self) -> str:
+        la = f", load average {self.load_average:.2f}" if self.load_average is not None else ""
+        return f"{self.busy} other busy process(es) on {self.cores} core(s){la}"
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    requested: object  # "auto" or the integer asked for
+    threads: int  # what every run pins
+    why: str  # one line for the log
+    warning: Optional[str] = None  # set when the pinned threads will wait for busy cores
+
+
+def is_auto(value) -> bool:
+    return isinstance(value, str) and value.strip().lower() == AUTO
+
+
+def usable_cores() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:  # cgroup v2: "max 100000" or "200000 100000"
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
+def _runnable_now() -> Optional[int]:
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def measure_load(samples: int = 5, interval: float = 0.02) -> Load:
+    """The free cores at start: about 0.1 s of sampling, no torch."""
+    cores = usable_cores()
+    host = os.cpu_count() or cores
+    seen = []
+    for i in range(samples):
+        r = _runnable_now()
+        if r is not None:
+            seen.append(max(0, r - 1))  # this process is one of the runnable
+        if i + 1 < samples:
+            time.sleep(interval)
+    runnable = sorted(seen)[len(seen) // 2] if seen else None
+    try:
+        load_average = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load_average = None
+    busy = max(runnable or 0, int(load_average or 0))
+    if host > cores:  # the counts are the whole machine's; we compete on our share of it
+        busy = int(busy * cores / host)
+    return Load(cores=cores, busy=busy, load_average=load_average, runnable=runnable)
+
+
+def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: Optional[int] = None) -> ThreadChoice:
+    """The rule (module docstring), given a measured load. ``recorded``: the count this output folder's
+    results were made with, if any."""
+    if is_auto(requested):
+        if recorded is not None:
+            threads, why = recorded, f"determinism.threads=auto -> {recorded} (the count this folder's results were made with)"
+        elif in_sweep:
+            threads, why = 1, "determinism.threads=auto -> 1 (in a sweep, jobs run side by side and resolve on their own)"
+        else:
+            threads = load.free
+            why = f"determinism.threads=auto -> {threads} ({load.free} free core(s): {load.describe()})"
+    else:
+        threads, why = int(requested), f"determinism.threads={int(requested)}"
+    warning = None
+    if threads > 1 and threads > load.free:
+        warning = (
+            f"the machine is busy ({load.describe()}): {threads} pinned threads will wait for a time "
+            f"slice at every barrier, and runs can be many times slower (measured {TRAP_SLOWDOWN} slower "
+            f"than 1 thread on 2 cores with one busy process). Set determinism.threads=auto (here "
+            f"{load.free}) or determinism.threads={load.free}; the thread count is part of the bits, so "
+            "results made with another count are rerun, not mixed."
+        )
+    return ThreadChoice(requested, threads, why, warning)
+
+
+def resolve_threads(cfg, *, say: Callable[[str], None] = print, warn: Optional[Callable[[str], None]] = None,
+                    in_sweep: bool = False, recorded: Optional[int] = None,
+                    measure: Callable[[], Load] = measure_load) -> ThreadChoice:
+    """Write the resolved count into ``cfg.determinism.threads`` (so it is hashed), say the decision,
+    and warn when the pinned threads will wait for busy cores. Measures only when needed."""
+    from omegaconf import OmegaConf, open_dict
+
+    requested = cfg.determinism.threads
+    if isinstance(requested, bool) or not (is_auto(requested) or isinstance(requested, int)):
+        return ThreadChoice(requested, 0, "")  # preflight names the bad value
+    load = measure()
+    choice = choose_threads(requested, load, in_sweep=in_sweep, recorded=recorded)
+    readonly = OmegaConf.is_readonly(cfg)
+    OmegaConf.set_readonly(cfg, False)
+    with open_dict(cfg):
+        cfg.determinism.threads = choice.threads
+    OmegaConf.set_readonly(cfg, readonly)
+    if is_auto(requested):
+        say(choice.why)
+    if choice.warning:
+        (warn or say)(f"warning: {choice.warning}")
+    return choice

@@ -1,0 +1,136 @@
+"""Wall clock of whole invocations, and the fixed costs by phase, in one run (issue 18).
+
+Each line is a fresh ``python -m harness`` in a subprocess, as a user runs it:
+
+  refuse          a bad value (train.batch_size=0): the time to the error
+  first           the experiment, every run trained (determinism.threads as given, default auto)
+  noop            the same command again: every run skipped, certificate and analysis kept
+  noop wandb      the same, logger=wandb (WANDB_MODE=offline)
+  busy auto       the experiment in a fresh folder while one synthetic busy process spins
+  busy threads=2  the same pinned to 2 threads (the old default: the thread trap), with --trap
+
+then the phases of a no-op rerun measured inside one process (imports, compose, cheap checks, the
+load measurement, resume decisions with the code identity, analysis). Ratios are printed against
+``first``; every line says the load average when it started: on a shared machine, read them as
+measured under that load.
+
+    python scripts/bench_wall.py [--trap] [--timeout 600] [-- OVERRIDES...]
+    python scripts/bench_wall.py -- train.max_steps=60 ab.seeds=[0,1,2]   # smaller than the default
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = ["+experiment=loss_ab", "logger=none", "progress=false"]
+
+
+def _env(**extra) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **extra}
+    env.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    return env
+
+
+def invocation(args: list[str], folder: Path, timeout: int, **env) -> tuple[float, int, str]:
+    """(wall seconds, exit status, last lines) of one ``python -m harness`` into folder."""
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run([sys.executable, "-m", "harness", *args, f"hydra.run.dir={folder}"], cwd=folder.parent,
+                           env=_env(**env), capture_output=True, text=True, timeout=timeout)
+        code, out = p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired:
+        return float("inf"), -1, f"(stopped after {timeout} s)"
+    wall = time.perf_counter() - t0
+    said = [line for line in out.splitlines() if "determinism.threads" in line or "error" in line.lower()]
+    return wall, code, f"load {load:.2f} at start; " + (said[0][-150:] if said else f"exit {code}")
+
+
+def phases(folder: Path, overrides: list[str]) -> dict:
+    """A no-op rerun's fixed costs, phase by phase, in this (fresh) process."""
+    out, t = {}, time.perf_counter()
+
+    def lap(name):
+        nonlocal t
+        now = time.perf_counter()
+        out[name] = now - t
+        t = now
+
+    from harness.config import compose
+    from harness.experiment import execute as ex
+    lap("import harness (no torch)")
+    cfg = compose([*BASE, *overrides])
+    lap("compose the config")
+    from harness.config.preflight import preflight_cheap
+    preflight_cheap(cfg)
+    lap("cheap checks")
+    ex.pin_threads(cfg, folder, say=lambda m: None)
+    lap("measure the load, resolve threads")
+    from harness.experiment.units import _all_done, arm_configs
+    arms = arm_configs(cfg)
+    done = _all_done(cfg, arms, list(cfg.ab.seeds), list(arms), folder)
+    lap(f"resume decisions + code identity (all done: {done})")
+    from harness.config.declaration import Declaration
+    declaration = Declaration.from_config(cfg)
+    ex._analysis(folder, declaration, unchanged_inputs=True)
+    lap("analysis (compared with analysis.json)")
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trap", action="store_true", help="also run pinned to 2 threads beside the busy process")
+    p.add_argument("--timeout", type=int, default=600, help="seconds before one invocation is stopped")
+    p.add_argument("--phases-of", help=argparse.SUPPRESS)  # the child that measures the phases
+    p.add_argument("overrides", nargs="*")
+    a = p.parse_args()
+    if a.phases_of:
+        print(json.dumps(phases(Path(a.phases_of), a.overrides)))
+        return 0
+
+    args = [*BASE, *a.overrides]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        rows.append(("refuse", *invocation([*args, "train.batch_size=0"], tmp / "refuse", a.timeout)))
+        rows.append(("first", *invocation(args, tmp / "exp", a.timeout)))
+        rows.append(("noop", *invocation(args, tmp / "exp", a.timeout)))
+        wandb_dir = tmp / "wandb_cache"
+        rows.append(("noop wandb", *invocation([*args, "logger=wandb"], tmp / "exp", a.timeout, WANDB_MODE="offline",
+                                              WANDB_DIR=str(wandb_dir), WANDB_CACHE_DIR=str(wandb_dir))))
+        child = subprocess.run([sys.executable, __file__, "--phases-of", str(tmp / "exp"), *a.overrides],
+                               env=_env(), capture_output=True, text=True, timeout=a.timeout)
+        phase = json.loads(child.stdout.splitlines()[-1]) if child.returncode == 0 else {"failed": child.stderr[-300:]}
+        spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            time.sleep(2)  # let the load average and the runnable count see it
+            rows.append(("busy auto", *invocation(args, tmp / "busy_auto", a.timeout)))
+            if a.trap:
+                rows.append(("busy threads=2", *invocation([*args, "determinism.threads=2"], tmp / "busy_t2", a.timeout)))
+        finally:
+            spin.kill()
+            spin.wait()
+
+    first = dict((r[0], r[1]) for r in rows)["first"]
+    print(f"bench_wall: {' '.join(args)}  ({os.cpu_count()} CPUs)\n")
+    print(f"{'invocation':<16} {'wall s':>8} {'x first':>8}  exit  note")
+    for name, wall, code, note in rows:
+        print(f"{name:<16} {wall:>8.2f} {wall / first:>8.2f}  {code:>4}  {note}")
+    quiet, busy = first, dict((r[0], r[1]) for r in rows)["busy auto"]
+    print(f"\nbusy / quiet (auto threads): {busy / quiet:.2f} (target <= 2)")
+    print("\nno-op rerun by phase (one process):")
+    for name, s in phase.items():
+        print(f"  {name:<48} {s:>6.2f} s" if isinstance(s, float) else f"  {name}: {s}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
