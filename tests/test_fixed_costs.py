@@ -101,3 +101,15 @@ def test_a_noop_rerun_skips_preflight_and_leaves_the_analysis_files_alone(tmp_pa
     execute(compose_cfg(args), tmp_path, say=said.append, show_table=False)
     assert not any(m.startswith("analysis unchanged") for m in said), said
     assert figure.stat().st_mtime_ns != before[0]
+
+
+def test_the_code_identity_reads_torchs_version_without_importing_it():
+    """A no-op rerun decides what to skip from the code identity; reading torch's version must not
+    import torch (seconds), and must give exactly torch.__version__ (else every result would rerun)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from harness.experiment.identity import torch_version; v = torch_version(); "
+             "print('torch' in sys.modules); import torch; print(v == torch.__version__)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"], out.stderr

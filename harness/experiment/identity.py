@@ -115,8 +115,6 @@ def _git_state(folder: Path) -> Optional[dict]:
 
 def code_identity(targets: list[str], extra_paths=(), use_git: bool = False) -> dict:
     """The code a run depends on: {"version": one string for resume, "files": {name: digest}, ...}."""
-    import torch
-
     key = json.dumps([sorted(targets), list(map(str, extra_paths)), use_git, os.getcwd()])
     if key in _CACHE:
         return _CACHE[key]
@@ -145,12 +143,32 @@ def code_identity(targets: list[str], extra_paths=(), use_git: bool = False) -> 
         files.update({f"{p}:{k}": v for k, v in _digest_files(_source_files(path.resolve()), base).items()})
     user = hashlib.sha256(json.dumps([files, packages, git], sort_keys=True).encode()).hexdigest()[:12]
     ours = _harness_digest()
-    version = f"{harness.__version__}+{ours}/torch-{torch.__version__}"
+    version = f"{harness.__version__}+{ours}/torch-{torch_version()}"
     if files or packages or git:
         version += f"/user-{user}"
     identity = {"version": version, "harness": ours, "files": files, "packages": packages, "git": git}
     _CACHE[key] = identity
     return identity
+
+
+def torch_version() -> str:
+    """torch.__version__ (e.g. 2.14.1+cu130), read without importing torch when it is not imported yet:
+    a no-op rerun decides what to skip without paying torch's import. (The distribution's metadata
+    says 2.14.1, without the build suffix every recorded code_version carries.)"""
+    import importlib.util
+    import re
+    import sys
+
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
+    spec = importlib.util.find_spec("torch")
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text()
+        return re.search(r"__version__ = '([^']+)'", text).group(1)
+    except (AttributeError, OSError, TypeError):
+        import torch
+
+        return torch.__version__
 
 
 def _dist_version(top: str) -> str:
