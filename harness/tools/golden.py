@@ -296,6 +296,9 @@ def save(path: str, overrides: list[str], config_dirs=(), seeds: int | None = No
     if result["status"] != "completed":
         raise BadInput(f"the run (seed {result['seed']}, arm {result['arm']}) failed, so there are no fingerprints "
                        f"to save: {result['error']['message']}")
+    if not any(o.lstrip("+").startswith("determinism.threads=") for o in overrides):
+        # threads=auto depends on the load at the moment: the golden keeps the count its bits were made with
+        overrides = list(overrides) + [f"determinism.threads={result['env']['threads']}"]
     record = golden_record(result, overrides, config_dirs)
     if seeds is not None:
         try:
