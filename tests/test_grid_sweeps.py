@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from statsmodels.stats.multitest import multipletests
 
@@ -77,3 +79,73 @@ def test_a_wider_sweep_in_the_same_folder_resumes_by_seed_and_arm(tmp_path):
         assert path.read_bytes() == content
     analysis = read_json(sweep / "analysis.json")
     assert analysis["comparisons"]["B"]["n_pairs"] == 4 and analysis["identity"]["copies"] == []
+
+
+# -- issue 19, item 4: does the effect depend on the grid value? (synthetic result files, no training) --
+
+
+def _grid_of(tmp_path, shifts: dict, *, n_seeds=8, same_noise=False):
+    """Result files of a grid over optim.lr: at each lr, arm B is shifted by shifts[lr] points."""
+    import _results_factory as F
+
+    from harness import results
+
+    for i, (lr, shift) in enumerate(shifts.items()):
+        items = F.make_results(F.accuracies(n_seeds, shift=shift, rng_seed=0 if same_noise else i))
+        for r in items:
+            r["config"]["optim"] = {"lr": lr}
+            r["config_hash"] = results.config_digest(r["config"])
+            r["base_hash"] = results.config_digest(r["config"], exclude_factor=r["factor"])
+        F.write_results(tmp_path / f"optim.lr={lr}", items)
+    return tmp_path
+
+
+def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
+    import sys
+
+    import numpy as np
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    from harness.analysis.grid import analyze_grid_dir
+    from harness.stats.meta import effect_slope, random_effects
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    root = _grid_of(tmp_path, {0.01: 1.0, 0.02: 0.6, 0.04: 0.2})  # the gain shrinks as lr grows
+    summary = analyze_grid_dir(root)
+    block = summary["across_points"]["arms"]["B"]
+    assert summary["across_points"]["numeric_key"] == "optim.lr" and block["conditions"] == 3
+    # the per-point effects and standard errors are the points' own paired ones
+    y, se = [], []
+    for point in summary["points"]:
+        own = read_json(root / point["folder"] / "analysis.json")["comparisons"]["B"]
+        d = np.array([b - a for _, a, b in own["pairs"]])
+        y.append(d.mean())
+        se.append(d.std(ddof=1) / np.sqrt(len(d)))
+    assert block["effects"] == pytest.approx(y) and block["standard_errors"] == pytest.approx(se, rel=1e-9)
+    # Cochran's Q as statsmodels computes it; the pooled estimate and slope as harness.stats.meta gives them
+    sm = combine_effects(np.array(y), np.array(se) ** 2)
+    assert block["heterogeneity"]["q"] == pytest.approx(sm.q) and block["heterogeneity"]["differs"]
+    re = random_effects(y, np.array(se) ** 2)
+    assert block["pooled"]["estimate"] == pytest.approx(re.estimate) and "not a random sample" in block["pooled"]["label"]
+    slope = effect_slope(y, np.array(se) ** 2, [0.01, 0.02, 0.04])
+    assert block["slope"]["per_unit"] == pytest.approx(slope.slope) and block["slope"]["per_unit"] < 0
+    grid = read_json(root / "grid.json")
+    assert grid["across_points"]["arms"]["B"]["heterogeneity"]["q"] == pytest.approx(sm.q)
+    md = (root / "grid.md").read_text()
+    assert "Does the effect depend on the grid value?" in md and "per unit of optim.lr" in md and "Cochran's Q" in md
+    assert (root / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_constant_effect_shows_no_heterogeneity_and_two_points_give_no_slope(tmp_path):
+    import sys
+
+    from harness.analysis.grid import analyze_grid_dir
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    # the same per-seed values at both points: the effects are equal, Q = 0
+    summary = analyze_grid_dir(_grid_of(tmp_path, {0.01: 0.5, 0.05: 0.5}, same_noise=True), write=False)
+    block = summary["across_points"]["arms"]["B"]
+    h = block["heterogeneity"]
+    assert h["q"] == pytest.approx(0.0, abs=1e-9) and h["pvalue"] == pytest.approx(1.0) and not h["differs"]
+    assert h["tau"] == 0.0 and "at least 3 distinct values" in block["slope"]["not_computed"]
+    assert block["pooled"]["prediction_interval"] is None

@@ -17,6 +17,7 @@ import math
 import os
 from pathlib import Path
 
+from harness.analysis import across_conditions
 from harness.analysis import comparability as comparability
 from harness.analysis.certificate import certificate_for
 from harness import results as results_io
@@ -136,6 +137,7 @@ def _summary(points, not_analysed, swept, unreadable) -> dict:
         row["comparisons"][arm]["pvalue_holm_grid"] = p
     return {
         "schema": SCHEMA,
+        "across_points": _across_points(points, swept, first),
         "declaration": first["declaration"],
         "departures": first["departures"],
         "experiment": first["experiment"],
@@ -154,6 +156,37 @@ def _summary(points, not_analysed, swept, unreadable) -> dict:
         "not_analysed": not_analysed,
         "unreadable": [{"path": str(p), "reason": str(r)} for p, r in unreadable],
     }
+
+
+def _numeric_key(points, swept):
+    """The swept key when exactly one is swept and every point's value of it is a number, else None."""
+    if len(swept) != 1:
+        return None
+    key = swept[0]
+    ok = all(isinstance(p["setting"].get(key), (int, float)) and not isinstance(p["setting"].get(key), bool) for p in points)
+    return key if ok else None
+
+
+def _across_points(points, swept, first) -> dict:
+    """Per arm: does the effect depend on the grid value (Q, tau, slope), and the pooled estimate."""
+    key = _numeric_key(points, swept)
+    out = {"numeric_key": key, "arms": {}}
+    arms = sorted({arm for p in points for arm in p["analysis"]["comparisons"]})
+    for arm in arms:
+        conditions = []
+        for p in points:
+            c = p["analysis"]["comparisons"].get(arm)
+            if c is None or len(c["pairs"]) < 2:
+                continue
+            conditions.append({"label": _label(p["setting"]), "value": p["setting"].get(key) if key else None,
+                               "a": [row[1] for row in c["pairs"]], "b": [row[2] for row in c["pairs"]]})
+        block = across_conditions.across(conditions, direction=first.get("direction"), alpha=first["alpha"],
+                                         numeric=key is not None)
+        if block is not None:
+            block["sentence"] = across_conditions.sentence(block, arm=arm, baseline=first["baseline"],
+                                                           unit=first.get("unit") or "", kind="grid points")
+            out["arms"][arm] = block
+    return out
 
 
 def holm(pvalues) -> list:
@@ -237,7 +270,12 @@ def _lines(summary: dict) -> list[str]:
             notes.append(f"{_label(point['setting'])}: {point['certificate']}")
     for p in summary["not_analysed"]:
         notes.append(f"NOT ANALYSED {_label(p['setting'])}: {p['reason']}")
-    return [head, "", *rows, "", *notes]
+    across = summary.get("across_points") or {"arms": {}}
+    depends = ["", "Does the effect depend on the grid value?", ""] if across["arms"] else []
+    for arm, block in across["arms"].items():
+        depends += across_conditions.lines(block, arm=arm, baseline=summary["baseline"], unit=summary.get("unit") or "",
+                                           key=across.get("numeric_key"))
+    return [head, "", *rows, "", *notes, *depends]
 
 
 def _num(x) -> str:
@@ -282,6 +320,7 @@ def write_figure(summary: dict, path) -> None:
         err = [[c["mean_diff"] - c["ci"][0] for _, c in sel], [c["ci"][1] - c["mean_diff"] for _, c in sel]]
         ax.errorbar([x for x, _ in sel], y, yerr=err, marker="o", capsize=4, label=f"{arm} - {summary['baseline']}")
     ax.axhline(0.0, color="grey", linewidth=0.8)
+    _across_on_figure(ax, summary, xs, numeric)
     if numeric and min(xs) > 0 and max(xs) / min(xs) >= 10:
         ax.set_xscale("log")
     if not numeric:
@@ -296,6 +335,23 @@ def write_figure(summary: dict, path) -> None:
     fig.savefig(buf, format="png", metadata={"Software": None})
     plt.close(fig)
     results_io.atomic_write(path, lambda f: f.write(buf.getvalue()))
+
+
+def _across_on_figure(ax, summary, xs, numeric) -> None:
+    """The pooled estimate (dotted) and, for a numeric key, the fitted slope (dashed), per arm."""
+    import numpy as np
+
+    for arm, block in (summary.get("across_points") or {}).get("arms", {}).items():
+        if "pooled" not in block:
+            continue
+        h = block["heterogeneity"]
+        ax.axhline(block["pooled"]["estimate"], linestyle=":", linewidth=1,
+                   label=f"{arm}: average over these points {block['pooled']['estimate']:+.3g} (Q p = {h['pvalue']:.2g}, tau {h['tau']:.2g})")
+        slope = block.get("slope") or {}
+        if numeric and "per_unit" in slope:
+            grid = np.linspace(min(xs), max(xs), 50)
+            ax.plot(grid, slope["intercept"] + slope["per_unit"] * grid, linestyle="--", linewidth=1,
+                    label=f"{arm}: slope {slope['per_unit']:+.3g}/unit, p = {slope['pvalue']:.2g}")
 
 
 __all__ = ["SCHEMA", "analyze_grid_dir", "holm", "render_grid", "write_figure", "write_markdown"]
