@@ -119,10 +119,25 @@ def _dose_response(ax, analysis, unit):
         ax.plot([x for x, _ in order], [m for _, m in order], color="0.6", linewidth=0.8, zorder=0)
         ax.set_xlabel(f"{analysis.get('factor')} (factor value)")
         ax.set_title("dose-response: mean and 95% t interval over seeds", fontsize=9)
+        _trend_line(ax, analysis)
     else:
         ax.set_xticks(xs, list(arms))
         ax.set_title("each arm: mean and 95% t interval over seeds", fontsize=9)
     ax.set_ylabel(analysis["metric"] + unit)
+
+
+def _trend_line(ax, analysis):
+    """The paired trend (evidence.dose_trend): the fitted line, its slope, p and the linearity test."""
+    t = analysis.get("dose_trend")
+    if not t:
+        return
+    lo, hi = min(t["doses"]), max(t["doses"])
+    lin = t["linearity"]["pvalue"]
+    label = (f"paired trend {t['slope_per_unit']:+.3g}/unit, p {t['pvalue']:.2g}"
+             + ("" if lin is None else f"; departs from line p {lin:.2g}"))
+    ax.plot([lo, hi], [t["intercept"] + t["slope_per_unit"] * lo, t["intercept"] + t["slope_per_unit"] * hi],
+            linestyle="--", color="tab:red", linewidth=1, label=label)
+    ax.legend(loc="best", fontsize=7)
 
 
 def _finite(value) -> bool:
