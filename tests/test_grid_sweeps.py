@@ -104,6 +104,7 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
     import sys
 
     import numpy as np
+    from scipy.stats import alexandergovern, ttest_1samp
     from statsmodels.stats.meta_analysis import combine_effects
 
     from harness.analysis.grid import analyze_grid_dir
@@ -124,11 +125,22 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
     assert block["effects"] == pytest.approx(y) and block["standard_errors"] == pytest.approx(se, rel=1e-9)
     # Cochran's Q as statsmodels computes it; the pooled estimate and slope as harness.stats.meta gives them
     sm = combine_effects(np.array(y), np.array(se) ** 2)
-    assert block["heterogeneity"]["q"] == pytest.approx(sm.q) and block["heterogeneity"]["differs"]
+    assert block["heterogeneity"]["q"] == pytest.approx(sm.q)
+    # the decision: Alexander-Govern on the per-seed differences (each point its own seed variance)
+    diffs = [np.array([b - a for _, a, b in read_json(root / p["folder"] / "analysis.json")["comparisons"]["B"]["pairs"]])
+             for p in summary["points"]]
+    assert block["heterogeneity"]["pvalue"] == pytest.approx(alexandergovern(*diffs).pvalue, rel=1e-6)
+    assert block["heterogeneity"]["differs"]
+    # the average: a t over the 3 effects; the random-effects estimate beside it
+    assert block["pooled"]["estimate"] == pytest.approx(np.mean(y)) and "not a random sample" in block["pooled"]["label"]
+    assert block["pooled"]["pvalue"] == pytest.approx(ttest_1samp(y, 0.0).pvalue)
     re = random_effects(y, np.array(se) ** 2)
-    assert block["pooled"]["estimate"] == pytest.approx(re.estimate) and "not a random sample" in block["pooled"]["label"]
+    assert block["pooled"]["random_effects"]["estimate"] == pytest.approx(re.estimate)
+    # the slope: least squares of the effects on lr; the REML meta-regression beside it
+    assert block["slope"]["per_unit"] == pytest.approx(np.polyfit([0.01, 0.02, 0.04], y, 1)[0])
+    assert block["slope"]["per_unit"] < 0
     slope = effect_slope(y, np.array(se) ** 2, [0.01, 0.02, 0.04])
-    assert block["slope"]["per_unit"] == pytest.approx(slope.slope) and block["slope"]["per_unit"] < 0
+    assert block["slope"]["meta_regression"]["per_unit"] == pytest.approx(slope.slope)
     grid = read_json(root / "grid.json")
     assert grid["across_points"]["arms"]["B"]["heterogeneity"]["q"] == pytest.approx(sm.q)
     md = (root / "grid.md").read_text()
@@ -146,6 +158,7 @@ def test_a_constant_effect_shows_no_heterogeneity_and_two_points_give_no_slope(t
     summary = analyze_grid_dir(_grid_of(tmp_path, {0.01: 0.5, 0.05: 0.5}, same_noise=True), write=False)
     block = summary["across_points"]["arms"]["B"]
     h = block["heterogeneity"]
-    assert h["q"] == pytest.approx(0.0, abs=1e-9) and h["pvalue"] == pytest.approx(1.0) and not h["differs"]
+    assert h["q"] == pytest.approx(0.0, abs=1e-9) and h["q_pvalue"] == pytest.approx(1.0)
+    assert h["pvalue"] == pytest.approx(1.0) and not h["differs"]
     assert h["tau"] == 0.0 and "at least 3 distinct values" in block["slope"]["not_computed"]
     assert block["pooled"]["prediction_interval"] is None

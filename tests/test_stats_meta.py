@@ -151,3 +151,24 @@ def test_probability_of_improvement_and_iqm_follow_rliable():
     assert shifted.low == pytest.approx(1.0) and shifted.high == pytest.approx(1.0)
     with pytest.raises(ValueError, match="one 1-D array per condition"):
         probability_of_improvement(a, b[:1])
+
+
+def test_the_claims_that_carry_estimated_variances_are_the_textbook_tests():
+    from harness.stats.meta_claims import average_rows, common_effect_pvalue, slope_rows
+
+    rng = np.random.default_rng(4)
+    y = rng.normal(0.3, 1.0, 6)
+    avg = average_rows(y)
+    ref = sps.ttest_1samp(y, 0.0)
+    assert avg["pvalue"][0] == pytest.approx(ref.pvalue)
+    assert (avg["low"][0], avg["high"][0]) == pytest.approx(tuple(ref.confidence_interval(0.95)))
+    x = [0.0, 0.1, 0.2, 0.4, 0.8, 1.6]
+    fit, line = slope_rows(y, x), sps.linregress(x, y)
+    assert fit["slope"][0] == pytest.approx(line.slope) and fit["se"][0] == pytest.approx(line.stderr)
+    assert fit["pvalue"][0] == pytest.approx(line.pvalue)
+    groups = [rng.normal(0, s, n) for s, n in ((1, 5), (2, 4), (0.5, 6))]
+    assert common_effect_pvalue(groups) == pytest.approx(sps.alexandergovern(*groups).pvalue)
+    # a condition whose differences do not vary gets the smallest other variance: a number, no NaN
+    p = common_effect_pvalue([np.array([1.0, 1.0, 1.0]), groups[0], groups[1]])
+    assert 0.0 <= p <= 1.0
+    assert common_effect_pvalue([np.array([1.0, 1.0]), np.array([2.0, 2.0])]) == 0.0

@@ -346,7 +346,7 @@ def _across_on_figure(ax, summary, xs, numeric) -> None:
             continue
         h = block["heterogeneity"]
         ax.axhline(block["pooled"]["estimate"], linestyle=":", linewidth=1,
-                   label=f"{arm}: average over these points {block['pooled']['estimate']:+.3g} (Q p = {h['pvalue']:.2g}, tau {h['tau']:.2g})")
+                   label=f"{arm}: average over these points {block['pooled']['estimate']:+.3g} (common effect p = {h['pvalue']:.2g}, tau {h['tau']:.2g})")
         slope = block.get("slope") or {}
         if numeric and "per_unit" in slope:
             grid = np.linspace(min(xs), max(xs), 50)
