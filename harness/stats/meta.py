@@ -11,8 +11,10 @@ true effects are taken to scatter around a mean ``mu`` with spread ``tau``:
 - mu's interval by Hartung-Knapp-Sidik-Jonkman (Hartung & Knapp 2001; Sidik & Jonkman 2002): a t
   interval on K - 1 degrees of freedom whose variance is rescaled by the observed dispersion. The
   plain Wald (z) interval treats tau^2 as known and its coverage falls far below 95% with the
-  handful of conditions an ML paper has (IntHout et al. 2014); HK keeps it near nominal
-  (scripts/bench_stats.py measures it at 2-10 conditions);
+  handful of conditions an ML paper has (IntHout et al. 2014); HK keeps it near nominal when each
+  condition's variance is known. It is not known here: it comes from 3-10 seeds, and then HK (and
+  Cochran's Q) reject too often (scripts/bench_stats.py, section 6), so the harness decides with
+  meta_claims.py and reports these numbers beside, as metafor would give them;
 - tau^2's interval by the Q-profile method (Viechtbauer 2007), I^2 and its interval from tau^2's
   (Higgins & Thompson 2002, with metafor's typical within-condition variance);
 - the prediction interval for a new condition: mu +- t(K-2) * sqrt(tau^2 + se^2) (Higgins,
