@@ -161,4 +161,6 @@ def test_a_constant_effect_shows_no_heterogeneity_and_two_points_give_no_slope(t
     assert h["q"] == pytest.approx(0.0, abs=1e-9) and h["q_pvalue"] == pytest.approx(1.0)
     assert h["pvalue"] == pytest.approx(1.0) and not h["differs"]
     assert h["tau"] == 0.0 and "at least 3 distinct values" in block["slope"]["not_computed"]
-    assert block["pooled"]["prediction_interval"] is None
+    # with 2 points: mean +- t(1) sd sqrt(3/2) of the two (equal) effects, a zero-width interval here
+    low, high = block["pooled"]["prediction_interval"]
+    assert low == pytest.approx(high) == pytest.approx(block["pooled"]["estimate"])

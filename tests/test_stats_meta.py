@@ -172,3 +172,12 @@ def test_the_claims_that_carry_estimated_variances_are_the_textbook_tests():
     p = common_effect_pvalue([np.array([1.0, 1.0, 1.0]), groups[0], groups[1]])
     assert 0.0 <= p <= 1.0
     assert common_effect_pvalue([np.array([1.0, 1.0]), np.array([2.0, 2.0])]) == 0.0
+
+
+def test_the_prediction_interval_for_a_new_condition_is_a_t_interval_for_one_more_draw():
+    from harness.stats.meta_claims import average_rows
+
+    y = np.array([0.2, 0.9, 0.4, 1.3])
+    low, high = average_rows(y)["prediction"]
+    half = sps.t.ppf(0.975, 3) * y.std(ddof=1) * math.sqrt(1 + 1 / 4)
+    assert (low[0], high[0]) == pytest.approx((y.mean() - half, y.mean() + half))

@@ -81,15 +81,18 @@ def across(conditions: list[dict], *, direction: str, alpha: float, numeric: boo
                   "constant effect too often (scripts/bench_stats.py), so it is reported, not decided on",
         "tau": r.tau, "tau_ci": list(r.tau_interval), "tau2": r.tau2, "i2": r.i2, "i2_ci": list(r.i2_interval),
     }
-    avg = {key: (val[0] if isinstance(val, np.ndarray) else val) for key, val in meta_claims.average_rows(y, level).items()}
+    rows = meta_claims.average_rows(y, level)
+    avg = {key: (val[0] if isinstance(val, np.ndarray) else val) for key, val in rows.items() if key != "prediction"}
+    avg["prediction"] = (rows["prediction"][0][0], rows["prediction"][1][0])
     block["pooled"] = {
         "label": POOLED_LABEL, "estimate": float(avg["mean"]), "ci": [float(avg["low"]), float(avg["high"])],
         "confidence_level": level, "standard_error": float(avg["se"]), "df": int(avg["df"]), "pvalue": float(avg["pvalue"]),
         "random_effects": {"estimate": r.estimate, "ci": [low, high], "standard_error": r.standard_error,
-                           "pvalue": r.pvalue, "method": r.method},
-        "prediction_interval": list(r.prediction_interval) if r.prediction_interval else None,
-        "prediction_note": ("where a new condition's true effect should fall (REML tau, HK se, t on K-2 df, Higgins et al. 2009)"
-                            if r.prediction_interval else "a prediction interval needs at least 3 conditions"),
+                           "pvalue": r.pvalue, "method": r.method,
+                           "prediction_interval": list(r.prediction_interval) if r.prediction_interval else None},
+        "prediction_interval": [float(avg["prediction"][0]), float(avg["prediction"][1])],
+        "prediction_note": "where a new condition run the same way should fall: mean +- t(K-1) sd sqrt(1 + 1/K) of the "
+                           "K effects (covers its true effect at >= the level: scripts/bench_stats.py, section 6)",
     }
     values = [c.get("value") for c in conditions]
     if numeric:
@@ -151,7 +154,7 @@ def sentence(block: dict, *, arm: str, baseline: str, unit: str = "", kind: str 
     parts = [head, spread]
     if p["prediction_interval"]:
         lo, hi = p["prediction_interval"]
-        parts.append(f"on a new condition expect [{lo:+.3g}, {hi:+.3g}]{u}")
+        parts.append(f"on a new {kind[:-1] if kind.endswith('s') else kind} expect [{lo:+.3g}, {hi:+.3g}]{u}")
     b = block["better_on"]
     parts.append(f"better on {b['better']} of {b['conditions']}, worse on {b['worse']} (Holm across {kind})")
     return "; ".join(parts) + "."

@@ -37,9 +37,13 @@ def average_rows(effects, confidence_level: float = 0.95) -> dict:
     mean = y.mean(axis=1)
     se = y.std(axis=1, ddof=1) / np.sqrt(k)
     statistic, pvalue = one_sample_t(y)
-    half = float(sps.t.ppf(0.5 + confidence_level / 2, k - 1)) * se
+    crit = float(sps.t.ppf(0.5 + confidence_level / 2, k - 1))
+    # a new condition run the same way: its effect differs from the mean by sd * sqrt(1 + 1/K), t on K-1 df
+    # (exact for its measured effect; for its true effect, which lacks the seed noise, conservative)
+    spread = y.std(axis=1, ddof=1) * np.sqrt(1 + 1 / k)
     return {"mean": mean, "se": se, "df": k - 1, "t": np.atleast_1d(statistic), "pvalue": np.atleast_1d(pvalue),
-            "low": mean - half, "high": mean + half}
+            "low": mean - crit * se, "high": mean + crit * se,
+            "prediction": (mean - crit * spread, mean + crit * spread)}
 
 
 def slope_rows(effects, values, confidence_level: float = 0.95) -> dict:
