@@ -86,9 +86,9 @@ def test_a_wider_sweep_in_the_same_folder_resumes_by_seed_and_arm(tmp_path):
 
 def _grid_of(tmp_path, shifts: dict, *, n_seeds=8, same_noise=False):
     """Result files of a grid over optim.lr: at each lr, arm B is shifted by shifts[lr] points."""
-    import _results_factory as F
-
     from harness import results
+
+    from . import _results_factory as F
 
     for i, (lr, shift) in enumerate(shifts.items()):
         items = F.make_results(F.accuracies(n_seeds, shift=shift, rng_seed=0 if same_noise else i))
@@ -101,8 +101,6 @@ def _grid_of(tmp_path, shifts: dict, *, n_seeds=8, same_noise=False):
 
 
 def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
-    import sys
-
     import numpy as np
     from scipy.stats import alexandergovern, ttest_1samp
     from statsmodels.stats.meta_analysis import combine_effects
@@ -110,7 +108,6 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
     from harness.analysis.grid import analyze_grid_dir
     from harness.stats.meta import effect_slope, random_effects
 
-    sys.path.insert(0, str(Path(__file__).parent))
     root = _grid_of(tmp_path, {0.01: 1.0, 0.02: 0.6, 0.04: 0.2})  # the gain shrinks as lr grows
     summary = analyze_grid_dir(root)
     block = summary["across_points"]["arms"]["B"]
@@ -149,11 +146,8 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
 
 
 def test_a_constant_effect_shows_no_heterogeneity_and_two_points_give_no_slope(tmp_path):
-    import sys
-
     from harness.analysis.grid import analyze_grid_dir
 
-    sys.path.insert(0, str(Path(__file__).parent))
     # the same per-seed values at both points: the effects are equal, Q = 0
     summary = analyze_grid_dir(_grid_of(tmp_path, {0.01: 0.5, 0.05: 0.5}, same_noise=True), write=False)
     block = summary["across_points"]["arms"]["B"]
@@ -164,3 +158,29 @@ def test_a_constant_effect_shows_no_heterogeneity_and_two_points_give_no_slope(t
     # with 2 points: mean +- t(1) sd sqrt(3/2) of the two (equal) effects, a zero-width interval here
     low, high = block["pooled"]["prediction_interval"]
     assert low == pytest.approx(high) == pytest.approx(block["pooled"]["estimate"])
+
+
+def test_a_grid_over_named_settings_pools_them_without_a_slope(tmp_path):
+    """Several tasks in one sweep (data=digits,synthetic,...): a key whose values are names gets the
+    heterogeneity test and the average, never a slope."""
+    import numpy as np
+
+    from harness import results
+    from harness.analysis.grid import analyze_grid_dir
+
+    from . import _results_factory as F
+
+    for i, (name, shift) in enumerate({"digits": 0.8, "synthetic": 0.3, "svhn": 0.5}.items()):
+        items = F.make_results(F.accuracies(6, shift=shift, rng_seed=10 + i))
+        for r in items:
+            r["config"]["data"] = {"name": name}
+            r["config_hash"] = results.config_digest(r["config"])
+            r["base_hash"] = results.config_digest(r["config"], exclude_factor=r["factor"])
+        F.write_results(tmp_path / f"data={name}", items)
+    summary = analyze_grid_dir(tmp_path)
+    across = summary["across_points"]
+    block = across["arms"]["B"]
+    assert across["numeric_key"] is None and "slope" not in block and block["conditions"] == 3
+    assert block["pooled"]["estimate"] == pytest.approx(np.mean(block["effects"]))
+    assert "better on" in block["sentence"] and "across 3 grid points" in block["sentence"]
+    assert "Does the effect depend on the grid value?" in (tmp_path / "grid.md").read_text()
