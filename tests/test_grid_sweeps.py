@@ -184,3 +184,18 @@ def test_a_grid_over_named_settings_pools_them_without_a_slope(tmp_path):
     assert block["pooled"]["estimate"] == pytest.approx(np.mean(block["effects"]))
     assert "better on" in block["sentence"] and "across 3 grid points" in block["sentence"]
     assert "Does the effect depend on the grid value?" in (tmp_path / "grid.md").read_text()
+
+
+def test_the_grid_figure_gains_a_forest_plot_per_arm(tmp_path):
+    from matplotlib.image import imread
+
+    from harness.analysis.grid import analyze_grid_dir
+
+    root = _grid_of(tmp_path, {0.01: 1.0, 0.02: 0.6, 0.04: 0.2})
+    summary = analyze_grid_dir(root)
+    width_with = imread(root / "grid.png").shape[1]
+    del summary["across_points"]  # the figure as it was before issue 19: one panel
+    from harness.analysis.grid import write_figure
+
+    write_figure(summary, tmp_path / "plain.png")
+    assert width_with > imread(tmp_path / "plain.png").shape[1]  # the forest plot sits beside the effects

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.analysis import across_conditions
 from harness.analysis import comparability as comparability
+from harness.analysis import figures
 from harness.analysis.certificate import certificate_for
 from harness import results as results_io
 from harness.config import declaration as declaration_io
@@ -312,8 +313,15 @@ def write_figure(summary: dict, path) -> None:
     numeric = key is not None and all(isinstance(p["setting"][key], (int, float)) and not isinstance(p["setting"][key], bool)
                                       for p in points)
     xs = [p["setting"][key] for p in points] if numeric else list(range(len(points)))
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
     arms = sorted({arm for p in points for arm in p["comparisons"]})
+    across = (summary.get("across_points") or {}).get("arms", {})
+    fig, axes = plt.subplots(1, 1 + len(across), figsize=(6 + 4.5 * len(across), 3.6 + 0.2 * len(points)), dpi=100,
+                             squeeze=False)
+    ax = axes[0, 0]
+    for forest_ax, (arm, block) in zip(axes[0, 1:], across.items()):  # one forest plot per arm
+        figures.forest(forest_ax, [(_label(p["setting"]), p["comparisons"][arm]["mean_diff"], *p["comparisons"][arm]["ci"])
+                                   for p in points if arm in p["comparisons"]], block,
+                       title=f"{arm} vs {summary['baseline']}", unit=summary.get("unit") or "")
     for arm in arms:
         sel = [(x, p["comparisons"][arm]) for x, p in zip(xs, points) if arm in p["comparisons"]]
         y = [c["mean_diff"] for _, c in sel]
@@ -329,7 +337,7 @@ def write_figure(summary: dict, path) -> None:
     unit = f" ({summary['unit']})" if summary.get("unit") else ""
     ax.set_ylabel(f"effect on {summary['metric']}{unit}")
     ax.set_title(f"{summary['experiment']}: effect of {summary['factor']} per grid point (t 95% CI)", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
