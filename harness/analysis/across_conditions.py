@@ -174,7 +174,7 @@ def lines(block: dict, *, arm: str, baseline: str, unit: str = "", key: str | No
     out.append(f"- does the effect differ between points? Alexander-Govern p = {h['pvalue']:.3g} "
                f"({'yes' if h['differs'] else 'not shown'}); tau = {h['tau']:.3g}{u} [{h['tau_ci'][0]:.3g}, {h['tau_ci'][1]:.3g}] "
                f"(REML, Q-profile interval); I^2 = {100 * h['i2']:.0f}% [{100 * h['i2_ci'][0]:.0f}%, {100 * h['i2_ci'][1]:.0f}%]; "
-               f"Cochran's Q = {h['q']:.3g} on {h['df']} df, p = {h['q_pvalue']:.3g} (reported, not decided on: {h['q_note']})")
+               f"Cochran's Q = {h['q']:.3g} on {h['df']} df, p = {h['q_pvalue']:.3g} ({h['q_note']})")
     slope = block.get("slope")
     if slope and "per_unit" in slope:
         out.append(f"- slope of the effect against {key}: {_n(slope['per_unit'])}{u} per unit of {key}, "

@@ -192,7 +192,7 @@ def forest(ax, rows, block, *, title: str, unit: str = "") -> None:
     n = len(rows)
     for i, (label, effect, low, high) in enumerate(rows):
         ax.errorbar([effect], [n - i], xerr=[[effect - low], [high - effect]], fmt="s", color="tab:blue", capsize=3)
-    ticks, labels = [n - i for i in range(n)], [r[0] for r in rows]
+    ticks, labels = [n - i for i in range(n)], [r[0] if len(r[0]) <= 40 else r[0][:39] + "…" for r in rows]
     pooled = (block or {}).get("pooled")
     if pooled:
         m, (low, high) = pooled["estimate"], pooled["ci"]
