@@ -244,6 +244,12 @@ def _sort_key(value):
     return (1, str(value))
 
 
+def _short(setting: dict, width: int = 40) -> str:
+    """A figure's label for a setting: its values only, cut to width (a data= sweep sets six keys)."""
+    text = _label(setting) if len(setting) == 1 else ", ".join(str(v) for v in setting.values())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def _label(setting: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in setting.items()) or "(no setting differs)"
 
@@ -319,7 +325,7 @@ def write_figure(summary: dict, path) -> None:
                              squeeze=False)
     ax = axes[0, 0]
     for forest_ax, (arm, block) in zip(axes[0, 1:], across.items()):  # one forest plot per arm
-        figures.forest(forest_ax, [(_label(p["setting"]), p["comparisons"][arm]["mean_diff"], *p["comparisons"][arm]["ci"])
+        figures.forest(forest_ax, [(_short(p["setting"]), p["comparisons"][arm]["mean_diff"], *p["comparisons"][arm]["ci"])
                                    for p in points if arm in p["comparisons"]], block,
                        title=f"{arm} vs {summary['baseline']}", unit=summary.get("unit") or "")
     for arm in arms:
@@ -332,7 +338,7 @@ def write_figure(summary: dict, path) -> None:
     if numeric and min(xs) > 0 and max(xs) / min(xs) >= 10:
         ax.set_xscale("log")
     if not numeric:
-        ax.set_xticks(xs, [_label(p["setting"]) for p in points], rotation=20, ha="right", fontsize=7)
+        ax.set_xticks(xs, [_short(p["setting"]) for p in points], rotation=20, ha="right", fontsize=7)
     ax.set_xlabel(key if numeric else "setting")
     unit = f" ({summary['unit']})" if summary.get("unit") else ""
     ax.set_ylabel(f"effect on {summary['metric']}{unit}")
