@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from statsmodels.stats.multitest import multipletests
 
@@ -77,3 +79,123 @@ def test_a_wider_sweep_in_the_same_folder_resumes_by_seed_and_arm(tmp_path):
         assert path.read_bytes() == content
     analysis = read_json(sweep / "analysis.json")
     assert analysis["comparisons"]["B"]["n_pairs"] == 4 and analysis["identity"]["copies"] == []
+
+
+# -- issue 19, item 4: does the effect depend on the grid value? (synthetic result files, no training) --
+
+
+def _grid_of(tmp_path, shifts: dict, *, n_seeds=8, same_noise=False):
+    """Result files of a grid over optim.lr: at each lr, arm B is shifted by shifts[lr] points."""
+    from harness import results
+
+    from . import _results_factory as F
+
+    for i, (lr, shift) in enumerate(shifts.items()):
+        items = F.make_results(F.accuracies(n_seeds, shift=shift, rng_seed=0 if same_noise else i))
+        for r in items:
+            r["config"]["optim"] = {"lr": lr}
+            r["config_hash"] = results.config_digest(r["config"])
+            r["base_hash"] = results.config_digest(r["config"], exclude_factor=r["factor"])
+        F.write_results(tmp_path / f"optim.lr={lr}", items)
+    return tmp_path
+
+
+def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
+    import numpy as np
+    from scipy.stats import alexandergovern, ttest_1samp
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    from harness.analysis.grid import analyze_grid_dir
+    from harness.stats.meta import effect_slope, random_effects
+
+    root = _grid_of(tmp_path, {0.01: 1.0, 0.02: 0.6, 0.04: 0.2})  # the gain shrinks as lr grows
+    summary = analyze_grid_dir(root)
+    block = summary["across_points"]["arms"]["B"]
+    assert summary["across_points"]["numeric_key"] == "optim.lr" and block["conditions"] == 3
+    # the per-point effects and standard errors are the points' own paired ones
+    y, se = [], []
+    for point in summary["points"]:
+        own = read_json(root / point["folder"] / "analysis.json")["comparisons"]["B"]
+        d = np.array([b - a for _, a, b in own["pairs"]])
+        y.append(d.mean())
+        se.append(d.std(ddof=1) / np.sqrt(len(d)))
+    assert block["effects"] == pytest.approx(y) and block["standard_errors"] == pytest.approx(se, rel=1e-9)
+    # Cochran's Q as statsmodels computes it; the pooled estimate and slope as harness.stats.meta gives them
+    sm = combine_effects(np.array(y), np.array(se) ** 2)
+    assert block["heterogeneity"]["q"] == pytest.approx(sm.q)
+    # the decision: Alexander-Govern on the per-seed differences (each point its own seed variance)
+    diffs = [np.array([b - a for _, a, b in read_json(root / p["folder"] / "analysis.json")["comparisons"]["B"]["pairs"]])
+             for p in summary["points"]]
+    assert block["heterogeneity"]["pvalue"] == pytest.approx(alexandergovern(*diffs).pvalue, rel=1e-6)
+    assert block["heterogeneity"]["differs"]
+    # the average: a t over the 3 effects; the random-effects estimate beside it
+    assert block["pooled"]["estimate"] == pytest.approx(np.mean(y)) and "not a random sample" in block["pooled"]["label"]
+    assert block["pooled"]["pvalue"] == pytest.approx(ttest_1samp(y, 0.0).pvalue)
+    re = random_effects(y, np.array(se) ** 2)
+    assert block["pooled"]["random_effects"]["estimate"] == pytest.approx(re.estimate)
+    # the slope: least squares of the effects on lr; the REML meta-regression beside it
+    assert block["slope"]["per_unit"] == pytest.approx(np.polyfit([0.01, 0.02, 0.04], y, 1)[0])
+    assert block["slope"]["per_unit"] < 0
+    slope = effect_slope(y, np.array(se) ** 2, [0.01, 0.02, 0.04])
+    assert block["slope"]["meta_regression"]["per_unit"] == pytest.approx(slope.slope)
+    grid = read_json(root / "grid.json")
+    assert grid["across_points"]["arms"]["B"]["heterogeneity"]["q"] == pytest.approx(sm.q)
+    md = (root / "grid.md").read_text()
+    assert "Does the effect depend on the grid value?" in md and "per unit of optim.lr" in md and "Cochran's Q" in md
+    assert (root / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_constant_effect_shows_no_heterogeneity_and_two_points_give_no_slope(tmp_path):
+    from harness.analysis.grid import analyze_grid_dir
+
+    # the same per-seed values at both points: the effects are equal, Q = 0
+    summary = analyze_grid_dir(_grid_of(tmp_path, {0.01: 0.5, 0.05: 0.5}, same_noise=True), write=False)
+    block = summary["across_points"]["arms"]["B"]
+    h = block["heterogeneity"]
+    assert h["q"] == pytest.approx(0.0, abs=1e-9) and h["q_pvalue"] == pytest.approx(1.0)
+    assert h["pvalue"] == pytest.approx(1.0) and not h["differs"]
+    assert h["tau"] == 0.0 and "at least 3 distinct values" in block["slope"]["not_computed"]
+    # with 2 points: mean +- t(1) sd sqrt(3/2) of the two (equal) effects, a zero-width interval here
+    low, high = block["pooled"]["prediction_interval"]
+    assert low == pytest.approx(high) == pytest.approx(block["pooled"]["estimate"])
+
+
+def test_a_grid_over_named_settings_pools_them_without_a_slope(tmp_path):
+    """Several tasks in one sweep (data=digits,synthetic,...): a key whose values are names gets the
+    heterogeneity test and the average, never a slope."""
+    import numpy as np
+
+    from harness import results
+    from harness.analysis.grid import analyze_grid_dir
+
+    from . import _results_factory as F
+
+    for i, (name, shift) in enumerate({"digits": 0.8, "synthetic": 0.3, "svhn": 0.5}.items()):
+        items = F.make_results(F.accuracies(6, shift=shift, rng_seed=10 + i))
+        for r in items:
+            r["config"]["data"] = {"name": name}
+            r["config_hash"] = results.config_digest(r["config"])
+            r["base_hash"] = results.config_digest(r["config"], exclude_factor=r["factor"])
+        F.write_results(tmp_path / f"data={name}", items)
+    summary = analyze_grid_dir(tmp_path)
+    across = summary["across_points"]
+    block = across["arms"]["B"]
+    assert across["numeric_key"] is None and "slope" not in block and block["conditions"] == 3
+    assert block["pooled"]["estimate"] == pytest.approx(np.mean(block["effects"]))
+    assert "better on" in block["sentence"] and "across 3 grid points" in block["sentence"]
+    assert "Does the effect depend on the grid value?" in (tmp_path / "grid.md").read_text()
+
+
+def test_the_grid_figure_gains_a_forest_plot_per_arm(tmp_path):
+    from matplotlib.image import imread
+
+    from harness.analysis.grid import analyze_grid_dir
+
+    root = _grid_of(tmp_path, {0.01: 1.0, 0.02: 0.6, 0.04: 0.2})
+    summary = analyze_grid_dir(root)
+    width_with = imread(root / "grid.png").shape[1]
+    del summary["across_points"]  # the figure as it was before issue 19: one panel
+    from harness.analysis.grid import write_figure
+
+    write_figure(summary, tmp_path / "plain.png")
+    assert width_with > imread(tmp_path / "plain.png").shape[1]  # the forest plot sits beside the effects

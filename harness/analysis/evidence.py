@@ -256,3 +256,35 @@ def setup(usable) -> dict:
             if value is not None:
                 found[key].add(str(value))
     return {key: sorted(values) for key, values in found.items()}
+
+
+def dose_trend(usable, arms, alpha) -> dict | None:
+    """The paired trend test when every arm's factor value is a distinct number and there are >= 3
+    (issue 19): per-seed slope of the metric on the factor value, t across the seeds every arm ran,
+    and whether the response departs from a line (harness.stats.trend). None otherwise."""
+    from harness.stats import trend
+
+    doses = {}
+    for (seed, arm), run in usable.items():
+        doses.setdefault(arm, set()).add(run["result"].get("factor_value"))
+    values = [next(iter(doses.get(arm, {None}))) if len(doses.get(arm, ())) == 1 else None for arm in arms]
+    if len(arms) < 3 or not all(_finite_number(v) for v in values) or len(set(values)) < len(values):
+        return None
+    seeds = set.intersection(*[{s for (s, a) in usable if a == arm} for arm in arms])
+    seeds = sorted(seeds, key=lambda s: (isinstance(s, str), s))
+    if len(seeds) < 2:
+        return None
+    table = np.array([[usable[(s, arm)]["value"] for arm in arms] for s in seeds], dtype=float)
+    r = trend.dose_trend(table, values, confidence_level=1 - alpha)
+    low, high = r.confidence_interval()
+    return {
+        "arms": list(arms), "doses": [float(v) for v in values], "seeds": len(seeds),
+        "slope_per_unit": r.slope, "ci": [low, high], "confidence_level": r.confidence_level,
+        "standard_error": r.standard_error, "statistic": r.statistic, "pvalue": r.pvalue, "df": r.df,
+        "trend": bool(r.pvalue < alpha),
+        "linearity": {"statistic": r.linearity_statistic, "df": list(r.linearity_df), "pvalue": r.linearity_pvalue,
+                      "departs": None if r.linearity_pvalue is None else bool(r.linearity_pvalue < alpha),
+                      "curvature": r.curvature},
+        "intercept": float(np.mean(table.mean(axis=1) - r.slope * np.mean(values))),
+        "method": r.method,
+    }

@@ -119,10 +119,25 @@ def _dose_response(ax, analysis, unit):
         ax.plot([x for x, _ in order], [m for _, m in order], color="0.6", linewidth=0.8, zorder=0)
         ax.set_xlabel(f"{analysis.get('factor')} (factor value)")
         ax.set_title("dose-response: mean and 95% t interval over seeds", fontsize=9)
+        _trend_line(ax, analysis)
     else:
         ax.set_xticks(xs, list(arms))
         ax.set_title("each arm: mean and 95% t interval over seeds", fontsize=9)
     ax.set_ylabel(analysis["metric"] + unit)
+
+
+def _trend_line(ax, analysis):
+    """The paired trend (evidence.dose_trend): the fitted line, its slope, p and the linearity test."""
+    t = analysis.get("dose_trend")
+    if not t:
+        return
+    lo, hi = min(t["doses"]), max(t["doses"])
+    lin = t["linearity"]["pvalue"]
+    label = (f"paired trend {t['slope_per_unit']:+.3g}/unit, p {t['pvalue']:.2g}"
+             + ("" if lin is None else f"; departs from line p {lin:.2g}"))
+    ax.plot([lo, hi], [t["intercept"] + t["slope_per_unit"] * lo, t["intercept"] + t["slope_per_unit"] * hi],
+            linestyle="--", color="tab:red", linewidth=1, label=label)
+    ax.legend(loc="best", fontsize=7)
 
 
 def _finite(value) -> bool:
@@ -169,3 +184,29 @@ def _curves(ax, analysis):
 
 def _pct(level: float) -> str:
     return f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"
+
+
+def forest(ax, rows, block, *, title: str, unit: str = "") -> None:
+    """A forest plot: per condition its effect and interval (rows: (label, effect, low, high)), the
+    average's diamond with its interval, the prediction interval for a new condition, and 0."""
+    n = len(rows)
+    for i, (label, effect, low, high) in enumerate(rows):
+        ax.errorbar([effect], [n - i], xerr=[[effect - low], [high - effect]], fmt="s", color="tab:blue", capsize=3)
+    ticks, labels = [n - i for i in range(n)], [r[0] if len(r[0]) <= 40 else r[0][:39] + "…" for r in rows]
+    pooled = (block or {}).get("pooled")
+    if pooled:
+        m, (low, high) = pooled["estimate"], pooled["ci"]
+        ax.fill([low, m, high, m], [0, 0.25, 0, -0.25], color="black", zorder=3)
+        ticks.append(0)
+        labels.append("average (t over conditions)")
+        if pooled.get("prediction_interval"):
+            lo, hi = pooled["prediction_interval"]
+            ax.plot([lo, hi], [-0.7, -0.7], color="tab:red", linewidth=2)
+            ticks.append(-0.7)
+            labels.append("new condition (prediction)")
+        h = block["heterogeneity"]
+        title += f"\ncommon effect p = {h['pvalue']:.2g}, tau = {h['tau']:.2g}, I^2 = {100 * h['i2']:.0f}%"
+    ax.axvline(0.0, color="grey", linewidth=0.8)
+    ax.set_yticks(ticks, labels, fontsize=7)
+    ax.set_xlabel("effect (arm - baseline)" + (f" ({unit})" if unit else ""))
+    ax.set_title(title, fontsize=8)

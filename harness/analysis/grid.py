@@ -17,7 +17,9 @@ import math
 import os
 from pathlib import Path
 
+from harness.analysis import across_conditions
 from harness.analysis import comparability as comparability
+from harness.analysis import figures
 from harness.analysis.certificate import certificate_for
 from harness import results as results_io
 from harness.config import declaration as declaration_io
@@ -136,6 +138,7 @@ def _summary(points, not_analysed, swept, unreadable) -> dict:
         row["comparisons"][arm]["pvalue_holm_grid"] = p
     return {
         "schema": SCHEMA,
+        "across_points": _across_points(points, swept, first),
         "declaration": first["declaration"],
         "departures": first["departures"],
         "experiment": first["experiment"],
@@ -154,6 +157,37 @@ def _summary(points, not_analysed, swept, unreadable) -> dict:
         "not_analysed": not_analysed,
         "unreadable": [{"path": str(p), "reason": str(r)} for p, r in unreadable],
     }
+
+
+def _numeric_key(points, swept):
+    """The swept key when exactly one is swept and every point's value of it is a number, else None."""
+    if len(swept) != 1:
+        return None
+    key = swept[0]
+    ok = all(isinstance(p["setting"].get(key), (int, float)) and not isinstance(p["setting"].get(key), bool) for p in points)
+    return key if ok else None
+
+
+def _across_points(points, swept, first) -> dict:
+    """Per arm: does the effect depend on the grid value (Q, tau, slope), and the pooled estimate."""
+    key = _numeric_key(points, swept)
+    out = {"numeric_key": key, "arms": {}}
+    arms = sorted({arm for p in points for arm in p["analysis"]["comparisons"]})
+    for arm in arms:
+        conditions = []
+        for p in points:
+            c = p["analysis"]["comparisons"].get(arm)
+            if c is None or len(c["pairs"]) < 2:
+                continue
+            conditions.append({"label": _label(p["setting"]), "value": p["setting"].get(key) if key else None,
+                               "a": [row[1] for row in c["pairs"]], "b": [row[2] for row in c["pairs"]]})
+        block = across_conditions.across(conditions, direction=first.get("direction"), alpha=first["alpha"],
+                                         numeric=key is not None)
+        if block is not None:
+            block["sentence"] = across_conditions.sentence(block, arm=arm, baseline=first["baseline"],
+                                                           unit=first.get("unit") or "", kind="grid points")
+            out["arms"][arm] = block
+    return out
 
 
 def holm(pvalues) -> list:
@@ -210,6 +244,12 @@ def _sort_key(value):
     return (1, str(value))
 
 
+def _short(setting: dict, width: int = 40) -> str:
+    """A figure's label for a setting: its values only, cut to width (a data= sweep sets six keys)."""
+    text = _label(setting) if len(setting) == 1 else ", ".join(str(v) for v in setting.values())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def _label(setting: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in setting.items()) or "(no setting differs)"
 
@@ -237,7 +277,12 @@ def _lines(summary: dict) -> list[str]:
             notes.append(f"{_label(point['setting'])}: {point['certificate']}")
     for p in summary["not_analysed"]:
         notes.append(f"NOT ANALYSED {_label(p['setting'])}: {p['reason']}")
-    return [head, "", *rows, "", *notes]
+    across = summary.get("across_points") or {"arms": {}}
+    depends = ["", "Does the effect depend on the grid value?", ""] if across["arms"] else []
+    for arm, block in across["arms"].items():
+        depends += across_conditions.lines(block, arm=arm, baseline=summary["baseline"], unit=summary.get("unit") or "",
+                                           key=across.get("numeric_key"))
+    return [head, "", *rows, "", *notes, *depends]
 
 
 def _num(x) -> str:
@@ -274,28 +319,53 @@ def write_figure(summary: dict, path) -> None:
     numeric = key is not None and all(isinstance(p["setting"][key], (int, float)) and not isinstance(p["setting"][key], bool)
                                       for p in points)
     xs = [p["setting"][key] for p in points] if numeric else list(range(len(points)))
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
     arms = sorted({arm for p in points for arm in p["comparisons"]})
+    across = (summary.get("across_points") or {}).get("arms", {})
+    fig, axes = plt.subplots(1, 1 + len(across), figsize=(6 + 4.5 * len(across), 3.6 + 0.2 * len(points)), dpi=100,
+                             squeeze=False)
+    ax = axes[0, 0]
+    for forest_ax, (arm, block) in zip(axes[0, 1:], across.items()):  # one forest plot per arm
+        figures.forest(forest_ax, [(_short(p["setting"]), p["comparisons"][arm]["mean_diff"], *p["comparisons"][arm]["ci"])
+                                   for p in points if arm in p["comparisons"]], block,
+                       title=f"{arm} vs {summary['baseline']}", unit=summary.get("unit") or "")
     for arm in arms:
         sel = [(x, p["comparisons"][arm]) for x, p in zip(xs, points) if arm in p["comparisons"]]
         y = [c["mean_diff"] for _, c in sel]
         err = [[c["mean_diff"] - c["ci"][0] for _, c in sel], [c["ci"][1] - c["mean_diff"] for _, c in sel]]
         ax.errorbar([x for x, _ in sel], y, yerr=err, marker="o", capsize=4, label=f"{arm} - {summary['baseline']}")
     ax.axhline(0.0, color="grey", linewidth=0.8)
+    _across_on_figure(ax, summary, xs, numeric)
     if numeric and min(xs) > 0 and max(xs) / min(xs) >= 10:
         ax.set_xscale("log")
     if not numeric:
-        ax.set_xticks(xs, [_label(p["setting"]) for p in points], rotation=20, ha="right", fontsize=7)
+        ax.set_xticks(xs, [_short(p["setting"]) for p in points], rotation=20, ha="right", fontsize=7)
     ax.set_xlabel(key if numeric else "setting")
     unit = f" ({summary['unit']})" if summary.get("unit") else ""
     ax.set_ylabel(f"effect on {summary['metric']}{unit}")
     ax.set_title(f"{summary['experiment']}: effect of {summary['factor']} per grid point (t 95% CI)", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
     plt.close(fig)
     results_io.atomic_write(path, lambda f: f.write(buf.getvalue()))
+
+
+def _across_on_figure(ax, summary, xs, numeric) -> None:
+    """The pooled estimate (dotted) and, for a numeric key, the fitted slope (dashed), per arm."""
+    import numpy as np
+
+    for arm, block in (summary.get("across_points") or {}).get("arms", {}).items():
+        if "pooled" not in block:
+            continue
+        h = block["heterogeneity"]
+        ax.axhline(block["pooled"]["estimate"], linestyle=":", linewidth=1,
+                   label=f"{arm}: average over these points {block['pooled']['estimate']:+.3g} (common effect p = {h['pvalue']:.2g}, tau {h['tau']:.2g})")
+        slope = block.get("slope") or {}
+        if numeric and "per_unit" in slope:
+            grid = np.linspace(min(xs), max(xs), 50)
+            ax.plot(grid, slope["intercept"] + slope["per_unit"] * grid, linestyle="--", linewidth=1,
+                    label=f"{arm}: slope {slope['per_unit']:+.3g}/unit, p = {slope['pvalue']:.2g}")
 
 
 __all__ = ["SCHEMA", "analyze_grid_dir", "holm", "render_grid", "write_figure", "write_markdown"]

@@ -73,6 +73,8 @@ def sections(analysis: dict) -> list[Section]:
     out.append(_noise_section(analysis, f))
     for name, c in analysis["comparisons"].items():
         out.append(_comparison_section(analysis, name, c, f))
+    if analysis.get("dose_trend"):
+        out.append(_dose_trend_section(analysis, f))
 
     ident = analysis.get("identity") or {}
     if ident.get("allowed_mixed"):
@@ -100,6 +102,25 @@ def sections(analysis: dict) -> list[Section]:
         out.append(Section("Reproducibility", [], notes=[str(certificate["line"])], show_header=False))
     out += sequential_sections(analysis)
     return out
+
+
+def _dose_trend_section(analysis: dict, f: _Fmt) -> Section:
+    """The paired trend test over a numeric factor (evidence.dose_trend, issue 19)."""
+    t = analysis["dose_trend"]
+    lin = t["linearity"]
+    level = _pct(t["confidence_level"])
+    row = [", ".join(f"{a}={d:g}" for a, d in zip(t["arms"], t["doses"])), str(t["seeds"]),
+           f"{t['slope_per_unit']:+.3g}", f"[{t['ci'][0]:+.3g}, {t['ci'][1]:+.3g}]", _p(t["pvalue"]),
+           "—" if lin["pvalue"] is None else f"F({lin['df'][0]}, {lin['df'][1]}) = {lin['statistic']:.3g}, p = {_p(lin['pvalue'])}"]
+    unit = f.unit.strip()
+    per = f"{analysis['metric']}{' (' + unit + ')' if unit else ''} per unit of {analysis.get('factor')}"
+    words = (f"a trend: {t['slope_per_unit']:+.3g} {per}" if t["trend"] else "no trend shown (never read as no effect of the dose)")
+    if lin["departs"]:
+        words += "; the response departs from a line, so the slope is an average over a curve"
+    elif lin["departs"] is False:
+        words += "; no departure from a line shown"
+    return Section("Dose trend", ["doses", "seeds", f"slope ({per})", f"{level} CI", "p", "departure from a line"], [row],
+                   notes=[words, "method: " + t["method"]])
 
 
 def sequential_sections(analysis: dict) -> list[Section]:

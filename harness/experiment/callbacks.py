@@ -86,7 +86,7 @@ class AnalyzeSweep(Callback):
         except AnalysisError as e:
             problem = sweep_analysis_failed(root, e)
             analysis = None
-        grid = analysis is not None and str(analysis.get("schema", "")).startswith("harness.analysis.grid")
+        grid = analysis is not None and str(analysis.get("schema", "")).startswith("harness.grid")
         if grid:
             render_grid(analysis)
         elif analysis is not None:

@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-log = logging.getLogger("harness.tracking.tracker")
+log = logging.getLogger("harness.tracking")
 
 MODES = ("offline", "online", "disabled")
 # Set by the sweep's callback (harness/experiment/callbacks.py, on_multirun_start) in the launching process;

@@ -23,7 +23,7 @@ from harness.tracking.options import (  # noqa: F401
     check, default_group, folder_id, offline_runs, resolve_options,
 )
 
-log = logging.getLogger("harness.tracking.tracker")
+log = logging.getLogger("harness.tracking")
 
 _ARTIFACT_FILES = ("analysis.json", "report.md", "analysis.png", "certificate.json", "experiment.json",
                    "sequential.json", "sequential.png")
