@@ -26,6 +26,7 @@ def test_a_grid_around_an_ab_is_analysed_per_point_in_one_folder(tmp_path, capsy
     # repro.certificate=false as the user types it: the jobs see False (issue 13, item 9)
     proc = run_cli(["-m", *TINY, "optim.lr=0.01,0.05", "seed=range(0,3)"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "raised" not in proc.stderr and "Holm" in proc.stdout  # the callback renders the grid summary
     (sweep,) = (tmp_path / "multirun" / "loss_ab").iterdir()  # one folder for the whole grid
     assert "repro.certificate=false" in sweep.name and "optim.lr=0.01,0.05" in sweep.name
     assert sorted(p.relative_to(sweep).as_posix() for p in sweep.glob("*/seed=*")) == [

@@ -175,6 +175,7 @@ def analyze(results: list[dict], declaration: Declaration | None = None, *, unre
             for arm, c in comparisons.items()
         },
         "curves": evidence.curves(usable, arms),
+        "dose_trend": evidence.dose_trend(usable, arms, alpha),  # a numeric factor with 3+ arms, else None
         "not_compared": not_compared,
         "excluded": excluded,
         "unreadable": [{"path": str(path), "reason": str(reason)} for path, reason in unreadable],

@@ -41,6 +41,9 @@ The sequential design (docs/sequential.md) stands apart, imported only by the se
 sequential_bounds.py (spending, boundaries, Hall's skewness-corrected t), sequential_design.py (the
 design declared before the data) and sequential.py (the looks and their decisions), on sign_flip.py;
 race.py (Kim & Nelson's race of K configurations), imported only by the race sweeper.
+Across conditions: meta.py (the random-effects model, REML / Hartung-Knapp), meta_claims.py (the
+claims across conditions, decided with the conditions' estimated variances), meta_peers.py (rliable's
+aggregates), trend.py (dose trends).
 """
 
 from ._core import (
