@@ -48,6 +48,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,10 +125,46 @@ except ImportError:  # pragma: no cover - orjson is a dependency; plain json is 
     _orjson = None
 
 
-def read_json(path: str | os.PathLike):
-    with open(path, "rb") as f:
+# A result.json the harness writes is well under 10 MB (a 10,000-step run with per-example records
+# of 10,000 test examples: ~2 MB). A bigger one is not a result: it is named and skipped without
+# being read (parsing a 1 GB file takes 2-3 GB of memory).
+MAX_RESULT_BYTES = 64 * 2**20
+
+
+class FileRefused(OSError):
+    """A file not read: not a regular file (a FIFO, a device), or above its size bound."""
+
+
+def read_json(path: str | os.PathLike, max_bytes: int | None = None):
+    """Parse a JSON file. Only a regular file is read (opening a FIFO would wait for a writer for
+    ever); with ``max_bytes``, one larger than that is refused before a byte is read (FileRefused)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)  # of what was opened: no window between the check and the read
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused(f"not a regular file (a {_kind(st.st_mode)}); not read")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise FileRefused(f"{st.st_size / 2**20:.0f} MB, above the {max_bytes / 2**20:.0f} MB a result "
+                              "file may have (harness.results.MAX_RESULT_BYTES); skipped without reading it")
         data = f.read()
     return _orjson.loads(data) if _orjson is not None else json.loads(data)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "folder")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def unreadable_reason(e: Exception) -> str:
+    """Why a result file could not be read, in words (for the lists of unreadable files)."""
+    if isinstance(e, FileRefused):
+        return str(e)
+    if isinstance(e, OSError):
+        return f"could not be read: {e.strerror or e}"
+    return f"not valid JSON ({e})"
 
 
 def write_result(path: str | os.PathLike, result: dict) -> None:
@@ -145,8 +182,9 @@ def write_result(path: str | os.PathLike, result: dict) -> None:
 
 
 def read_result(path: str | os.PathLike) -> dict:
-    """One result file as a dict, with ``_path`` set so that load_steps can name it."""
-    obj = read_json(path)
+    """One result file as a dict, with ``_path`` set so that load_steps can name it. A file above
+    MAX_RESULT_BYTES, or not a regular file, raises FileRefused (an OSError) unread."""
+    obj = read_json(path, MAX_RESULT_BYTES)
     if isinstance(obj, dict):
         obj["_path"] = str(path)
     return obj
@@ -240,15 +278,17 @@ class LoadedResults:
 _SKIP_DIRS = frozenset(("wandb", ".hydra", ".submitit", "superseded"))
 
 
-def find_result_files(root: str | os.PathLike) -> list[Path]:
-    return [Path(p) for p in _find(root)]
+def find_result_files(root: str | os.PathLike, problems: list | None = None) -> list[Path]:
+    return [Path(p) for p in _find(root, problems)]
 
 
-def _find(root) -> list[str]:
+def _find(root, problems: list | None = None) -> list[str]:
     """result.json paths under root as strings, in sorted folder order (no Path objects: 10,000 of
-    them cost a noticeable part of loading a big sweep)."""
+    them cost a noticeable part of loading a big sweep). Every entry named result.json that is not a
+    folder is listed, whatever it is (a FIFO, a symlink loop): reading it names what is wrong. A
+    folder that cannot be listed goes to ``problems`` as (path, reason)."""
     root = os.fspath(root)
-    if os.path.isfile(root):
+    if not os.path.isdir(root):
         return [root]
     out = []
     stack = [root]
@@ -256,15 +296,21 @@ def _find(root) -> list[str]:
         folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
-        except OSError:
+        except OSError as e:
+            if problems is not None:
+                problems.append((folder, f"folder could not be listed: {e.strerror or e}"))
             continue
         subdirs = []
         for entry in entries:
             name = entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
             if name == RESULT_NAME:
-                if entry.is_file():
+                if not is_dir:
                     out.append(entry.path)
-            elif name not in _SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+            elif name not in _SKIP_DIRS and is_dir:
                 # wandb's and Hydra's own folders never hold results; skipping them keeps big trees fast
                 subdirs.append(entry.path)
         stack.extend(sorted(subdirs, reverse=True))
@@ -301,11 +347,11 @@ class gc_paused:
 
 
 def _load_files(root: Path, loaded: LoadedResults) -> None:
-    for path in _find(root):
+    for path in _find(root, loaded.unreadable):
         try:
-            obj = read_json(path)
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            loaded.unreadable.append((path, f"not valid JSON ({e})"))
+            obj = read_json(path, MAX_RESULT_BYTES)
+        except (OSError, ValueError) as e:  # JSONDecodeError, UnicodeDecodeError and orjson's are ValueErrors
+            loaded.unreadable.append((path, unreadable_reason(e)))
             continue
         if not isinstance(obj, dict) or obj.get("schema") not in READABLE_SCHEMAS:
             loaded.unreadable.append((path, f"not a {SCHEMA} (or {SCHEMA_V1}) file"))

@@ -357,10 +357,11 @@ def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES) -> Path |
 
 
 def _relative(path, folder: Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(folder.resolve()).as_posix()
-    except ValueError:
-        return Path(path).name
+    path = Path(path)
+    try:  # the parent resolved, the entry itself not followed: it may be a symlink loop
+        return (path.parent.resolve() / path.name).relative_to(folder.resolve()).as_posix()
+    except (ValueError, OSError, RuntimeError):
+        return path.name
 
 
 __all__ = ["AnalysisError", "SCHEMA", "analyze", "analyze_dir"]

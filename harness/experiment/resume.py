@@ -21,7 +21,7 @@ from typing import Optional
 
 from harness.experiment.arms import ExperimentError
 from harness.experiment.identity import config_hash, describe_code_change, describe_config_change
-from harness.results import load_steps, read_json, read_result
+from harness.results import MAX_RESULT_BYTES, load_steps, read_json, read_result, unreadable_reason
 from harness.experiment.runner import code_of
 
 
@@ -37,12 +37,12 @@ def decide(path: Path, cfg_hash: str, code: dict, seed=None, arm=None, config: O
     """Skip or rerun, and why. A run is skipped only if its completed result is sound (it belongs to
     this folder's seed and arm, has its fingerprints, and finite numbers for metrics) and matches the
     config and the code. ``config``: this run's plain config, to name the keys that changed."""
-    if not path.exists():
+    if not os.path.lexists(path):  # lexists: a symlink loop or a dangling link is something to set aside
         return Decision(False, "no result yet")
     try:
-        old = read_result(path)
-    except (OSError, ValueError):
-        return Decision(False, "the existing result file is unreadable")
+        old = read_result(path)  # bounded: a huge file or a FIFO is refused unread (results.read_json)
+    except (OSError, ValueError) as e:
+        return Decision(False, f"the existing result file is unreadable ({unreadable_reason(e)})")
     if old.get("status") != "completed":
         return Decision(False, f"the existing result is {old.get('status')!r}")
     unsound = _unsound(old, seed, arm)
@@ -105,8 +105,8 @@ def _unsound(old: dict, seed, arm) -> Optional[str]:
 
 
 def supersede(path: Path) -> Optional[Path]:
-    """Move an old result aside (never delete what was computed)."""
-    if not path.exists():
+    """Move an old result aside (never delete what was computed): whatever it is, a symlink loop too."""
+    if not os.path.lexists(path):
         return None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     dest = path.parent / "superseded" / f"result.{stamp}.json"
@@ -233,9 +233,9 @@ def set_aside_other_configurations(out_dir: Path, arms: dict, seeds, log) -> Non
     planned = {(s, a) for s in seeds for a in arms}
     for path in find_result_files(out_dir / "runs") if (out_dir / "runs").is_dir() else []:
         try:
-            old = read_json(path)
+            old = read_json(path, MAX_RESULT_BYTES)
         except (OSError, ValueError):
-            continue
+            continue  # unreadable: not set aside here; its own unit names it and reruns (decide)
         seed, arm = old.get("seed"), str(old.get("arm"))
         if (seed, arm) in planned:
             continue
