@@ -1,0 +1,68 @@
+"""The SLURM path through a real cluster: sbatch, squeue, sacct, scancel (tests run only when one is up).
+
+Start a one-node cluster on this machine (Debian's packages, as root) with
+``sudo scripts/slurm_local.sh start``; the tests find it through $SLURM_CONF or the file that
+script writes (/tmp/harness-slurm/slurm.conf). Elsewhere they are skipped with that sentence.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.results import load_tree, read_json
+
+from .conftest import FAST, run_cli
+
+CONF = os.environ.get("SLURM_CONF") or "/tmp/harness-slurm/slurm.conf"
+
+
+def _up() -> bool:
+    if not shutil.which("sinfo") or not Path(CONF).is_file():
+        return False
+    try:
+        states = subprocess.run(["sinfo", "-h", "-o", "%T"], env={**os.environ, "SLURM_CONF": CONF},
+                                capture_output=True, text=True, timeout=20).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any(s.rstrip("*") in ("idle", "mixed", "allocated") for s in states)
+
+
+pytestmark = pytest.mark.skipif(not _up(), reason=(
+    "no SLURM cluster is up: start a one-node cluster with `sudo scripts/slurm_local.sh start` (Debian's "
+    "slurmctld, slurmd and munge; it prints the SLURM_CONF to export), then run tests/test_slurm.py"))
+
+ENV = {"SLURM_CONF": CONF}
+# The node of slurm_local.sh has this machine's CPUs, no GPU and no memory limit configured.
+ON_THE_NODE = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1",
+               "hydra.launcher.mem_gb=null", "hydra.launcher.timeout_min=10"]
+ONE_THREAD = ["determinism.threads=1"]  # 1 thread in process and on the node: the same bits
+
+
+def _finals(root: Path) -> dict:
+    return {(r["seed"], r["arm"]): r["fingerprints"]["final"] for r in load_tree(root).results}
+
+
+def _squeue() -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i %T"], env={**os.environ, **ENV}, capture_output=True, text=True)
+    return out.stdout.split("\n") if out.stdout.strip() else []
+
+
+def test_the_default_experiment_as_a_slurm_sweep_gives_the_in_process_bits(tmp_path):
+    in_process = tmp_path / "in_process"
+    done = run_cli([*FAST, *ONE_THREAD, f"hydra.run.dir={in_process}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    sweep = tmp_path / "sweep"
+    proc = run_cli(["-m", *FAST, *ONE_THREAD, "seed=0,1,2", *ON_THE_NODE, f"hydra.sweep.dir={sweep}"],
+                   env=ENV, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(sweep.glob(".submitit/*/*_log.out")), "no job went through sbatch"
+    finals = _finals(sweep)
+    assert len(finals) == 6 and finals == _finals(in_process)
+    swept, here = read_json(sweep / "analysis.json"), read_json(in_process / "analysis.json")
+    assert swept["comparisons"] == here["comparisons"]
