@@ -48,9 +48,9 @@ def _finals(root: Path) -> dict:
     return {(r["seed"], r["arm"]): r["fingerprints"]["final"] for r in load_tree(root).results}
 
 
-def _squeue() -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-o", "%i %T"], env={**os.environ, **ENV}, capture_output=True, text=True)
-    return out.stdout.split("\n") if out.stdout.strip() else []
+def _squeue(fields: str = "%i %T") -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-o", fields], env={**os.environ, **ENV}, capture_output=True, text=True)
+    return [line for line in out.stdout.split("\n") if line.strip()]
 
 
 def test_the_default_experiment_as_a_slurm_sweep_gives_the_in_process_bits(tmp_path):
@@ -66,3 +66,45 @@ def test_the_default_experiment_as_a_slurm_sweep_gives_the_in_process_bits(tmp_p
     assert len(finals) == 6 and finals == _finals(in_process)
     swept, here = read_json(sweep / "analysis.json"), read_json(in_process / "analysis.json")
     assert swept["comparisons"] == here["comparisons"]
+
+
+def test_a_job_cancelled_with_scancel_is_a_named_lost_unit_and_the_rerun_resumes(tmp_path):
+    """The sequential sweeper on SLURM: jobs of seeds >= 2 hang until scancel ends them."""
+    sweep = tmp_path / "sweep"
+    args = ["-m", "hydra/sweeper=harness_sequential", *ON_THE_NODE, "+experiment=loss_ab", "logger=none",
+            "progress=false", *ONE_THREAD, "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0",
+            "+train.kwargs.sd=1.0", "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.4",
+            "ab.sequential.max_seeds=8", "stats.margin=null", f"hydra.sweep.dir={sweep}"]
+    env = {**os.environ, **ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HYDRA_FULL_ERROR": "0",
+           "HARNESS_TEST_HOLD_FROM_SEED": "2"}
+    log = tmp_path / "sweep.txt"
+    with open(log, "w") as sink:
+        proc = subprocess.Popen([os.sys.executable, "-m", "harness", *args], cwd=Path(__file__).resolve().parents[1],
+                                env=env, stdout=sink, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 400
+        running = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            running = [line.split()[0] for line in _squeue() if line.endswith("RUNNING")]
+            if len(list(sweep.rglob("result.json"))) >= 4 and running:
+                break
+            time.sleep(0.5)
+        assert running and proc.poll() is None, log.read_text()[-3000:]
+        time.sleep(2)  # the held jobs have taken their run locks
+        arrays = sorted({line.split()[0] for line in _squeue("%F %T")})  # the sweep's job array(s)
+        subprocess.run(["scancel", *arrays], env={**os.environ, **ENV}, check=True)
+        assert proc.wait(timeout=300) == 1, log.read_text()[-3000:]
+    out = log.read_text()
+    said = " ".join(out.split())
+    assert "Traceback" not in out
+    assert "sequential sweep stopped: a job died: (seed=2, arm=" in said and "the job died, SLURM state CANCELLED" in said
+    assert "run the same command again to resume" in said
+    state = read_json(sweep / "sequential.json")
+    assert state["status"] == "stopped" and "(seed=2, arm=" in state["stopped"]
+    assert {r["seed"] for r in load_tree(sweep).results} == {0, 1}
+
+    env.pop("HARNESS_TEST_HOLD_FROM_SEED")
+    again = subprocess.run([os.sys.executable, "-m", "harness", *args], cwd=Path(__file__).resolve().parents[1],
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert read_json(sweep / "sequential.json")["status"] in ("settled", "stopped")
+    assert {2, 3} <= {r["seed"] for r in load_tree(sweep).results}

@@ -205,7 +205,8 @@ class SequentialSweeperImpl:
     def _lost_units(root: Path, chunk: list, error: BaseException) -> str:
         """Which (seed, arm) of a chunk a dead worker took with it: those without a result file. A
         unit whose run lock names a process that is gone was running in it; the others had not
-        started (a pool that loses a worker cancels what it had queued)."""
+        started their run (a pool that loses a worker cancels what it had queued; a cancelled SLURM
+        array ends its pending tasks too)."""
         from harness.experiment.resume import holder_of
         from harness.results import RESULT_NAME, find_result_files, read_json
 
@@ -232,7 +233,8 @@ class SequentialSweeperImpl:
                 queued.append(f"(seed={seed}, arm={arm})")
         parts = died or [f"a worker of the pool{how}"]
         if queued:
-            parts.append(f"not run, as the pool broke: {', '.join(queued)}")
+            parts.append(f"no result either, their runs not started (queued or starting when it broke): "
+                         f"{', '.join(queued)}")
         return "; ".join(parts)
 
     @staticmethod
