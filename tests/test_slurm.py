@@ -35,7 +35,7 @@ def _up() -> bool:
 
 pytestmark = pytest.mark.skipif(not _up(), reason=(
     "no SLURM cluster is up: start a one-node cluster with `sudo scripts/slurm_local.sh start` (Debian's "
-    "slurmctld, slurmd and munge; it prints the SLURM_CONF to export), then run tests/test_slurm.py"))
+    "slurmctld, slurmd, munge, and slurmdbd on MariaDB for sacct; it prints the SLURM_CONF to export), then run tests/test_slurm.py"))
 
 ENV = {"SLURM_CONF": CONF}
 # The node of slurm_local.sh has this machine's CPUs, no GPU and no memory limit configured.
