@@ -1,38 +1,7 @@
 """The result file: its schema, atomic JSON I/O, and loading a directory tree of results.
 
-``runs/seed=<S>/arm=<NAME>/result.json`` is a contract that users' scripts rely on. Keys:
-
-    schema         "harness.result/2" (version 1, which kept fingerprints.steps as two lists of hex
-                   strings, is still read: load_steps returns the same lists for both)
-    experiment     experiment name
-    seed, arm      the unit of pairing
-    factor         the config path where arms differ; factor_value: this arm's value there
-    status         "completed" | "failed"; error: {type, message, step} when failed
-    metrics        test_accuracy (percentage points), test_loss (plain cross-entropy), train_loss,
-                   n_test, n_train
-    fingerprints   init, data_order, final (16 hex digits each), steps: the per-step fingerprints in
-                   ONE packed field, {format: "hex-concat/base64", n, loss: base64 of the float32 loss
-                   bits of every step (4 bytes each), params: base64 of the 64-bit parameter digest
-                   of every step (8 bytes each)}. Read them with load_steps(result_or_path), which
-                   gives {loss: [8 hex digits per step], params: [16 hex digits per step]}; only the
-                   tools that need them (diff, golden, the certificate) do, so the analysis of a large
-                   tree parses one short string per run instead of two lists of hundreds of strings.
-    pairing        which fingerprints arms of one seed must share: {init, data_order} -> bool
-    curve          {step: [...], train_loss: [...]}
-    env            versions, device, threads, determinism flags, CPU capability, CUBLAS_WORKSPACE_CONFIG
-    timing         train_seconds, steps, steps_per_s, ms_per_step, total_seconds
-    config         the resolved config of this arm; config_hash: its digest without seed and arm
-                   (config_digest(config)); base_hash: the same without the factor either
-                   (config_digest(config, exclude_factor=factor)): equal across the arms of one
-                   experiment. The analysis recomputes both from the config block (identity.py).
-    code_version   harness version + digest of its source + torch version (for resume)
-    examples       optional per-example outcome on the test split: {metric, split, n, correct: base64
-                   of the bits (numpy packbits, little bit order)}, metric the declared metric it
-                   belongs to (run.record_examples(correct, metric=NAME)); a list of such records
-                   when a run recorded several metrics' outcomes. A record without metric (written
-                   before it existed) belongs to the declared examples metric. See pack_examples,
-                   example_record and example_correctness
-    created        UTC time the file was written
+``runs/seed=<S>/arm=<NAME>/result.json`` is a contract that users' scripts rely on: its keys are
+listed in docs/result-format.md.
 
 A reader never sees a half-written file: writes go to a temporary file in the same folder, are
 flushed to disk, then renamed over the target (atomic on POSIX). Written files get the mode the
@@ -48,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +31,7 @@ _STEP_DIGITS = {"loss": 8, "params": 16}
 
 # Config keys that never change a run's numbers: left out of config_hash and base_hash.
 # (The same list as experiment._NOT_IN_HASH; tests/test_identity.py holds the two together.)
-NOT_IN_IDENTITY = ("seed", "arm", "resume", "progress", "tables", "logger", "stats", "ab", "experiment_name")
+NOT_IN_IDENTITY = ("seed", "arm", "resume", "lock_timeout", "progress", "tables", "logger", "stats", "ab", "experiment_name")
 REPRO_NOT_IN_IDENTITY = ("certificate", "code_paths", "code_git")
 
 
@@ -124,10 +94,34 @@ except ImportError:  # pragma: no cover - orjson is a dependency; plain json is 
     _orjson = None
 
 
-def read_json(path: str | os.PathLike):
-    with open(path, "rb") as f:
+# A result.json the harness writes is well under 10 MB (10,000 steps and 10,000 per-example records:
+# ~2 MB); a bigger one is not a result: named and skipped unread (parsing 1 GB takes 2-3 GB).
+MAX_RESULT_BYTES = 64 * 2**20
+_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}
+
+
+class FileRefused(OSError):
+    """A file not read: not a regular file (a FIFO, a device), or above its size bound."""
+
+
+def read_json(path: str | os.PathLike, max_bytes: int | None = None):
+    """Parse a JSON file: only a regular file (opening a FIFO would wait for ever), and with
+    ``max_bytes`` none larger (FileRefused before a byte is read). fstat of the open file: no race."""
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused(f"not a regular file (a {_KINDS.get(stat.S_IFMT(st.st_mode), 'folder')}); not read")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise FileRefused(f"{st.st_size / 2**20:.0f} MB, above the {max_bytes / 2**20:.0f} MB a result "
+                              "file may have (harness.results.MAX_RESULT_BYTES); skipped without reading it")
         data = f.read()
     return _orjson.loads(data) if _orjson is not None else json.loads(data)
+
+
+def unreadable_reason(e: Exception) -> str:
+    """Why a result file could not be read, in words."""
+    return str(e) if isinstance(e, FileRefused) else (
+        f"could not be read: {e.strerror or e}" if isinstance(e, OSError) else f"not valid JSON ({e})")
 
 
 def write_result(path: str | os.PathLike, result: dict) -> None:
@@ -145,8 +139,9 @@ def write_result(path: str | os.PathLike, result: dict) -> None:
 
 
 def read_result(path: str | os.PathLike) -> dict:
-    """One result file as a dict, with ``_path`` set so that load_steps can name it."""
-    obj = read_json(path)
+    """One result file as a dict, with ``_path`` set so that load_steps can name it. A file above
+    MAX_RESULT_BYTES, or not a regular file, raises FileRefused (an OSError) unread."""
+    obj = read_json(path, MAX_RESULT_BYTES)
     if isinstance(obj, dict):
         obj["_path"] = str(path)
     return obj
@@ -240,31 +235,33 @@ class LoadedResults:
 _SKIP_DIRS = frozenset(("wandb", ".hydra", ".submitit", "superseded"))
 
 
-def find_result_files(root: str | os.PathLike) -> list[Path]:
-    return [Path(p) for p in _find(root)]
+def find_result_files(root: str | os.PathLike, problems: list | None = None) -> list[Path]:
+    return [Path(p) for p in _find(root, problems)]
 
 
-def _find(root) -> list[str]:
+def _find(root, problems: list | None = None) -> list[str]:
     """result.json paths under root as strings, in sorted folder order (no Path objects: 10,000 of
-    them cost a noticeable part of loading a big sweep)."""
+    them cost a noticeable part of loading a big sweep). Any entry of that name but a folder is
+    listed (a FIFO, a symlink loop: reading it says what is wrong); a folder that cannot be listed
+    goes to ``problems`` as (path, reason)."""
     root = os.fspath(root)
-    if os.path.isfile(root):
+    if not os.path.isdir(root):
         return [root]
-    out = []
-    stack = [root]
+    out, stack = [], [root]
     while stack:
         folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
-        except OSError:
+        except OSError as e:
+            problems is None or problems.append((folder, f"folder could not be listed: {e.strerror or e}"))
             continue
         subdirs = []
         for entry in entries:
-            name = entry.name
-            if name == RESULT_NAME:
-                if entry.is_file():
+            is_dir = entry.is_dir(follow_symlinks=False)  # lstat: a symlink loop is no folder, no error
+            if entry.name == RESULT_NAME:
+                if not is_dir:
                     out.append(entry.path)
-            elif name not in _SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+            elif entry.name not in _SKIP_DIRS and is_dir:
                 # wandb's and Hydra's own folders never hold results; skipping them keeps big trees fast
                 subdirs.append(entry.path)
         stack.extend(sorted(subdirs, reverse=True))
@@ -301,11 +298,11 @@ class gc_paused:
 
 
 def _load_files(root: Path, loaded: LoadedResults) -> None:
-    for path in _find(root):
+    for path in _find(root, loaded.unreadable):
         try:
-            obj = read_json(path)
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-            loaded.unreadable.append((path, f"not valid JSON ({e})"))
+            obj = read_json(path, MAX_RESULT_BYTES)
+        except (OSError, ValueError) as e:  # JSONDecodeError, UnicodeDecodeError and orjson's are ValueErrors
+            loaded.unreadable.append((path, unreadable_reason(e)))
             continue
         if not isinstance(obj, dict) or obj.get("schema") not in READABLE_SCHEMAS:
             loaded.unreadable.append((path, f"not a {SCHEMA} (or {SCHEMA_V1}) file"))

@@ -33,6 +33,7 @@ from harness import stats
 from harness.analysis import comparability as comparability
 from harness.analysis.certificate import certificate_for
 from harness.analysis import evidence as evidence
+from harness.analysis.outputs import OutputsNotWritten, write_together  # noqa: F401 - public here too
 from harness.analysis.blocks import _arm_summary, _comparison_block, _noise_floor_block, _plain
 from harness.config import declaration as declaration_io
 from harness.config.declaration import Declaration, DeclarationError
@@ -300,13 +301,14 @@ ALTERNATIVES = "alternatives"  # alternative analyses go to alternatives/<choice
 
 
 def write_outputs(analysis: dict, folder: Path) -> None:
-    """analysis.json, report.md and analysis.png in folder."""
+    """analysis.json, report.md and analysis.png in folder, replaced together or not at all
+    (outputs.write_together; a failure raises OutputsNotWritten, which says nothing was replaced)."""
     from harness.analysis.markdown import write_markdown
     from harness.analysis.report import write_figure  # matplotlib is only needed when writing
 
-    results_io.write_json(folder / ANALYSIS_NAME, analysis)
-    write_markdown(analysis, folder / REPORT_NAME)
-    write_figure(analysis, folder / FIGURE_NAME)
+    write_together(folder, {ANALYSIS_NAME: lambda path: results_io.write_json(path, analysis),
+                            REPORT_NAME: lambda path: write_markdown(analysis, path),
+                            FIGURE_NAME: lambda path: write_figure(analysis, path)})
 
 
 def _load(root: Path, folder: Path):
@@ -358,10 +360,11 @@ def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES) -> Path |
 
 
 def _relative(path, folder: Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(folder.resolve()).as_posix()
-    except ValueError:
-        return Path(path).name
+    path = Path(path)
+    try:  # the parent resolved, the entry itself not followed: it may be a symlink loop
+        return (path.parent.resolve() / path.name).relative_to(folder.resolve()).as_posix()
+    except (ValueError, OSError, RuntimeError):
+        return path.name
 
 
 __all__ = ["AnalysisError", "SCHEMA", "analyze", "analyze_dir"]

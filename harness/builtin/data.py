@@ -8,6 +8,7 @@ drawn per batch from the augment stream, so it is the same for every arm and on 
 from __future__ import annotations
 
 import os
+import pickle
 from dataclasses import dataclass
 from typing import Optional
 
@@ -118,8 +119,6 @@ def _cifar10(root: str, download: bool, verify: bool = True) -> Datasets:
         def _load_meta(self) -> None:
             if verify:
                 return super()._load_meta()
-            import pickle
-
             path = os.path.join(self.root, self.base_folder, self.meta["filename"])
             with open(path, "rb") as infile:
                 data = pickle.load(infile, encoding="latin1")
@@ -144,6 +143,8 @@ def _cifar10(root: str, download: bool, verify: bool = True) -> Datasets:
         test = CIFAR10(root, train=False, download=download)
     except RuntimeError as e:
         raise DataError(f"data.root={root!r}: CIFAR-10 files are incomplete or unreadable: {e}") from e
+    except (pickle.UnpicklingError, EOFError, ValueError, KeyError, OSError) as e:
+        raise DataError(_damaged_cifar(root, folder, CIFAR10, e)) from e
     mean = torch.tensor(CIFAR10_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(CIFAR10_STD).view(1, 3, 1, 1)
 
@@ -153,6 +154,23 @@ def _cifar10(root: str, download: bool, verify: bool = True) -> Datasets:
 
     (train_x, train_y), (test_x, test_y) = tensors(train), tensors(test)
     return Datasets("cifar10", train_x, train_y, test_x, test_y, len(train.classes))
+
+
+def _damaged_cifar(root: str, folder: str, cls, error: Exception) -> str:
+    """A CIFAR-10 file that failed to load (data.verify=false: not md5-checked), named: found by
+    loading each file as torchvision does, in its order (only on this error path)."""
+    for name, md5 in [(cls.meta["filename"], cls.meta["md5"])] + cls.train_list + cls.test_list:
+        path = os.path.join(folder, name)
+        try:
+            with open(path, "rb") as f:
+                pickle.load(f, encoding="latin1")
+        except Exception as e:  # whatever a damaged pickle raises: this is the file to name
+            size = os.path.getsize(path) if os.path.isfile(path) else 0
+            return (f"data.root={root!r}: {path} could not be loaded ({type(e).__name__}: {e}); it is "
+                    f"damaged or truncated ({size} bytes; the official file's md5 is {md5}). data.verify="
+                    "false skipped the md5 check that would have named it before loading: replace the file "
+                    "with the official one (or set data.verify=true to check every file).")
+    return f"data.root={root!r}: CIFAR-10 files could not be loaded ({type(error).__name__}: {error})."
 
 
 def _verify_cifar10(root: str, folder: str, cls) -> None:

@@ -189,6 +189,10 @@ class Config:
     device: Device = Device.auto
     precision: Precision = Precision.fp32
     resume: bool = True  # skip a (seed, arm) whose completed result matches config and code
+    # Seconds a run waits for another process's lock on its (seed, arm) folder before it gives up
+    # with a message naming the lock file and its holder (PID, host). null: wait as long as the
+    # holder runs (a legitimate holder may train for hours); the wait is logged either way.
+    lock_timeout: Optional[float] = None
     progress: bool = True  # live progress bar on the terminal
     tables: bool = False  # every table on the terminal; off: the verdict screen (report.md always has them all)
     # Pluggable components: _target_ nodes (a dotted path + its keyword arguments), ours or yours.

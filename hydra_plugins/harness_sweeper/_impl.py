@@ -31,6 +31,27 @@ def _fail(message: str, code: int) -> None:
     raise SystemExit(code)
 
 
+_LOST = ("TerminatedWorkerError", "BrokenProcessPool", "UncompletedJobError")
+
+
+def _lost_worker(e: BaseException) -> bool:
+    """A job whose process died, not a bug of ours: a pool that lost a worker (joblib/loky's
+    TerminatedWorkerError, concurrent.futures' BrokenProcessPool) or a SLURM job that ended without
+    a result (submitit's UncompletedJobError: scancel, node failure, time limit, OOM)."""
+    return any(c.__name__ in _LOST for c in type(e).__mro__)
+
+
+def _exit_codes(e: BaseException) -> str:
+    """", killed by signal 9" from loky's "The exit codes of the workers are {SIGKILL(-9)}"."""
+    found = re.findall(r"SIG[A-Z]+\((-?\d+)\)", str(e))
+    state = re.search(r"state: ([A-Z_]+(?: by \d+)?)", str(e))  # submitit: "(state: CANCELLED by 0)"
+    if state and not found:
+        return f", SLURM state {state.group(1)}" + (" (no accounting: sacct cannot say more)"
+                                                    if state.group(1) == "UNKNOWN" else "")
+    return f", killed by signal {-int(found[0])} ({'SIGKILL, e.g. out of memory' if found[0] == '-9' else 'a signal'})" \
+        if found else ""
+
+
 class SequentialSweeperImpl:
     def __init__(self, max_batch_size: Optional[int]) -> None:
         if max_batch_size is not None and (not isinstance(max_batch_size, int) or max_batch_size < 1):
@@ -117,7 +138,17 @@ class SequentialSweeperImpl:
             step = self.max_batch_size or len(jobs)
             for i in range(0, len(jobs), step):
                 chunk = jobs[i: i + step]
-                results = self.launcher.launch(chunk, initial_job_idx=idx)
+                try:
+                    results = self.launcher.launch(chunk, initial_job_idx=idx)
+                except Exception as e:  # noqa: BLE001 - a pool that lost a worker: named below, no traceback
+                    if not _lost_worker(e):
+                        raise
+                    lost = self._lost_units(root, chunk, e)
+                    p.stopped = (f"a job died: {lost}. The runs that completed are kept; run the same command "
+                                 "again to resume (only the (seed, arm) without a result run again).")
+                    self._write(cfg, root, design, p, baseline, load_tree(root).results, "stopped")
+                    track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
+                    _fail(f"sequential sweep stopped: {p.stopped}", 1)
                 idx += len(chunk)
                 returns.append(results)
                 for job, r in zip(chunk, results):
@@ -170,6 +201,42 @@ class SequentialSweeperImpl:
         """Numbered job folders (hydra.sweep.subdir=${hydra.job.num}): continue after the highest one."""
         nums = [int(p.name) for p in root.iterdir() if p.is_dir() and re.fullmatch(r"\d+", p.name)]
         return max(nums) + 1 if nums else 0
+
+    @staticmethod
+    def _lost_units(root: Path, chunk: list, error: BaseException) -> str:
+        """Which (seed, arm) of a chunk a dead worker took with it: those without a result file. A
+        unit whose run lock names a process that is gone was running in it; the others had not
+        started their run (a pool that loses a worker cancels what it had queued; a cancelled SLURM
+        array ends its pending tasks too)."""
+        from harness.experiment.resume import holder_of
+        from harness.results import RESULT_NAME, find_result_files, read_json
+
+        done, running = set(), {}
+        for path in find_result_files(root):
+            try:
+                r = read_json(path)
+                done.add((r.get("seed"), str(r.get("arm"))))
+            except (OSError, ValueError, AttributeError):
+                pass
+        for lock in root.glob("**/runs/seed=*/arm=*/.lock"):
+            seed, arm = lock.parent.parent.name.split("=", 1)[1], lock.parent.name.split("=", 1)[1]
+            if not (lock.parent / RESULT_NAME).exists():
+                running[(seed, arm)] = holder_of(lock)
+        how = _exit_codes(error)
+        died, queued = [], []
+        for job in chunk:
+            seed, arm = (dict(a.split("=", 1) for a in job if a.startswith(("seed=", "arm="))).get(k) for k in ("seed", "arm"))
+            if (int(seed), arm) in done:
+                continue
+            if (seed, arm) in running:
+                died.append(f"(seed={seed}, arm={arm}): the job died{how} (its process, {running[(seed, arm)]}, is gone)")
+            else:
+                queued.append(f"(seed={seed}, arm={arm})")
+        parts = died or [f"a worker of the pool{how}"]
+        if queued:
+            parts.append(f"no result either, their runs not started (queued or starting when it broke): "
+                         f"{', '.join(queued)}")
+        return "; ".join(parts)
 
     @staticmethod
     def _why(r) -> str:
