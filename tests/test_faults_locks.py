@@ -103,3 +103,18 @@ def test_a_run_waiting_on_a_stopped_holder_says_which_lock_and_who(tmp_path, sto
     assert str(out / "runs" / "seed=0" / "arm=A" / ".lock") in line
     assert f"PID {holder.pid} on host {socket.gethostname()}" in line and "stopped" in line
     assert (out / "runs" / "seed=0" / "arm=A" / "result.json").exists()
+
+
+def test_lock_timeout_bounds_the_wait_of_a_whole_run(tmp_path, stopped_holder):
+    """Through the Python API (the CLI's execute): lock_timeout reaches the unit's lock, and the run
+    stops with the lock and its holder named instead of waiting for ever."""
+    import harness
+    from harness.api import HarnessError
+
+    out = tmp_path / "out"
+    holder = stopped_holder(out / "runs" / "seed=0" / "arm=A")
+    with pytest.raises(HarnessError) as e:
+        harness.run([*FAST, "determinism.threads=1", "seed=0", "arm=A", "repro.certificate=false",
+                     "lock_timeout=1.0"], out_dir=out, verbose=False)
+    assert f"PID {holder.pid}" in str(e.value) and "lock_timeout=null" in str(e.value)
+    assert not (out / "runs" / "seed=0" / "arm=A" / "result.json").exists()

@@ -153,6 +153,8 @@ def _completed_under(folder: Optional[Path]) -> str:
 
 
 def storage_message(e: OSError, folder: Optional[Path], again: Optional[str] = None) -> str:
+    if type(e).__name__ == "OutputsNotWritten":  # its own sentence says what was (not) replaced
+        return f"{e}. Free some space and run the same command again: {again or resume_command()}"
     what = {28: "the disk is full", 122: "the disk quota is exceeded", 30: "the file system is read-only",
             13: "permission denied"}.get(e.errno, e.strerror or str(e))
     return (f"could not write {e.filename or 'a file'}: {what}. {_completed_under(folder)} "

@@ -205,13 +205,14 @@ def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -
     """
     path = run_dir(out_dir, seed, arm) / RESULT_NAME
     decision = None
-    with run_lock(path.parent, lambda: log(f"seed={seed} arm={arm}: another process is running it; waiting")):
+    with run_lock(path.parent, lambda: log(f"seed={seed} arm={arm}: another process is running it; waiting"),
+                  timeout=cfg.get("lock_timeout"), log=log):
         if cfg.resume:
             decision = decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm, config=_plain(arm_cfg))
             if decision.skip:
                 log(f"seed={seed} arm={arm}: skipped, {decision.why}")
                 return read_result(path), True
-            if path.exists():
+            if os.path.lexists(path):  # a symlink loop too: it is set aside, with the reason
                 log(f"seed={seed} arm={arm}: rerun, {decision.why}")
         moved = supersede(path)
         if moved:
