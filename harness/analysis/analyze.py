@@ -308,7 +308,7 @@ def write_outputs(analysis: dict, folder: Path) -> None:
 
     write_together(folder, {ANALYSIS_NAME: lambda path: results_io.write_json(path, analysis),
                             REPORT_NAME: lambda path: write_markdown(analysis, path),
-                            FIGURE_NAME: lambda path: write_figure(analysis, path)})
+                            FIGURE_NAME: lambda path: write_figure(analysis, path, named=folder / FIGURE_NAME)})
 
 
 def _load(root: Path, folder: Path):

@@ -371,13 +371,13 @@ def _title(analysis: dict) -> str:
 # -- figure -------------------------------------------------------------------------------------
 
 
-def write_figure(analysis: dict, path) -> None:
+def write_figure(analysis: dict, path, named=None) -> None:
     """PNG of the analysis (see harness/analysis/figures.py): verdict in the title, arms vs baseline,
     differences with their deciding intervals, dose-response, learning curves.
 
     A figure that fails, for any reason, is a warning naming the file, never the end of an analysis
     (its verdict, analysis.json and report.md stand); an older figure there is removed, so that it
-    does not look current."""
+    does not look current. ``named``: the file's name in messages when ``path`` is a temporary one."""
     import logging
     from pathlib import Path
 
@@ -393,4 +393,4 @@ def write_figure(analysis: dict, path) -> None:
             pass
         logging.getLogger("harness").warning(
             "could not draw the figure %s (%s: %s); the analysis and its report are written without it.",
-            path, type(e).__name__, e)
+            named or path, type(e).__name__, e)
