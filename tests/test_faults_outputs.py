@@ -30,7 +30,7 @@ def _analysed_then_one_seed_fewer(tmp_path):
 def test_a_full_disk_at_the_figure_replaces_none_of_the_three_and_says_so(tmp_path, monkeypatch, capsys):
     root, before = _analysed_then_one_seed_fewer(tmp_path)
 
-    def disk_full(analysis, path):  # as atomic_write fails: after json and report were written
+    def disk_full(analysis, path, named=None):  # as atomic_write fails: after json and report were written
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(report, "write_figure", disk_full)
