@@ -118,7 +118,9 @@ def test_killed_race_resumes_to_the_same_decisions(tmp_path, reference):
     deadline = time.monotonic() + 240
     while len(list(out.rglob("result.json"))) < want and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    time.sleep(0.3)  # the next job is held at seed 7
+    while not [lk for lk in out.rglob(".lock") if not (lk.parent / "result.json").exists()] \
+            and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)  # until the next job, held at seed 7, has taken its run lock
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     before = {p: p.read_bytes() for p in out.rglob("result.json")}

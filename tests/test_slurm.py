@@ -53,6 +53,12 @@ def _squeue(fields: str = "%i %T") -> list[str]:
     return [line for line in out.stdout.split("\n") if line.strip()]
 
 
+def _held_locks(root: Path) -> list[Path]:
+    """Run locks of units at seed >= 2 (held by the test's training function) with no result yet."""
+    return [lock for lock in root.glob("**/runs/seed=*/arm=*/.lock")
+            if int(lock.parent.parent.name.split("=", 1)[1]) >= 2 and not (lock.parent / "result.json").exists()]
+
+
 def test_the_default_experiment_as_a_slurm_sweep_gives_the_in_process_bits(tmp_path):
     in_process = tmp_path / "in_process"
     done = run_cli([*FAST, *ONE_THREAD, f"hydra.run.dir={in_process}"])
@@ -89,7 +95,9 @@ def test_a_job_cancelled_with_scancel_is_a_named_lost_unit_and_the_rerun_resumes
                 break
             time.sleep(0.5)
         assert running and proc.poll() is None, log.read_text()[-3000:]
-        time.sleep(2)  # the held jobs have taken their run locks
+        while time.monotonic() < deadline and not _held_locks(sweep):  # a held job has taken its run lock
+            time.sleep(0.2)
+        assert _held_locks(sweep), log.read_text()[-3000:]
         arrays = sorted({line.split()[0] for line in _squeue("%F %T")})  # the sweep's job array(s)
         subprocess.run(["scancel", *arrays], env={**os.environ, **ENV}, check=True)
         assert proc.wait(timeout=300) == 1, log.read_text()[-3000:]

@@ -232,7 +232,8 @@ class SequentialSweeperImpl:
                 died.append(f"(seed={seed}, arm={arm}): the job died{how} (its process, {running[(seed, arm)]}, is gone)")
             else:
                 queued.append(f"(seed={seed}, arm={arm})")
-        parts = died or [f"a worker of the pool{how}"]
+        slurm = any(c.__name__ == "UncompletedJobError" for c in type(error).__mro__)
+        parts = died or [f"{'a SLURM job' if slurm else 'a worker of the pool'}{how}"]
         if queued:
             parts.append(f"no result either, their runs not started (queued or starting when it broke): "
                          f"{', '.join(queued)}")
