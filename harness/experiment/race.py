@@ -1,6 +1,12 @@
-"""The race's report section (race.md) and figure (race.png), from race.json's block alone.
+"""The race's analysis (analysis.json, report.md, race.png), replayed from the result files.
 
-race.md: the winner or the set indistinguishable from the best, each configuration's mean, its
+``analyze_race(folder)`` is what the race sweeper writes at the end and what ``python -m
+harness.analyze RACE_FOLDER`` reproduces byte for byte: the declaration (declaration.json) says the
+metric, direction, margin and alpha, race.json's design the looks (checked against the
+declaration), and the decisions are race_plan.plan over the result files. Results of more than one
+identity are refused, as by every analysis.
+
+report.md: the winner or the set indistinguishable from the best, each configuration's mean, its
 difference from the leader with the simultaneous interval, seeds spent per configuration, and a
 table of every look and every drop. race.png: per look, each running configuration's mean minus
 that look's leader with its simultaneous interval, and the margin band; a dropped configuration's
@@ -11,14 +17,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.experiment.race_plan import FIGURE_NAME, REPORT_NAME
+from harness.experiment.race_plan import FIGURE_NAME, RACE_NAME
+
+SCHEMA = "harness.race_analysis/1"
+ANALYSIS_NAME = "analysis.json"
+REPORT_NAME = "report.md"
+
+
+class RaceAnalysisError(Exception):
+    """The folder's race cannot be analysed as declared (one paragraph: what and why)."""
 
 
 def _f(x, digits=4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
-def report(block: dict) -> str:
+def report(block: dict, figure: str = "") -> str:
     d = block["design"]
     unit = f" {d['unit']}" if d.get("unit") else ""
     better = "higher" if d["direction"] == "max" else "lower"
@@ -53,6 +67,8 @@ def report(block: dict) -> str:
             f"seed {f['seed']} {f['arm']}: {f['reason']}" for f in block["failed"])]
     if block["stopped"]:
         lines += ["", f"Stopped unsettled: {block['stopped']}"]
+    if figure:
+        lines += ["", f"![each configuration minus the leader, per look]({figure})"]
     return "\n".join(lines) + "\n"
 
 
@@ -82,7 +98,45 @@ def figure(block: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_outputs(block: dict, root: Path) -> None:
-    root = Path(root)
-    (root / REPORT_NAME).write_text(report(block))
-    figure(block, root / FIGURE_NAME)
+def analyze_race(folder, *, write: bool = True) -> dict:
+    """The declared race analysis of ``folder`` (analysis.json's dict); written with report.md and
+    race.png, replaced together or not at all, unless ``write`` is false."""
+    from harness.analysis import comparability
+    from harness.analysis.outputs import write_together
+    from harness.config.declaration import DeclarationError, read
+    from harness.experiment import race_plan as rp
+    from harness.results import load_tree, read_json, write_json
+
+    folder = Path(folder)
+    try:
+        declaration = read(folder)
+    except DeclarationError as e:
+        raise RaceAnalysisError(str(e)) from None
+    if declaration is None or not (folder / RACE_NAME).is_file():
+        raise RaceAnalysisError(f"{folder} holds no race: a race folder has the declaration.json and race.json "
+                                f"that the race sweeper (hydra/sweeper=harness_race) writes before its first run.")
+    stored = read_json(folder / RACE_NAME).get("design") or {}
+    try:  # the looks are race.json's; everything the declaration says must agree with it
+        design = rp.design_of(declaration, {k: stored.get(k) for k in ("min_seeds", "seeds_per_look", "max_seeds",
+                                                                      "max_failures")})
+    except ValueError as e:
+        raise RaceAnalysisError(f"{folder / RACE_NAME}: {e}") from None
+    problem = rp.stored_design_problem({"design": stored}, design, folder / RACE_NAME)
+    if problem:
+        raise RaceAnalysisError(f"declaration.json and race.json disagree: {problem}")
+    results = load_tree(folder).results
+    configs = list(design.configs)
+    try:
+        ident = comparability.check(results, baseline=configs[0], others=configs[1:]) if results else {}
+    except comparability.IdentityError as e:
+        raise RaceAnalysisError(str(e)) from None
+    p = rp.plan(design, results, seeds=list(declaration.seeds))
+    status = "stopped" if p.stopped else "settled" if p.outcome else "unsettled"
+    analysis = {"schema": SCHEMA, "declaration": declaration.to_dict(), "experiment": declaration.experiment,
+                "race": rp.record(design, p, status=status, runs=len(results)),
+                "identity": ident}
+    if write:
+        write_together(folder, {ANALYSIS_NAME: lambda path: write_json(path, analysis),
+                                REPORT_NAME: lambda path: path.write_text(report(analysis["race"], figure=FIGURE_NAME)),
+                                FIGURE_NAME: lambda path: figure(analysis["race"], path)})
+    return analysis

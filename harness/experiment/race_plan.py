@@ -24,7 +24,6 @@ from harness.experiment.sequential_plan import _value, seed_order
 
 SCHEMA = "harness.race/1"
 RACE_NAME = "race.json"
-REPORT_NAME = "race.md"
 FIGURE_NAME = "race.png"
 
 

@@ -69,7 +69,8 @@ class IdentityWatch:
       show an edit of a file they read (repro.code_paths) or of a module a later job imports.
     """
 
-    def __init__(self, cfg: DictConfig):
+    def __init__(self, cfg: DictConfig, what: str = "sequential run"):
+        self.what = what  # what the message says was going on (the race sweeper: "race")
         self.arms = arm_configs(cfg)
         self.start = code_now(self.arms)
         self.shared_code = len({c["version"] for c in self.start.values()}) == 1
@@ -166,7 +167,7 @@ class IdentityWatch:
             runs = ", ".join(f"arm {a} seeds {_span(v)}" for a, v in by.items())
             suspect = (f" The runs since the last look that record the earlier identity ({runs}) may have been "
                        f"made with the changed files: a process computes its code identity once.")
-        return (f"the config or code changed while this sequential run was going on: {said}. "
+        return (f"the config or code changed while this {self.what} was going on: {said}. "
                 f"The run stopped without a decision: a look at results of two identities would mix the "
                 f"factor with the change. Result files under {root}, by identity: {'; '.join(lines)}.{suspect} "
                 f"To go on with the config and code as they are now, run the same command again: results of "

@@ -81,6 +81,8 @@ def main(argv=None) -> int:
         print("harness.analyze: --grid analyses each setting on its own; --allow-mixed-identity compares "
               "across them. Choose one.", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if (Path(args.dir) / "race.json").is_file():  # a race folder (hydra/sweeper=harness_race)
+        return _race(args)
     options = dict(write=not args.no_write, metric=args.metric, margin=args.margin, baseline=args.baseline,
                    alpha=args.alpha, bootstrap_resamples=args.bootstrap_resamples,
                    bootstrap_seed=args.bootstrap_seed, direction=args.direction)
@@ -113,6 +115,33 @@ def main(argv=None) -> int:
         written = [n for n in ("analysis.json", "report.md", "analysis.png") if (where / n).is_file()]
         print(f"wrote {', '.join(written)} into {where}"
               + (" (an alternative analysis: the declared files are untouched)" if analysis["departures"] else ""))
+    return 0
+
+
+def _race(args) -> int:
+    """A race's declared analysis (harness/experiment/race.py): no choices to make."""
+    from harness.experiment.race import RaceAnalysisError, analyze_race, report as race_report
+
+    given = [f"--{k.replace('_', '-')}" for k in ("metric", "direction", "margin", "baseline", "alpha",
+                                                   "bootstrap_resamples", "bootstrap_seed") if getattr(args, k) is not None]
+    given += [f for f, on in (("--grid", args.grid), ("--allow-mixed-identity", args.allow_mixed_identity)) if on]
+    if given:
+        print(f"harness.analyze: {args.dir} holds a race (race.json): its analysis is the race's, replayed "
+              f"from the declaration with no choices; {', '.join(given)} would change the basis of decisions the "
+              f"race already took on it. Run without flags (--no-write and --tables are allowed).", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        analysis = analyze_race(args.dir, write=not args.no_write)
+    except (RaceAnalysisError, ResultsError) as e:
+        print(f"harness.analyze: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        print(f"harness.analyze: could not write into {args.dir}: {e}. Use --no-write to only print.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    text = race_report(analysis["race"])
+    print(text if args.tables else text.split("\n\n| look |")[0] + "\n(every look: report.md, or --tables)")
+    if not args.no_write:
+        print(f"wrote analysis.json, report.md, race.png into {args.dir}")
     return 0
 
 

@@ -149,3 +149,34 @@ def _is_plain(v) -> bool:
     if isinstance(v, list):
         return len(v) <= 50 and all(_is_cell(x) for x in v)
     return False
+
+
+RACE_COLUMNS = ["config", "value", "status", "dropped_at_look", "dropped_at_seeds", "dropped_by", "leader",
+                "minus_leader", "interval_low", "interval_high", "seeds", "mean"]
+
+
+def race_table(analysis: dict) -> tuple[list, list]:
+    """A race's analysis (harness/experiment/race.py) as one row per configuration: when it was
+    dropped and by whom, with its difference from that look's leader and the simultaneous interval;
+    for a configuration still running at the end, against the final leader."""
+    race = analysis.get("race") or {}
+    drops = {d["config"]: (x, d) for x in race.get("looks") or [] for d in x.get("dropped") or []}
+    rows = []
+    for name, c in (race.get("configs") or {}).items():
+        if name in drops:
+            look, d = drops[name]
+            est, half = look["versus_leader"].get(name, [None, None])
+            at, by, leader = (look["look"], look["n"], d["by"]), d["by"], look.get("leader")
+            low, high = (est - half, est + half) if est is not None else (None, None)
+        else:
+            at, by, leader, est = (None, None, None), None, race.get("leader"), c.get("difference")
+            low, high = c.get("interval") or (None, None)
+        rows.append([name, str(c.get("value")), c.get("status"), at[0], at[1], by, leader, est, low, high,
+                     c.get("n"), c.get("mean")])
+    return list(RACE_COLUMNS), rows
+
+
+def race_summary(analysis: dict) -> dict:
+    race = analysis.get("race") or {}
+    return {f"race/{k}": race.get(k) for k in ("status", "outcome", "verdict", "winner", "leader", "seeds_spent",
+                                                "seeds_all_to_max")} | {"race/set": ", ".join(race.get("set") or [])}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.tracking.content import (  # noqa: F401 - the public names stay importable from here
     _cell, _is_cell, _is_plain, analysis_summary, comparison_table, comparisons_of, decode_loss_bits,
-    sequential_history,
+    race_summary, race_table, sequential_history,
 )
 from harness.tracking.options import (  # noqa: F401
     MAX_GROUP, MAX_TAG, MODES, SWEEP_ENV, OnlineGate, TrackingConfigError, _describe, _is_number, _select,
@@ -67,6 +67,9 @@ class NullTracker:
         pass
 
     def log_analysis(self, analysis: dict, out_dir) -> None:
+        pass
+
+    def log_race(self, analysis: dict, out_dir) -> None:
         pass
 
     def close(self) -> list[str]:
@@ -125,6 +128,13 @@ class WandbTracker:
         except Exception as e:  # noqa: BLE001
             self._problem("analysis", e, Path(out_dir) / "analysis.json")
 
+    def log_race(self, analysis: dict, out_dir) -> None:
+        """A race's analysis (harness/experiment/race.py): one run "race" per race folder, with the
+        table "race" (who was dropped when, the interval against the leader), race.png and the verdict."""
+        try:
+            self._log_race(analysis, Path(out_dir))
+        except Exception as e:  # noqa: BLE001
+            self._problem("race", e, Path(out_dir) / "analysis.json")
     def close(self) -> list[str]:
         """Finish every run, stop wandb's service, and say what was not logged."""
         if self._closed:
@@ -216,6 +226,25 @@ class WandbTracker:
         finally:
             run.finish(exit_code=0 if ok else 1)
         self.logged.append(("analysis", self.mode))
+
+    def _log_race(self, analysis: dict, out_dir: Path) -> None:
+        wandb = self._wandb
+        race = analysis.get("race") or {}
+        config = {"declaration": analysis.get("declaration"), "design": race.get("design")}
+        run = self._start("race", job_type="race", config=config, run_id=f"race-{folder_id(out_dir)}")
+        if run is None:  # (one race run per folder: a rerun replaces it)
+            return
+        ok = False
+        try:
+            data = {"race": wandb.Table(*race_table(analysis))}
+            if (out_dir / "race.png").is_file():
+                data["figure"] = wandb.Image(str(out_dir / "race.png"))
+            run.log(data)
+            run.summary.update(race_summary(analysis))
+            ok = True
+        finally:
+            run.finish(exit_code=0 if ok else 1)
+        self.logged.append(("race", self.mode))
 
     def _artifact(self, analysis: dict, out_dir: Path):
         from harness.results import find_result_files

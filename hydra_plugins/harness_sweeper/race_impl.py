@@ -8,11 +8,21 @@ the sweep folder, so a killed race run again with the same command reaches the s
 The configurations are the experiment's arms, or the values of ONE swept key
 (``optim.lr=0.01,0.03,0.1``), which become arms named ``lr_0.01`` ... placed at that key
 (``ab.factor=optim.lr``): every job is then an ordinary harness run ``seed=S arm=NAME`` with the
-same bits as in a plain sweep.
+same bits as in a plain sweep. A job's folder is ``<race folder>/seed=S,arm=NAME``: the race folder
+(hydra.sweep.dir) is named by the command's overrides already, so the job's overrides (every
+configuration's value among them) are left out of it, and a name is at most 48 characters: long
+values or values with slashes make valid folders.
+
+Between batches an IdentityWatch (harness/experiment/sequential_identity.py, as in the sequential
+sweeper) holds the race to one config and code: a training file edited after the first batch stops
+the race with the files named, race.json records the looks as they stood, and nothing is analysed.
+At the end, harness.experiment.race.analyze_race writes analysis.json, report.md and race.png (what
+``python -m harness.analyze`` reproduces) and wandb gets the table of drops.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from pathlib import Path
@@ -29,9 +39,17 @@ log = logging.getLogger("harness")
 _CHOSEN_BY_SWEEPER = ("seed", "arm", "ab.seeds")
 
 
+_NAME_MAX = 48  # an arm name names folders (job, runs/seed=S/arm=NAME) and wandb runs
+
+
 def arm_name(key: str, text: str) -> str:
-    """``optim.lr`` and ``0.01`` -> ``lr_0.01`` (an arm name: no '/', '=', ',' or spaces)."""
-    return f"{key.split('.')[-1]}_{re.sub(r'[^A-Za-z0-9._-]', '_', text.strip())}"
+    """``optim.lr`` and ``0.01`` -> ``lr_0.01`` (an arm name: no '/', '=', ',' or spaces). A value
+    changed by that, or too long for a name, ends in 8 hex digits of its text so names stay distinct."""
+    clean = re.sub(r"[^A-Za-z0-9._-]", "_", text.strip())
+    name = f"{key.split('.')[-1]}_{clean}"
+    if clean == text.strip() and len(name) <= _NAME_MAX:
+        return name
+    return f"{name[:_NAME_MAX - 9]}_{hashlib.sha1(text.strip().encode()).hexdigest()[:8]}"
 
 
 class RaceSweeperImpl(SequentialSweeperImpl):
@@ -40,8 +58,8 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         from harness.config.declaration import Declaration, DeclarationError
         from harness.config.preflight import PreflightError, preflight
         from harness.experiment import race_plan as rp
-        from harness.experiment.race import write_outputs
-        from harness.experiment.sequential import refresh
+        from harness.experiment.race import analyze_race
+        from harness.experiment.sequential import IdentityWatch, refresh
         from harness.experiment.units import arm_configs
         from harness.results import load_tree, read_json, write_json
 
@@ -62,13 +80,22 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         declaration.write(root)
         OmegaConf.save(self.config, root / "multirun.yaml")
         refresh(cfg, root, say=log.info)
+        watch = IdentityWatch(cfg, what="race")  # from here on, a changed config or code stops the race
         log.info(f"race: {len(design.configs)} configurations ({', '.join(design.configs)}), looks at "
                  f"{', '.join(map(str, design.looks))} seeds, margin {design.margin:g}, alpha {design.alpha:g}")
 
         idx = self._next_job_idx(root)
-        returns, job_failures, last = [], [], None
+        returns, job_failures, last, p = [], [], None, None
+        folder = self._job_folder_overrides(base + extra, root)
         while True:
             loaded = load_tree(root).results
+            changed = watch.problem(loaded, root)
+            if changed:  # no look at results of two identities: the looks as they stood, no analysis
+                if p is None:
+                    p = rp.plan(design, watch.consistent(loaded), seeds=list(cfg.ab.seeds))
+                p.stopped, p.batch_seeds, p.batch_configs = changed, [], []
+                write_json(root / rp.RACE_NAME, rp.record(design, p, status="stopped", runs=len(loaded)))
+                _fail(f"race stopped: {changed}", 1)
             p = rp.plan(design, loaded, seeds=list(cfg.ab.seeds))
             if last is not None and len(loaded) <= last and not p.done and not p.stopped:
                 p.stopped = (f"the last batch's jobs completed but left no new result file under {root}"
@@ -83,7 +110,7 @@ class RaceSweeperImpl(SequentialSweeperImpl):
                     for d in x["dropped"]))
             if p.stopped or p.done:
                 break
-            jobs = [base + extra + [f"seed={s}", f"arm={c}"] for s in p.batch_seeds for c in p.batch_configs]
+            jobs = [base + extra + folder + [f"seed={s}", f"arm={c}"] for s in p.batch_seeds for c in p.batch_configs]
             log.info(f"race: batch of {len(jobs)} job(s), seeds {', '.join(map(str, p.batch_seeds))} for "
                      f"{', '.join(p.batch_configs)}")
             step = self.max_batch_size or len(jobs)
@@ -97,12 +124,37 @@ class RaceSweeperImpl(SequentialSweeperImpl):
 
         block = rp.record(design, p, status="stopped" if p.stopped else "settled", runs=len(loaded))
         write_json(root / rp.RACE_NAME, block)
-        write_outputs(block, root)
+        analysis = analyze_race(root)
+        self._track(cfg, root, analysis)
         log.info(f"race: {block['verdict']} Seeds spent {block['seeds_spent']} of {block['seeds_all_to_max']} "
-                 f"(all to the maximum). results: {root} (race.json, race.md, race.png)")
+                 f"(all to the maximum). results: {root} (analysis.json, report.md, race.png, race.json)")
         if p.stopped:
             _fail(f"race stopped unsettled: {p.stopped}", 1)
         return returns
+
+    def _job_folder_overrides(self, overrides: List[str], root: Path) -> List[str]:
+        """``<race folder>/seed=S,arm=NAME``: every key of the job's overrides is left out of its folder
+        name (the arms' override holds every configuration's value), and the race folder is given, not
+        interpolated again from each job's overrides."""
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        keys = list(self.config.hydra.job.config.override_dirname.exclude_keys)
+        keys += [o.key_or_group for o in parser.parse_overrides(overrides) if o.key_or_group not in keys]
+        return ["hydra.job.config.override_dirname.exclude_keys=[" + ",".join(f"'{k}'" for k in keys) + "]",
+                f"hydra.sweep.dir='{root}'"]
+
+    @staticmethod
+    def _track(cfg, root: Path, analysis: dict) -> None:
+        """The race's table of drops in wandb; closing the tracker prints the sweep's sync hint."""
+        from harness.tracking.tracker import TrackingConfigError, open_tracker
+
+        try:
+            tracker = open_tracker(cfg, root, sweep_root=root)
+        except TrackingConfigError as e:
+            log.error(f"harness: error: {e}")
+            return
+        tracker.log_race(analysis, root)
+        for w in tracker.close():
+            log.warning(w)
 
     # -- the configurations -------------------------------------------------------------------
 
