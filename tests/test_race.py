@@ -316,7 +316,7 @@ def test_a_changed_design_is_refused_on_resume(reference):
 
 def test_a_training_file_edited_after_the_first_batch_stops_the_race(tmp_path):
     """The identity watch between batches (as in the sequential sweeper): the training function, a
-    copy of tests/sequential_fns.py on PYTHONPATH, appends to its own source when it runs seed 4 (the
+    copy of tests/sequential_fns.py on PYTHONPATH, appends to its own source when it runs seed 3 (the
     second batch). The basic launcher runs the jobs in this process, whose code identity was
     computed once, so only the look at the files on disk between batches sees it: the race stops
     with the file named, race.json keeps the first look, and nothing is analysed."""
@@ -325,17 +325,18 @@ def test_a_training_file_edited_after_the_first_batch_stops_the_race(tmp_path):
     shutil.copy(REPO / "tests" / "sequential_fns.py", code / "editable_fns.py")
     out = tmp_path / "race"
     proc = run_cli(["-m", "hydra/sweeper=harness_race", *PLAIN, "train.fn=editable_fns.edits_a_file",
-                    "train.kwargs.sd=1.0", "train.kwargs.shift=0.0,0.5", "+train.kwargs.edit_from_seed=4", f"hydra.sweep.dir={out}"],
+                    "train.kwargs.sd=1.0", "ab.race.min_seeds=3", "train.kwargs.shift=0.0,0.5",
+                    "+train.kwargs.edit_from_seed=3", f"hydra.sweep.dir={out}"],
                    env={"PYTHONPATH": f"{code}{os.pathsep}{REPO}"})
     assert proc.returncode == 1, proc.stderr[-3000:]
     err = proc.stderr
     assert "race stopped: the config or code changed while this race was going on" in err and "Traceback" not in err
     assert "the code changed: edited: editable_fns.py (on disk since the run started)" in err
-    assert ("The runs since the last look that record the earlier identity (arm shift_0.0 seeds 4-5, arm shift_0.5 "
-            "seeds 4-5) may have been made with the changed files") in err
+    assert ("The runs since the last look that record the earlier identity (arm shift_0.0 seeds 3-4, arm shift_0.5 "
+            "seeds 3-4) may have been made with the changed files") in err
     race = read_json(out / "race.json")
     assert race["status"] == "stopped" and "edited: editable_fns.py" in race["stopped"]
-    assert [x["n"] for x in race["looks"]] == [MIN] and race["outcome"] is None  # the look before the change
+    assert [x["n"] for x in race["looks"]] == [3] and race["outcome"] is None  # the look before the change
     assert not (out / "analysis.json").exists() and not (out / "report.md").exists()
 
 

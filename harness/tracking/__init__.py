@@ -23,6 +23,10 @@ same ``group``):
                          image "figure"; the verdict(s) and key numbers in the summary; an artifact
                          "analysis-<experiment>" (type "analysis") holding analysis.json, report.md,
                          analysis.png, certificate.json, experiment.json and every result file
+    run "race"           job_type = race; one per race folder (hydra/sweeper=harness_race), replaced on a
+                         rerun: a wandb.Table "race" (one row per configuration: the look and seeds
+                         it was dropped at, by whom, its difference from that look's leader with the
+                         interval), race.png as "figure", the verdict in the summary (race/...)
 
 Runs are logged after they finish (experiment.py calls ``log_run`` after writing the result), so
 wandb never runs while a model trains.
