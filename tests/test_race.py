@@ -71,6 +71,8 @@ def test_race_drops_and_selects_as_the_simulation_says(reference):
     assert dropped == {"shift_-1.0": 4, "shift_0.0": 6}  # what the simulation says, at two different looks
     for c, n in dropped.items():  # a dropped configuration got no seed after its drop
         assert {r["seed"] for r in results if r["arm"] == c} == set(range(n))
+    for r in results:  # one job folder per (seed, configuration), right under the race folder
+        assert Path(r["_path"]).relative_to(reference).parts[0] == f"seed={r['seed']},arm={r['arm']}"
 
 
 def test_the_race_folder_has_its_analysis_and_harness_analyze_reproduces_it(reference, tmp_path, capsys):
@@ -340,25 +342,30 @@ def test_a_training_file_edited_after_the_first_batch_stops_the_race(tmp_path):
     assert not (out / "analysis.json").exists() and not (out / "report.md").exists()
 
 
-def test_long_values_and_values_with_slashes_make_valid_folders(tmp_path):
+def test_long_values_and_values_with_slashes_make_valid_folders():
     """Configurations whose values are long paths (one 255-byte folder name would not hold them, and
-    they differ only at the end): distinct names of at most 48 characters, job folders
-    ``<race folder>/seed=S,arm=NAME``, each run records its whole value."""
-    from hydra_plugins.harness_sweeper.race_impl import arm_name
+    they differ only at the end): distinct names of at most 48 characters, and the folder Hydra
+    gives each job from the sweeper's overrides is ``<race folder>/seed=S,arm=NAME`` (composed here
+    as the launcher composes it; the reference race runs the same overrides end to end), with the
+    whole value in the job's configuration."""
+    import re
+    from types import SimpleNamespace
+
+    from harness.config import compose
+    from hydra_plugins.harness_sweeper.race_impl import RaceSweeperImpl, arm_name
 
     values = [f"/data/{'x' * 200}/train", f"/data/{'x' * 200}/valid"]
     names = [arm_name("train.kwargs.tag", v) for v in values]
     assert len(set(names)) == 2 and all(len(n) <= 48 and n.startswith("tag__data_xxx") for n in names)
     assert arm_name("optim.lr", "0.01") == "lr_0.01"  # a plain value keeps its readable name
-    out = tmp_path / "race"
-    proc = run_cli(["-m", "hydra/sweeper=harness_race", *PLAIN, "train.fn=tests.sequential_fns.sets_env",
-                    "ab.race.min_seeds=3", "+train.kwargs.tag=x", f"train.kwargs.tag={','.join(values)}",
-                    f"hydra.sweep.dir={out}"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    race = read_json(out / "race.json")
-    assert race["outcome"] == "within_margin" and race["set"] == names  # equal metrics: both within the margin
-    results = load_tree(out).results
-    assert {(r["arm"], r["config"]["train"]["kwargs"]["tag"]) for r in results} == set(zip(names, values))
-    for r in results:
-        job = Path(r["_path"]).relative_to(out).parts
-        assert job[0] == f"seed={r['seed']},arm={r['arm']}" and max(len(part) for part in job) < 255
+    args = [*PLAIN, "train.fn=tests.sequential_fns.sets_env", "+train.kwargs.tag=x", f"train.kwargs.tag={','.join(values)}"]
+    impl = RaceSweeperImpl(None)
+    impl.hydra_context = SimpleNamespace(config_loader=None)
+    impl.config = compose(args[:-1], return_hydra_config=True)
+    base, extra = impl._configurations(args)
+    assert re.findall(r"(tag_\w+): ", extra[1]) == names
+    folder = impl._job_folder_overrides(base + extra, "/tmp/the race")
+    for name, value in zip(names, values):
+        job = compose(base + extra + folder + ["seed=3", f"arm={name}"], return_hydra_config=True)
+        assert (job.hydra.sweep.dir, job.hydra.sweep.subdir) == ("/tmp/the race", f"seed=3,arm={name}")
+        assert job.ab.factor == "train.kwargs.tag" and job.ab.arms[name] == value
