@@ -369,3 +369,13 @@ def test_long_values_and_values_with_slashes_make_valid_folders():
         job = compose(base + extra + folder + ["seed=3", f"arm={name}"], return_hydra_config=True)
         assert (job.hydra.sweep.dir, job.hydra.sweep.subdir) == ("/tmp/the race", f"seed=3,arm={name}")
         assert job.ab.factor == "train.kwargs.tag" and job.ab.arms[name] == value
+
+
+def test_analyze_folder_does_not_overwrite_a_race_folders_analysis(reference):
+    import harness
+    from harness.api import HarnessError
+
+    before = (reference / "analysis.json").read_bytes()
+    with pytest.raises(HarnessError, match="holds a race"):
+        harness.analyze_folder(reference)
+    assert (reference / "analysis.json").read_bytes() == before

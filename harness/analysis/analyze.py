@@ -254,6 +254,10 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
 
 def _analyze_dir(root: Path, write: bool, declaration, kw: dict) -> dict:
     folder = root if root.is_dir() else root.parent
+    if write and (folder / "race.json").is_file():  # its analysis is the race's own (harness.experiment.race)
+        raise AnalysisError(f"{folder} holds a race (race.json): its analysis.json and report.md are the race's "
+                            "own and are not replaced by an A/B analysis; run python -m harness.analyze on it "
+                            "to reproduce them, or pass write=False.")
     loaded, unreadable = _load(root, folder)
     if declaration is None:
         try:
