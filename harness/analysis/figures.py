@@ -186,9 +186,10 @@ def _pct(level: float) -> str:
     return f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"
 
 
-def forest(ax, rows, block, *, title: str, unit: str = "") -> None:
+def forest(ax, rows, block, *, title: str, unit: str = "", margin: float | None = None) -> None:
     """A forest plot: per condition its effect and interval (rows: (label, effect, low, high)), the
-    average's diamond with its interval, the prediction interval for a new condition, and 0."""
+    average's diamond with its interval, the prediction interval for a new condition, 0, and the
+    declared margin (dashed, at +-margin) when it is a number."""
     n = len(rows)
     for i, (label, effect, low, high) in enumerate(rows):
         ax.errorbar([effect], [n - i], xerr=[[effect - low], [high - effect]], fmt="s", color="tab:blue", capsize=3)
@@ -207,6 +208,10 @@ def forest(ax, rows, block, *, title: str, unit: str = "") -> None:
         h = block["heterogeneity"]
         title += f"\ncommon effect p = {h['pvalue']:.2g}, tau = {h['tau']:.2g}, I^2 = {100 * h['i2']:.0f}%"
     ax.axvline(0.0, color="grey", linewidth=0.8)
+    if margin:
+        for x in (-margin, margin):
+            ax.axvline(x, color="tab:green", linestyle="--", linewidth=0.8)
+        title += f"; margin ±{margin:g} (dashed)"
     ax.set_yticks(ticks, labels, fontsize=7)
     ax.set_xlabel("effect (arm - baseline)" + (f" ({unit})" if unit else ""))
     ax.set_title(title, fontsize=8)

@@ -69,6 +69,9 @@ class NullTracker:
     def log_analysis(self, analysis: dict, out_dir) -> None:
         pass
 
+    def log_conditions(self, summary: dict, out_dir) -> None:
+        pass
+
     def close(self) -> list[str]:
         warnings, self._warnings = self._warnings, []
         return warnings
@@ -124,6 +127,26 @@ class WandbTracker:
             self._log_analysis(analysis, Path(out_dir))
         except Exception as e:  # noqa: BLE001
             self._problem("analysis", e, Path(out_dir) / "analysis.json")
+
+    def log_conditions(self, summary: dict, out_dir) -> None:
+        """The claim across ab.conditions (analysis/conditions.py): one run per results folder."""
+        try:
+            from harness.tracking.content import conditions_summary, conditions_table
+
+            run = self._start("across conditions", job_type="across_conditions", config=summary["declaration"],
+                              run_id=f"conditions-{folder_id(Path(out_dir))}")
+            if run is None:
+                return
+            columns, rows = conditions_table(summary)
+            data = {"conditions": self._wandb.Table(columns=columns, data=rows)}
+            if (Path(out_dir) / "analysis.png").is_file():
+                data["figure"] = self._wandb.Image(str(Path(out_dir) / "analysis.png"))
+            run.log(data)
+            run.summary.update(conditions_summary(summary))
+            run.finish()
+            self.logged.append(("across conditions", self.mode))
+        except Exception as e:  # noqa: BLE001 - a wandb failure never stops the experiment
+            self._problem("across conditions", e, Path(out_dir) / "analysis.json")
 
     def close(self) -> list[str]:
         """Finish every run, stop wandb's service, and say what was not logged."""
