@@ -87,6 +87,31 @@ def test_a_condition_is_the_plain_ab_with_its_overrides_and_a_rerun_resumes(ran,
     assert {p: p.read_bytes() for p in out.rglob("result.json")} == before
 
 
+def test_the_files_are_reproduced_from_disk_and_a_grid_reading_keeps_them(ran):
+    from harness.analysis.conditions import analyze_conditions_dir
+    from harness.tools.analyze import main
+
+    out, _ = ran
+    before = {n: (out / n).read_bytes() for n in ("analysis.json", "report.md")}
+    summary, analyses = analyze_conditions_dir(out)
+    assert {n: (out / n).read_bytes() for n in before} == before and sorted(analyses) == ["mid", "noisy", "quiet"]
+    # the grid view of the same folders (harness.analyze --grid) is written beside, never over, the claim
+    assert main([str(out), "--grid"]) == 0
+    assert (out / "grid.json").is_file() and (out / "analysis.json").read_bytes() == before["analysis.json"]
+    analyze_conditions_dir(out)  # and the conditions' own files are as the run wrote them again
+    assert {n: (out / n).read_bytes() for n in before} == before
+
+
+def test_a_sweep_is_told_to_sweep_the_overrides_as_a_grid(tmp_path):
+    from harness.experiment.execute import execute
+    from harness.experiment.units import ExperimentError
+
+    cfg = compose_cfg([*CHEAP, CONDITIONS])
+    with pytest.raises(ExperimentError, match="in one process") as e:
+        execute(cfg, tmp_path / "job", multirun=True, overrides=[*CHEAP, CONDITIONS], show_table=False)
+    assert "as a grid" in str(e.value) and not list(tmp_path.rglob("result.json"))
+
+
 def test_the_claim_reaches_wandb(ran, tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 

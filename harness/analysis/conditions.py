@@ -20,6 +20,35 @@ from harness.analysis import across_conditions
 
 SCHEMA = "harness.conditions/1"
 KIND = "conditions"
+CONDITION_DIR = "condition={}"
+
+
+def analyze_conditions_dir(root, *, write: bool = True) -> tuple[dict, dict]:
+    """Each condition's folder analysed as its declaration.json says, then the root summary (written
+    with ``write``). Returns (summary, {name: that condition's analysis}). The same call made after
+    the runs, so that it reproduces their files exactly."""
+    from harness.analysis.analyze import AnalysisError, analyze_dir
+    from harness.config import declaration as declaration_io
+
+    root = Path(root)
+    try:
+        declaration = declaration_io.read(root)
+    except declaration_io.DeclarationError as e:
+        raise AnalysisError(str(e)) from None
+    if declaration is None or not declaration.conditions:
+        raise AnalysisError(f"{root} has no declaration.json with ab.conditions: not an experiment across conditions.")
+    analyses, errors, folders = {}, {}, {}
+    for name in declaration.conditions:
+        folder = root / CONDITION_DIR.format(name)
+        folders[name] = folder.name
+        try:
+            analyses[name] = analyze_dir(folder, declaration=declaration_io.read(folder), write=write)
+        except (AnalysisError, declaration_io.DeclarationError) as e:
+            errors[name] = str(e)
+    summary = analyze_conditions(analyses, declaration, errors, folders=folders)
+    if write:
+        write_conditions(summary, root)
+    return summary, analyses
 
 
 def analyze_conditions(analyses: dict, declaration, errors: dict | None = None, folders: dict | None = None) -> dict:

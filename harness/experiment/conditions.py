@@ -22,8 +22,6 @@ from omegaconf import DictConfig, open_dict
 from harness.experiment.units import Executed, ExperimentError, Outcome, arm_configs, run_experiment
 from harness.training.threads import is_auto
 
-CONDITION_DIR = "condition={}"
-
 
 def _key(override: str) -> str:
     return str(override).split("=", 1)[0].lstrip("+~")
@@ -93,8 +91,7 @@ def run_conditions(cfg: DictConfig, out_dir: Path, declaration, *, overrides: Op
                    config_dirs: Sequence = (), multirun: bool, say: Callable[[str], None], tracker,
                    certify: bool, show_table: bool) -> Executed:
     """Run every (condition, seed, arm) not done, analyse each condition, then the average across them."""
-    from harness.analysis.analyze import AnalysisError, analyze_dir
-    from harness.analysis.conditions import analyze_conditions, render_conditions, write_conditions
+    from harness.analysis.conditions import CONDITION_DIR, analyze_conditions_dir, render_conditions
     from harness.config.declaration import Declaration
 
     if multirun or cfg.seed is not None or cfg.arm is not None:
@@ -115,19 +112,13 @@ def run_conditions(cfg: DictConfig, out_dir: Path, declaration, *, overrides: Op
         skipped += [(name, *s) for s in outcome.skipped]
         failed += outcome.failed
         folders[name] = folder
-    analyses, errors = {}, {}
-    for name, folder in folders.items():
-        try:
-            analyses[name] = analyze_dir(folder, declaration=Declaration.from_config(configs[name]))
-        except AnalysisError as e:
-            errors[name] = str(e)
-            continue
-        tracker.log_analysis(analyses[name], folder)
-    summary = analyze_conditions(analyses, declaration, errors, folders={k: v.name for k, v in folders.items()})
-    write_conditions(summary, out_dir)
+    summary, analyses = analyze_conditions_dir(out_dir)  # as python -m harness.analyze would redo it
+    for name, analysis in analyses.items():
+        tracker.log_analysis(analysis, folders[name])
     tracker.log_conditions(summary, out_dir)
     if show_table:
         render_conditions(summary)
     say(f"results: {out_dir}  (analysis.json, report.md, analysis.png; each condition's in condition=NAME/)")
+    errors = [f"{r['name']}: {r['not_analysed']}" for r in summary["conditions"] if "not_analysed" in r]
     return Executed(Outcome(out_dir, results, skipped, failed), summary,
-                    None if analyses else "no condition could be analysed: " + "; ".join(errors.values()))
+                    None if analyses else "no condition could be analysed: " + "; ".join(errors))
