@@ -76,6 +76,26 @@ def test_the_report_has_one_table_the_sentence_and_the_forest_plot(ran):
     assert (out / "analysis.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_forest_plot_draws_the_average_the_weighted_estimate_the_prediction_and_the_margin(ran):
+    from matplotlib.figure import Figure
+
+    from harness.analysis import figures
+
+    out, _ = ran
+    summary = read_json(out / "analysis.json")
+    block = summary["across_conditions"]["B"]
+    rows = [(r["name"], r["comparisons"]["B"]["mean_diff"], *r["comparisons"]["B"]["ci"]) for r in summary["conditions"]]
+    ax = Figure().subplots()
+    figures.forest(ax, rows, block, title="B vs A", unit="pts", margin=0.5)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["quiet", "mid", "noisy", "average (t over conditions)", "random effects (REML, HK)",
+                      "new condition (prediction)"]
+    assert sorted(line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "--") == [-0.5, 0.5]
+    assert "margin ±0.5" in ax.get_title()
+    lo, hi = block["pooled"]["prediction_interval"]
+    assert any(list(line.get_xdata()) == [lo, hi] for line in ax.lines)
+
+
 def test_a_condition_is_the_plain_ab_with_its_overrides_and_a_rerun_resumes(ran, capsys):
     out, _ = ran
     before = {p: p.read_bytes() for p in out.rglob("result.json")}

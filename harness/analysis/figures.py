@@ -200,10 +200,16 @@ def forest(ax, rows, block, *, title: str, unit: str = "", margin: float | None 
         ax.fill([low, m, high, m], [0, 0.25, 0, -0.25], color="black", zorder=3)
         ticks.append(0)
         labels.append("average (t over conditions)")
+        re = pooled.get("random_effects") or {}
+        if re.get("ci") and None not in re["ci"]:  # the weighted estimate beside it, in grey
+            m, (low, high) = re["estimate"], re["ci"]
+            ax.fill([low, m, high, m], [-0.45, -0.3, -0.45, -0.6], color="grey", zorder=3)
+            ticks.append(-0.45)
+            labels.append("random effects (REML, HK)")
         if pooled.get("prediction_interval"):
             lo, hi = pooled["prediction_interval"]
-            ax.plot([lo, hi], [-0.7, -0.7], color="tab:red", linewidth=2)
-            ticks.append(-0.7)
+            ax.plot([lo, hi], [-0.9, -0.9], color="tab:red", linewidth=2)
+            ticks.append(-0.9)
             labels.append("new condition (prediction)")
         h = block["heterogeneity"]
         title += f"\ncommon effect p = {h['pvalue']:.2g}, tau = {h['tau']:.2g}, I^2 = {100 * h['i2']:.0f}%"

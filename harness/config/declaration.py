@@ -3,7 +3,8 @@
 ``Declaration.from_config(cfg)`` turns the composed config into one typed, frozen object: the
 factor, the arms and the baseline, the seeds, the primary metric, every declared metric with its
 direction, unit and per-example record, the margin (a number, "auto" or none), alpha, the
-resampling settings, and the sequential design. It is written beside the runs as
+resampling settings, the sequential design, and the conditions (``ab.conditions``: name -> config
+overrides, the same arms and seeds under each; their average is then the primary claim). It is written beside the runs as
 ``declaration.json`` and it is the only thing the analysis, ``harness.analyze``, the sweep callback,
 the sequential runner and sweeper, the report, wandb, the noise audit and goldens read about these
 choices: none of them has a default of its own, and nothing is inferred from a metric's name.
