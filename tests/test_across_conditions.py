@@ -73,6 +73,12 @@ def test_the_report_has_one_table_the_sentence_and_the_forest_plot(ran):
         assert row in text
     assert "does the effect differ between conditions?" in text and "probability of improvement" in text
     assert "(condition=noisy/report.md)" in text  # each condition's own verdict, linked
+    from harness.analysis.conditions import screen
+
+    lines = screen(summary)  # the terminal: the claim, what it rests on, then each condition
+    assert lines[1] == "  " + summary["across_conditions"]["B"]["sentence"]
+    assert lines[3].startswith("declared: the average across 3 conditions is the primary claim (quiet: +train.kwargs.sd=0.3;")
+    assert "margin auto;" in lines[3] and [line.split()[0] for line in lines[5:]] == ["quiet", "mid", "noisy"]
     assert (out / "analysis.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

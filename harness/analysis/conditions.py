@@ -182,7 +182,15 @@ def screen(summary: dict) -> list[str]:
         h, re = block["heterogeneity"], block["pooled"]["random_effects"]
         out += [f"  {block['sentence']}",
                 f"  random effects (REML, Hartung-Knapp): {_n(re['estimate'])} {_ci(re['ci'])}; tau {h['tau']:.3g} "
-                f"[{h['tau_ci'][0]:.3g}, {h['tau_ci'][1]:.3g}]; I^2 {100 * h['i2']:.0f}%; margin {block['margin']}"]
+                f"[{h['tau_ci'][0]:.3g}, {h['tau_ci'][1]:.3g}]; I^2 {100 * h['i2']:.0f}%"]
+    d = summary["declaration"]
+    out.append(f"declared: the average across {k} conditions is the primary claim ("
+               + "; ".join(f"{r['name']}: {' '.join(r['overrides'])}" for r in summary["conditions"])
+               + f"); metric {summary['metric']} ({summary['unit'] or 'no unit'}, "
+               f"{'higher' if summary['direction'] == 'max' else 'lower'} is better); margin "
+               f"{margin_words(summary['margin'], summary['unit']).split(':')[0]}; alpha {summary['alpha']:g}; baseline "
+               f"{summary['baseline']}; factor {summary['factor']} ("
+               + ", ".join(f"{a}={v}" for a, v in summary["arms"].items()) + f"); {len(d['seeds'])} seeds")
     out.append("per condition (each its own paired verdict):")
     for r in summary["conditions"]:
         for arm, c in (r.get("comparisons") or {}).items():
