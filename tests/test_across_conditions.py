@@ -62,6 +62,22 @@ def test_every_condition_seed_and_arm_runs_and_the_average_is_the_primary_claim(
     assert "auto" in block["margin"]  # stats.margin=auto: estimated per condition, none drawn
 
 
+def test_a_declared_margin_is_read_against_the_average(ran):
+    from dataclasses import replace
+
+    from harness.analysis.conditions import analyze_conditions, analyze_conditions_dir
+    from harness.config.declaration import read
+
+    out, _ = ran
+    _, analyses = analyze_conditions_dir(out, write=False)
+    declared = read(out)
+    low, high = read_json(out / "analysis.json")["across_conditions"]["B"]["pooled"]["ci"]  # about +3
+    for margin, says in ((low - 0.1, "is beyond the declared margin"), (high + 0.1, "is within the declared margin"),
+                         ((low + high) / 2, "is not shown")):
+        block = analyze_conditions(analyses, replace(declared, margin=margin))["across_conditions"]["B"]
+        assert says in block["sentence"].split(". ")[-1] and f"±{margin:g} pts" in block["margin"]
+
+
 def test_the_report_has_one_table_the_sentence_and_the_forest_plot(ran):
     out, _ = ran
     summary = read_json(out / "analysis.json")

@@ -83,6 +83,8 @@ def analyze_conditions(analyses: dict, declaration, errors: dict | None = None, 
         block["sentence"] = across_conditions.sentence(block, arm=arm, baseline=declaration.baseline,
                                                        unit=spec.unit, kind=KIND)
         block["margin"] = margin_words(declaration.margin, spec.unit)
+        if isinstance(declaration.margin, (int, float)) and "pooled" in block:
+            block["sentence"] += " " + _against_margin(block["pooled"]["ci"], declaration.margin, spec.unit)
         across[arm] = block
     return {
         "schema": SCHEMA, "experiment": declaration.experiment, "factor": declaration.factor,
@@ -92,6 +94,17 @@ def analyze_conditions(analyses: dict, declaration, errors: dict | None = None, 
                    "declaration.json); each condition's own verdict is in its folder",
         "declaration": declaration.to_dict(), "conditions": rows, "across_conditions": across,
     }
+
+
+def _against_margin(ci, margin: float, unit: str) -> str:
+    """The average's interval against the declared margin (either direction: beyond it, inside it)."""
+    low, high = ci
+    u = f" {unit}" if unit else ""
+    if low > margin or high < -margin:
+        return f"The average is beyond the declared margin ±{margin:g}{u} (its whole interval)."
+    if -margin < low and high < margin:
+        return f"The average is within the declared margin ±{margin:g}{u} (its whole interval): no effect that matters on average."
+    return f"Whether the average is beyond the declared margin ±{margin:g}{u} is not shown (its interval straddles it)."
 
 
 def margin_words(margin, unit: str) -> str:
