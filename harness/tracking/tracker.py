@@ -137,13 +137,17 @@ class WandbTracker:
                               run_id=f"conditions-{folder_id(Path(out_dir))}")
             if run is None:
                 return
-            columns, rows = conditions_table(summary)
-            data = {"conditions": self._wandb.Table(columns=columns, data=rows)}
-            if (Path(out_dir) / "analysis.png").is_file():
-                data["figure"] = self._wandb.Image(str(Path(out_dir) / "analysis.png"))
-            run.log(data)
-            run.summary.update(conditions_summary(summary))
-            run.finish()
+            ok = False
+            try:  # finished in every case, so that a later init never returns this run again
+                columns, rows = conditions_table(summary)
+                data = {"conditions": self._wandb.Table(columns=columns, data=rows)}
+                if (Path(out_dir) / "analysis.png").is_file():
+                    data["figure"] = self._wandb.Image(str(Path(out_dir) / "analysis.png"))
+                run.log(data)
+                run.summary.update(conditions_summary(summary))
+                ok = True
+            finally:
+                run.finish(exit_code=0 if ok else 1)
             self.logged.append(("across conditions", self.mode))
         except Exception as e:  # noqa: BLE001 - a wandb failure never stops the experiment
             self._problem("across conditions", e, Path(out_dir) / "analysis.json")
