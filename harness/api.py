@@ -107,6 +107,7 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
     from harness.experiment.units import ExperimentError
     from harness.results import load_tree
 
+    given = cfg is not None  # ab.conditions recomposes from the overrides: not from a given cfg
     if cfg is None:
         from hydra.errors import HydraException
 
@@ -122,7 +123,8 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
     log = logging.getLogger("harness")
     say = (lambda m: print(m, flush=True)) if verbose else log.debug
     try:
-        done = execute(cfg, out, say=say, show_table=verbose)
+        done = execute(cfg, out, say=say, show_table=verbose, overrides=None if given else list(overrides),
+                       config_dirs=[config_dir] if config_dir else ())
     except ExperimentError as e:
         raise HarnessError(str(e)) from None
     except OSError as e:

@@ -3,7 +3,8 @@
 Owns: analyze.py (analyze / analyze_dir: which values are compared with which), selection.py (which
 runs count), comparability.py and certificate.py (one identity, or what differs), evidence.py (the
 other metrics, per-example records, curves, setup), blocks.py (analysis.json's blocks), grid.py
-(one A/B at several settings), across_conditions.py (its points read together), summary.py (the
+(one A/B at several settings), across_conditions.py (its points read together), conditions.py (the declared conditions of
+ab.conditions read together: the root's analysis.json, report.md and forest plot), summary.py (the
 verdict screen), report.py, markdown.py, figures.py and sequential_figure.py (the terminal, report.md
 and the PNGs), outputs.py (one analysis's files replaced together or not at all).
 

@@ -164,14 +164,14 @@ def _n(x) -> str:
     return "n/a" if x is None else f"{x:+.3g}"
 
 
-def lines(block: dict, *, arm: str, baseline: str, unit: str = "", key: str | None = None) -> list[str]:
+def lines(block: dict, *, arm: str, baseline: str, unit: str = "", key: str | None = None, kind: str = "points") -> list[str]:
     """Markdown lines: the heterogeneity test, the slope, the pooled estimate, better-on, the peers."""
     u = f" {unit}" if unit else ""
     out = [f"**{arm} vs {baseline}**: {block.get('sentence', '')}", ""]
     if "heterogeneity" not in block:
         return out + [f"- not computed: {block.get('not_computed', '')}", ""]
     h, p = block["heterogeneity"], block["pooled"]
-    out.append(f"- does the effect differ between points? Alexander-Govern p = {h['pvalue']:.3g} "
+    out.append(f"- does the effect differ between {kind}? Alexander-Govern p = {h['pvalue']:.3g} "
                f"({'yes' if h['differs'] else 'not shown'}); tau = {h['tau']:.3g}{u} [{h['tau_ci'][0]:.3g}, {h['tau_ci'][1]:.3g}] "
                f"(REML, Q-profile interval); I^2 = {100 * h['i2']:.0f}% [{100 * h['i2_ci'][0]:.0f}%, {100 * h['i2_ci'][1]:.0f}%]; "
                f"Cochran's Q = {h['q']:.3g} on {h['df']} df, p = {h['q_pvalue']:.3g} ({h['q_note']})")

@@ -186,9 +186,10 @@ def _pct(level: float) -> str:
     return f"{100 * level:.2f}".rstrip("0").rstrip(".") + "%"
 
 
-def forest(ax, rows, block, *, title: str, unit: str = "") -> None:
+def forest(ax, rows, block, *, title: str, unit: str = "", margin: float | None = None) -> None:
     """A forest plot: per condition its effect and interval (rows: (label, effect, low, high)), the
-    average's diamond with its interval, the prediction interval for a new condition, and 0."""
+    average's diamond with its interval, the prediction interval for a new condition, 0, and the
+    declared margin (dashed, at +-margin) when it is a number."""
     n = len(rows)
     for i, (label, effect, low, high) in enumerate(rows):
         ax.errorbar([effect], [n - i], xerr=[[effect - low], [high - effect]], fmt="s", color="tab:blue", capsize=3)
@@ -199,14 +200,24 @@ def forest(ax, rows, block, *, title: str, unit: str = "") -> None:
         ax.fill([low, m, high, m], [0, 0.25, 0, -0.25], color="black", zorder=3)
         ticks.append(0)
         labels.append("average (t over conditions)")
+        re = pooled.get("random_effects") or {}
+        if re.get("ci") and None not in re["ci"]:  # the weighted estimate beside it, in grey
+            m, (low, high) = re["estimate"], re["ci"]
+            ax.fill([low, m, high, m], [-0.45, -0.3, -0.45, -0.6], color="grey", zorder=3)
+            ticks.append(-0.45)
+            labels.append("random effects (REML, HK)")
         if pooled.get("prediction_interval"):
             lo, hi = pooled["prediction_interval"]
-            ax.plot([lo, hi], [-0.7, -0.7], color="tab:red", linewidth=2)
-            ticks.append(-0.7)
+            ax.plot([lo, hi], [-0.9, -0.9], color="tab:red", linewidth=2)
+            ticks.append(-0.9)
             labels.append("new condition (prediction)")
         h = block["heterogeneity"]
         title += f"\ncommon effect p = {h['pvalue']:.2g}, tau = {h['tau']:.2g}, I^2 = {100 * h['i2']:.0f}%"
     ax.axvline(0.0, color="grey", linewidth=0.8)
+    if margin:
+        for x in (-margin, margin):
+            ax.axvline(x, color="tab:green", linestyle="--", linewidth=0.8)
+        title += f"; margin ±{margin:g} (dashed)"
     ax.set_yticks(ticks, labels, fontsize=7)
     ax.set_xlabel("effect (arm - baseline)" + (f" ({unit})" if unit else ""))
     ax.set_title(title, fontsize=8)

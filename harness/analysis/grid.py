@@ -112,7 +112,10 @@ def _analyze_groups(folder: Path, groups, unreadable, write: bool, kw: dict, alt
     if not points:
         raise AnalysisError("No grid point could be analysed: " + "; ".join(
             f"{_label(p['setting'])}: {p['reason']}" for p in not_analysed))
-    if write and not points[0]["analysis"]["departures"]:  # an analysis.json at the root would describe none of the points
+    declared = kw.get("declaration")
+    if write and not points[0]["analysis"]["departures"] and not (declared and declared.conditions):
+        # an analysis.json at the root would describe none of the points (but ab.conditions' root
+        # files describe them all: analysis/conditions.py)
         set_aside_stale_outputs(folder, [], names=OUTPUT_NAMES)
     return _summary(points, not_analysed, list(swept), unreadable)
 

@@ -3,7 +3,8 @@
 ``Declaration.from_config(cfg)`` turns the composed config into one typed, frozen object: the
 factor, the arms and the baseline, the seeds, the primary metric, every declared metric with its
 direction, unit and per-example record, the margin (a number, "auto" or none), alpha, the
-resampling settings, and the sequential design. It is written beside the runs as
+resampling settings, the sequential design, and the conditions (``ab.conditions``: name -> config
+overrides, the same arms and seeds under each; their average is then the primary claim). It is written beside the runs as
 ``declaration.json`` and it is the only thing the analysis, ``harness.analyze``, the sweep callback,
 the sequential runner and sweeper, the report, wandb, the noise audit and goldens read about these
 choices: none of them has a default of its own, and nothing is inferred from a metric's name.
@@ -22,7 +23,7 @@ outcomes that the training function records with ``run.record_examples(correct, 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -60,6 +61,9 @@ class Declaration:
     bootstrap_seed: int = 0
     sequential: Optional[SequentialSpec] = None  # the design when ab.sequential.enabled
     departures: tuple = ()  # for an alternative analysis: each change from the declaration, in words
+    # name -> tuple of config overrides (ab.conditions): the same arms and seeds under each; when
+    # there are any, the primary claim is the average effect across them (conditions.py)
+    conditions: dict = field(default_factory=dict)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -150,6 +154,8 @@ class Declaration:
                                 "stats.margin=<the smallest effect that matters, in "
                                 f"{metric}'s units>, or stats.margin=null (better or worse than 0 only, "
                                 "no equivalence claims).")
+        problems += condition_problems(ab.get("conditions") or {}, factor=str(ab.get("factor", "")),
+                                       sequential=sequential is not None, metric=metric)
         for key in ("bootstrap_resamples", "bootstrap_seed"):
             value = s.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "bootstrap_resamples" else 0):
@@ -163,6 +169,7 @@ class Declaration:
             metric=metric, metrics=metrics, margin=float(margin) if _number(margin) else margin,
             alpha=float(alpha), bootstrap_resamples=int(s.get("bootstrap_resamples", 9999)),
             bootstrap_seed=int(s.get("bootstrap_seed", 0)), sequential=sequential,
+            conditions={str(k): tuple(str(o) for o in v) for k, v in (ab.get("conditions") or {}).items()},
         )
 
     def alternative(self, *, metric: Optional[str] = None, margin: Any = "declared", alpha: Optional[float] = None,
@@ -216,6 +223,7 @@ class Declaration:
         d["seeds"] = list(self.seeds)
         d["departures"] = list(self.departures)
         d["arms"] = {k: _plain(v) for k, v in self.arms.items()}
+        d["conditions"] = {k: list(v) for k, v in self.conditions.items()}
         return {"schema": SCHEMA, **d}
 
     @classmethod
@@ -227,6 +235,7 @@ class Declaration:
         d["sequential"] = SequentialSpec(**d["sequential"]) if d.get("sequential") else None
         d["seeds"] = tuple(d.get("seeds") or ())
         d["departures"] = tuple(d.get("departures") or ())
+        d["conditions"] = {k: tuple(v) for k, v in (d.get("conditions") or {}).items()}
         return cls(**d)
 
     def write(self, folder, say=None) -> Path:
@@ -314,6 +323,57 @@ def find(folder, results=()) -> Declaration:
 def differences(old: Declaration, new: Declaration) -> list:
     a, b = old.to_dict(), new.to_dict()
     return [f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in b if a.get(k) != b.get(k) and k != "departures"]
+
+
+# What a condition may not set: the experiment's own design (the same arms, seeds and analysis under
+# every condition), and what only names or narrows a run.
+_CONDITION_FORBIDDEN = ("ab", "seed", "arm", "experiment_name", "hydra", "logger", "resume", "progress", "tables",
+                        "repro", "lock_timeout")
+
+
+def condition_problems(conditions, *, factor: str, sequential: bool, metric) -> list:
+    """Sentences for ab.conditions values that cannot run: refused before any run."""
+    if not conditions:
+        return []
+    if not isinstance(conditions, Mapping):
+        return [f"ab.conditions={conditions!r} must map a condition's name to its list of config overrides, "
+                "e.g. {digits: [data=digits], synthetic: [data=synthetic]}."]
+    problems = []
+    if len(conditions) < 2:
+        problems.append(f"ab.conditions has {len(conditions)} condition ({', '.join(map(str, conditions))}): an effect "
+                        "across conditions needs at least two. For one, put its overrides on the command line.")
+    if sequential:
+        problems.append("ab.conditions cannot be combined with ab.sequential.enabled=true: the sequential design "
+                        "decides when ONE comparison has enough seeds, and a stopping rule for the average across "
+                        "conditions is not built. Supported: fixed seeds (ab.seeds) across conditions, or a "
+                        "sequential run of each condition on its own (its overrides on the command line).")
+    for name, overrides in conditions.items():
+        where = f"ab.conditions.{name}"
+        if not str(name) or any(c in str(name) for c in "/=\\ ,"):
+            problems.append(f"{where}: a condition's name must be non-empty with no '/', '=', ',' or spaces.")
+        if isinstance(overrides, str) or not isinstance(overrides, (list, tuple)) or not overrides:
+            problems.append(f"{where}={overrides!r} must be a non-empty list of config overrides, e.g. "
+                            "[data=synthetic] or [model.width=32].")
+            continue
+        for text in overrides:
+            key = str(text).split("=", 1)[0].lstrip("+~")
+            if not isinstance(text, str) or "=" not in text or not key:
+                problems.append(f"{where}: {text!r} is not a config override KEY=VALUE (e.g. data=synthetic).")
+            elif key == "stats" or key.startswith("stats."):
+                problems.append(
+                    f"{where}: {text!r} changes what is measured. Every condition's effect is read in the declared "
+                    f"units of stats.metric ({metric}), so that the effects can be averaged on one scale; a condition "
+                    f"measured on another metric or unit cannot be put on that scale. Declare the metric once, outside "
+                    f"ab.conditions, or run that condition as an experiment of its own.")
+            elif factor and (key == factor or key.startswith(factor + ".")):
+                problems.append(f"{where}: {text!r} sets the experiment's factor ({factor}), where each arm places its "
+                                f"own value; a condition changes the setting around the A/B, never the arms. Change "
+                                f"the arms with ab.arms.NAME=VALUE.")
+            elif key.split(".")[0] in _CONDITION_FORBIDDEN:
+                problems.append(f"{where}: {text!r} is not a training setting; a condition may set data, model, "
+                                f"optim, scheduler, loss, train, determinism, device or precision (the arms, seeds "
+                                f"and analysis are the same under every condition).")
+    return problems
 
 
 def _margin_words(m) -> str:

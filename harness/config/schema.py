@@ -179,6 +179,12 @@ class ABConfig:
     seeds: List[int] = field(default_factory=lambda: list(range(10)))
     sequential: SequentialConfig = field(default_factory=SequentialConfig)  # seeds in order, then ab.seeds' missing integers
     race: RaceConfig = field(default_factory=RaceConfig)  # the race sweeper's design (docs/racing.md)
+    # The same A/B (arms, seeds) under several conditions: name -> config overrides, e.g.
+    # {digits: [data=digits], synthetic: [data=synthetic]}. Each condition gets its own paired
+    # verdict; the primary claim is the average effect across them (docs/statistics.md). Any, not a
+    # typed Dict, so that ab.conditions={...} on the command line can set them all; the declaration
+    # checks the shape (harness/config/declaration.py). Add one with +ab.conditions.NAME=[...].
+    conditions: Any = None  # null: none
 
 
 @dataclass

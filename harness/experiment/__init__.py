@@ -5,8 +5,9 @@ and the single-factor guard), units.py (run the units, write result files, check
 certificate), runner.py (one unit: the training function through the Run), resume.py and
 identity.py (what may be skipped: config and code identity), sequential.py, sequential_plan.py and
 sequential_identity.py (seeds in batches until settled), race_plan.py and race.py (racing K
-configurations: the looks and drops; the race folder's analysis.json, report.md and race.png), callbacks.py and precheck.py (the Hydra
-callbacks of a sweep), watchdog.py (pool workers end with their launcher), progress.py.
+configurations: the looks and drops; the race folder's analysis.json, report.md and race.png),
+conditions.py (one A/B under every declared condition of ab.conditions, each in condition=NAME/),
+callbacks.py and precheck.py (the Hydra callbacks of a sweep), watchdog.py (pool workers end with their launcher), progress.py.
 
 May import: harness.analysis and harness.tracking (to analyse and log what ran), harness.config,
 harness.training, harness.stats, harness.results. Computes no statistics itself.

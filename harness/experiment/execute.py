@@ -32,10 +32,11 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None, multirun: bool = False,
-            say: Callable[[str], None] = _say, show_table: bool = True) -> Executed:
+            say: Callable[[str], None] = _say, show_table: bool = True, overrides=None, config_dirs=()) -> Executed:
     """Run the experiment into ``out_dir``, then (unless narrowed to one unit) analyse, report, track.
 
     Raises ExperimentError for a misconfigured experiment (nothing, or only recorded failures, on disk).
+    ``overrides`` (and ``config_dirs``): what composed ``cfg``, for ab.conditions (default: Hydra's).
     """
     from harness.tracking import tracker as tracking
     from harness.config.declaration import Declaration, DeclarationError
@@ -64,6 +65,12 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             from harness.experiment.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
 
             return run_sequential(cfg, out_dir, declaration, say=say, tracker=tracker, certify=certify,
+                                  show_table=show_table)
+        if declaration.conditions:  # every (condition, seed, arm); the average across them (conditions.py)
+            from harness.experiment.conditions import run_conditions
+
+            return run_conditions(cfg, out_dir, declaration, overrides=overrides, config_dirs=config_dirs,
+                                  multirun=multirun, say=say, tracker=tracker, certify=bool(cfg.repro.certificate),
                                   show_table=show_table)
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
             declaration.write(out_dir, say=say)

@@ -28,6 +28,11 @@ same ``group``):
                          it was dropped at, by whom, its difference from that look's leader with the
                          interval), race.png as "figure", the verdict in the summary (race/...)
 
+    run "across conditions"  job_type = across_conditions; an experiment with ab.conditions: config = the
+                         declaration; a wandb.Table "conditions" (per arm and condition, the average and
+                         the random-effects rows), the forest plot as "figure", and across/<arm>/* (the
+                         sentence, estimate, CI, tau and its interval, I^2, prediction, better on k of K)
+
 Runs are logged after they finish (experiment.py calls ``log_run`` after writing the result), so
 wandb never runs while a model trains.
 

@@ -180,3 +180,40 @@ def race_summary(analysis: dict) -> dict:
     race = analysis.get("race") or {}
     return {f"race/{k}": race.get(k) for k in ("status", "outcome", "verdict", "winner", "leader", "seeds_spent",
                                                 "seeds_all_to_max")} | {"race/set": ", ".join(race.get("set") or [])}
+
+
+def conditions_table(summary: dict) -> tuple[list[str], list[list]]:
+    """An experiment with ab.conditions (analysis/conditions.py): one row per (arm, condition), then
+    the average and the random-effects estimate of each arm."""
+    columns = ["arm", "condition", "overrides", "n", "effect", "ci_low", "ci_high", "p", "verdict"]
+    rows = []
+    for arm, block in (summary.get("across_conditions") or {}).items():
+        for r in summary.get("conditions") or []:
+            c = (r.get("comparisons") or {}).get(arm)
+            if c is not None:
+                rows.append([arm, r["name"], " ".join(r["overrides"]), c["n_pairs"], c["mean_diff"], *c["ci"],
+                             c["pvalue"], c["verdict"]])
+        p = block.get("pooled")
+        if p:
+            rows.append([arm, "average (t over conditions)", "", block["conditions"], p["estimate"], *p["ci"], p["pvalue"], ""])
+            re = p["random_effects"]
+            rows.append([arm, "random effects (REML, HK)", "", block["conditions"], re["estimate"], *re["ci"], re["pvalue"], ""])
+    return columns, [[_cell(v) for v in row] for row in rows]
+
+
+def conditions_summary(summary: dict) -> dict:
+    """The claim across conditions in the run's summary: per arm the sentence and its numbers."""
+    out = {"n_conditions": len(summary.get("conditions") or [])}  # "conditions" is the table
+    for arm, block in (summary.get("across_conditions") or {}).items():
+        p, h = block.get("pooled"), block.get("heterogeneity")
+        if not p:
+            out[f"across/{arm}/not_computed"] = block.get("not_computed", "")
+            continue
+        out.update({f"across/{arm}/{k}": v for k, v in {
+            "sentence": block["sentence"], "estimate": p["estimate"], "ci_low": p["ci"][0], "ci_high": p["ci"][1],
+            "pvalue": p["pvalue"], "random_effects": p["random_effects"]["estimate"], "tau": h["tau"],
+            "tau_ci_low": h["tau_ci"][0], "tau_ci_high": h["tau_ci"][1], "i2": h["i2"],
+            "heterogeneity_pvalue": h["pvalue"], "prediction_low": p["prediction_interval"][0],
+            "prediction_high": p["prediction_interval"][1], "better_on": block["better_on"]["better"],
+            "worse_on": block["better_on"]["worse"]}.items()})
+    return out

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from harness.tracking.content import (  # noqa: F401 - the public names stay importable from here
     _cell, _is_cell, _is_plain, analysis_summary, comparison_table, comparisons_of, decode_loss_bits,
-    race_summary, race_table, sequential_history,
+    conditions_summary, conditions_table, race_summary, race_table, sequential_history,
 )
+from harness.tracking.closing import closing_words
 from harness.tracking.options import (  # noqa: F401
     MAX_GROUP, MAX_TAG, MODES, SWEEP_ENV, OnlineGate, TrackingConfigError, _describe, _is_number, _select,
     check, default_group, folder_id, offline_runs, resolve_options,
@@ -70,6 +71,9 @@ class NullTracker:
         pass
 
     def log_race(self, analysis: dict, out_dir) -> None:
+        pass
+
+    def log_conditions(self, summary: dict, out_dir) -> None:
         pass
 
     def close(self) -> list[str]:
@@ -131,10 +135,17 @@ class WandbTracker:
     def log_race(self, analysis: dict, out_dir) -> None:
         """A race's analysis (harness/experiment/race.py): one run "race" per race folder, with the
         table "race" (who was dropped when, the interval against the leader), race.png and the verdict."""
-        try:
-            self._log_race(analysis, Path(out_dir))
-        except Exception as e:  # noqa: BLE001
-            self._problem("race", e, Path(out_dir) / "analysis.json")
+        race = analysis.get("race") or {}
+        self._summary_run("race", "race", Path(out_dir), {"declaration": analysis.get("declaration"),
+                          "design": race.get("design")}, lambda: race_table(analysis), "race.png",
+                          lambda: race_summary(analysis))
+
+    def log_conditions(self, summary: dict, out_dir) -> None:
+        """The claim across ab.conditions (analysis/conditions.py): one run "across conditions" per
+        results folder, with the table "conditions", the forest plot and across/<arm>/* in its summary."""
+        self._summary_run("across conditions", "conditions", Path(out_dir), summary["declaration"],
+                          lambda: conditions_table(summary), "analysis.png", lambda: conditions_summary(summary))
+
     def close(self) -> list[str]:
         """Finish every run, stop wandb's service, and say what was not logged."""
         if self._closed:
@@ -227,24 +238,26 @@ class WandbTracker:
             run.finish(exit_code=0 if ok else 1)
         self.logged.append(("analysis", self.mode))
 
-    def _log_race(self, analysis: dict, out_dir: Path) -> None:
-        wandb = self._wandb
-        race = analysis.get("race") or {}
-        config = {"declaration": analysis.get("declaration"), "design": race.get("design")}
-        run = self._start("race", job_type="race", config=config, run_id=f"race-{folder_id(out_dir)}")
-        if run is None:  # (one race run per folder: a rerun replaces it)
-            return
-        ok = False
+    def _summary_run(self, name: str, key: str, out_dir: Path, config, table, figure: str, summary) -> None:
+        """One run per results folder (a rerun replaces it) holding a table, a figure and a summary;
+        finished in every case, so that a later init never returns this run again."""
         try:
-            data = {"race": wandb.Table(*race_table(analysis))}
-            if (out_dir / "race.png").is_file():
-                data["figure"] = wandb.Image(str(out_dir / "race.png"))
-            run.log(data)
-            run.summary.update(race_summary(analysis))
-            ok = True
-        finally:
-            run.finish(exit_code=0 if ok else 1)
-        self.logged.append(("race", self.mode))
+            run = self._start(name, job_type=key.replace(" ", "_"), config=config, run_id=f"{key}-{folder_id(out_dir)}")
+            if run is None:
+                return
+            ok = False
+            try:
+                data = {key: self._wandb.Table(*table())}
+                if (out_dir / figure).is_file():
+                    data["figure"] = self._wandb.Image(str(out_dir / figure))
+                run.log(data)
+                run.summary.update(summary())
+                ok = True
+            finally:
+                run.finish(exit_code=0 if ok else 1)
+            self.logged.append((name, self.mode))
+        except Exception as e:  # noqa: BLE001 - a wandb failure never stops the experiment
+            self._problem(name, e, out_dir / "analysis.json")
 
     def _artifact(self, analysis: dict, out_dir: Path):
         from harness.results import find_result_files
@@ -345,42 +358,7 @@ class WandbTracker:
             wandb.teardown()
 
     def _warnings(self) -> list[str]:
-        out = []
-        where = self.options["dir"] / "wandb"
-        offline = [n for n, mode in self.logged if mode == "offline"]
-        sweep_state = None if self.in_sweep else self.gate.read()
-        if self.in_sweep:
-            # One job of a sweep: the online failure was said once, when it happened, by the job
-            # that paid for it; the `wandb sync` hint is the sweep's (its analysis, at the end).
-            pass
-        elif self.gate.sweep_id is not None:
-            # The sweep's own tracker: one hint for every job's offline runs and the analysis.
-            patterns, count = offline_runs(self.root, where)
-            failed = sweep_state is not None and not sweep_state.get("ok", True)
-            why = self.online_failure or (sweep_state.get("reason") if failed else None)
-            if why and count:
-                out.append(f"wandb: this sweep could not log online ({why}); its {count} run(s) were logged "
-                           f"offline. Upload them later with: wandb sync {' '.join(patterns)}")
-            elif count:
-                log.info(f"wandb: {count} run(s) of this sweep logged offline; upload with: "
-                         f"wandb sync {' '.join(patterns)}")
-            self.gate.remove()
-        elif self.online_failure and offline:
-            out.append(
-                f"wandb: not logged online ({self.online_failure}): {_names(offline)}. They were logged "
-                f"offline under {where}; upload them later with: wandb sync {where}/offline-run-*"
-            )
-        if self.not_logged:
-            why = self.broken + (f"; online before that: {self.online_failure}" if self.online_failure else "")
-            out.append(f"wandb: not logged ({why}): {_names(self.not_logged)}. "
-                       f"The results are complete in {self.out_dir}.")
-        elif self.broken:
-            out.append(f"wandb: {self.broken}.")
-        out.extend(self.problems)
-        if offline and not self.online_failure and not self.in_sweep and self.gate.sweep_id is None:
-            log.info(f"wandb: {len(offline)} run(s) logged offline under {where}; "
-                     f"upload with: wandb sync {where}/offline-run-*")
-        return out
+        return closing_words(self)
 
 
 # -- small helpers -------------------------------------------------------------------------------
@@ -388,10 +366,6 @@ class WandbTracker:
 
 def _run_name(result: dict) -> str:
     return f"seed={result.get('seed')} arm={result.get('arm')}"
-
-
-def _names(names: list[str]) -> str:
-    return ", ".join(names) if names else "nothing"
 
 
 def _artifact_name(name: str) -> str:

@@ -1,0 +1,124 @@
+"""One A/B under several declared conditions (``ab.conditions``): every (condition, seed, arm) unit.
+
+A condition is a list of config overrides added to the ones that composed the experiment, with the
+same arms and seeds (``{digits: [data=digits], synthetic: [data=synthetic]}``). Every condition's
+config is composed and checked before the first run, so an unknown key or value is refused naming
+``ab.conditions.NAME`` with nothing run. Each condition runs into its own folder, ``condition=NAME/``,
+exactly as the plain A/B with those overrides would: ``ab.conditions`` is dropped from its config, so
+its identity (and resume) is that run's. Each is analysed there as a plain A/B; then the declared
+primary claim, the average across conditions (analysis/conditions.py), is written at the root.
+
+In one process only: a multirun sweep of the same conditions is a grid over their overrides
+(``-m data=digits,synthetic``), whose grid.md/grid.json carry the same across-conditions block.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from omegaconf import DictConfig, open_dict
+
+from harness.experiment.units import Executed, ExperimentError, Outcome, arm_configs, run_experiment
+from harness.training.threads import is_auto
+
+
+def _key(override: str) -> str:
+    return str(override).split("=", 1)[0].lstrip("+~")
+
+
+def _compose(overrides: list, config_dirs: Sequence) -> DictConfig:
+    """As ``python -m harness`` composes: inside the running Hydra app with its search path (and
+    --config-dir), else through harness.config.compose."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        from hydra import compose
+
+        return compose(config_name="config", overrides=overrides)
+    from harness.config import compose
+
+    return compose(overrides, config_dirs=config_dirs)
+
+
+def given_overrides(overrides: Optional[Sequence[str]]) -> list:
+    """The overrides that composed the experiment: given, or the running Hydra app's."""
+    if overrides is not None:
+        return list(overrides)
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return list(HydraConfig.get().overrides.task)
+    raise ExperimentError("ab.conditions: each condition is composed from the overrides that composed the "
+                          "experiment plus its own; run it with python -m harness, or harness.run(overrides) "
+                          "(not with an already composed cfg).")
+
+
+def condition_configs(cfg: DictConfig, declaration, overrides: Sequence[str], config_dirs: Sequence = ()) -> dict:
+    """name -> the condition's composed config, every one checked (arms, values) before any run."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from harness.config import compose_error, replace_whole_arms
+    from harness.config.preflight import PreflightError, preflight_cheap
+
+    base = [o for o in overrides if not _key(o).startswith("ab.conditions")]
+    out = {}
+    for name, extra in declaration.conditions.items():
+        where = f"ab.conditions.{name}={list(extra)}"
+        own = {_key(o) for o in extra}
+        chosen = [o for o in base if _key(o) not in own] + list(extra)  # the condition's value wins
+        try:
+            c = _compose(chosen, config_dirs)
+        except (HydraException, OmegaConfBaseException) as e:
+            raise ExperimentError(f"{where} does not compose a config: {compose_error(e)} Nothing was run.") from None
+        replace_whole_arms(c, chosen)
+        with open_dict(c):
+            c.ab.conditions = None  # the condition's runs are the plain A/B with its overrides (same identity)
+            c.seed, c.arm = cfg.seed, cfg.arm
+            if is_auto(c.determinism.threads):
+                c.determinism.threads = cfg.determinism.threads  # resolved once, for every condition
+        try:
+            preflight_cheap(c)
+            arm_configs(c)
+        except (PreflightError, ExperimentError) as e:
+            raise ExperimentError(f"{where}: {e} Nothing was run.") from None
+        out[name] = c
+    return out
+
+
+def run_conditions(cfg: DictConfig, out_dir: Path, declaration, *, overrides: Optional[Sequence[str]],
+                   config_dirs: Sequence = (), multirun: bool, say: Callable[[str], None], tracker,
+                   certify: bool, show_table: bool) -> Executed:
+    """Run every (condition, seed, arm) not done, analyse each condition, then the average across them."""
+    from harness.analysis.conditions import CONDITION_DIR, analyze_conditions_dir, render_conditions
+    from harness.config.declaration import Declaration
+
+    if multirun or cfg.seed is not None or cfg.arm is not None:
+        raise ExperimentError(
+            "ab.conditions runs every (condition, seed, arm) in one process: python -m harness +experiment=... "
+            "(without -m, seed= or arm=). To spread the conditions over a sweep, sweep their overrides as a grid "
+            "instead: python -m harness -m +experiment=loss_ab ab.conditions={} data=digits,synthetic "
+            "'seed=range(0,10)'; grid.md and grid.json then carry the same across-conditions block.")
+    configs = condition_configs(cfg, declaration, given_overrides(overrides), config_dirs)
+    declaration.write(out_dir, say=say)
+    results, skipped, failed, folders = [], [], [], {}
+    for name, c in configs.items():
+        folder = out_dir / CONDITION_DIR.format(name)
+        say(f"condition {name}: {' '.join(declaration.conditions[name])}")
+        Declaration.from_config(c).write(folder, say=say)
+        outcome = run_experiment(c, folder, log=say, tracker=tracker, certify=certify, certificate_dir=folder)
+        results += outcome.results
+        skipped += [(name, *s) for s in outcome.skipped]
+        failed += outcome.failed
+        folders[name] = folder
+    summary, analyses = analyze_conditions_dir(out_dir)  # as python -m harness.analyze would redo it
+    for name, analysis in analyses.items():
+        tracker.log_analysis(analysis, folders[name])
+    tracker.log_conditions(summary, out_dir)
+    if show_table:
+        render_conditions(summary)
+    say(f"results: {out_dir}  (analysis.json, report.md, analysis.png; each condition's in condition=NAME/)")
+    errors = [f"{r['name']}: {r['not_analysed']}" for r in summary["conditions"] if "not_analysed" in r]
+    return Executed(Outcome(out_dir, results, skipped, failed), summary,
+                    None if analyses else "no condition could be analysed: " + "; ".join(errors))
