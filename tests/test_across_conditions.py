@@ -144,6 +144,20 @@ def test_the_files_are_reproduced_from_disk_and_a_grid_reading_keeps_them(ran):
     assert {n: (out / n).read_bytes() for n in before} == before
 
 
+def test_the_command_line_reproduces_the_claim_and_refuses_flags_that_change_its_basis(ran, capsys):
+    from harness.tools.analyze import main
+
+    out, _ = ran
+    before = {n: (out / n).read_bytes() for n in ("analysis.json", "report.md")}
+    assert main([str(out)]) == 0
+    assert "across 3 conditions" in capsys.readouterr().out
+    assert {n: (out / n).read_bytes() for n in before} == before
+    assert main([str(out), "--margin", "0.5"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--margin would change its basis" in err and "condition=NAME" in err
+    assert {n: (out / n).read_bytes() for n in before} == before
+
+
 def test_a_sweep_is_told_to_sweep_the_overrides_as_a_grid(tmp_path):
     from harness.experiment.execute import execute
     from harness.experiment.units import ExperimentError

@@ -43,6 +43,8 @@ def is_sequential(analysis: dict) -> bool:
 
 def verdicts(analysis: dict) -> list[str]:
     """The verdict sentence of each comparison: the sequential decision in sequential mode."""
+    if analysis.get("schema") == "harness.conditions/1":  # ab.conditions: the claim across them
+        return [b.get("sentence") or b.get("not_computed", "") for b in analysis["across_conditions"].values()]
     if is_sequential(analysis):
         return [a["sentence"] for a in analysis["sequential"]["arms"].values()]
     return [c["verdict"]["sentence"] for c in analysis.get("comparisons", {}).values()]

@@ -15,6 +15,12 @@ from .margins import Margin, margin_bound_factors
 _LAGUERRE_MAX_DF = 300  # above this scipy's generalised Laguerre weights overflow (NaN from ~500 df)
 
 
+@functools.lru_cache(maxsize=1)
+def _hermite_nodes():
+    """Gauss-Hermite nodes and weights (48): the same for every df, made once (each call costs ~1 ms)."""
+    return np.polynomial.hermite_e.hermegauss(48)
+
+
 @functools.lru_cache(maxsize=256)
 def _chi2_nodes(df: float):
     """Nodes v and weights w with E[g(V)] ~ sum w g(v) for V chi-square with df (sum w = 1).
@@ -27,7 +33,7 @@ def _chi2_nodes(df: float):
     if df <= _LAGUERRE_MAX_DF:
         x, w = special.roots_genlaguerre(96, df / 2 - 1)
         return 2 * x, w / w.sum()
-    z, w = np.polynomial.hermite_e.hermegauss(48)
+    z, w = _hermite_nodes()
     cube = np.clip(1 - 2 / (9 * df) + z * np.sqrt(2 / (9 * df)), 0.0, None)
     return df * cube**3, w / w.sum()
 

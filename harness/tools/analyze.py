@@ -87,6 +87,22 @@ def main(argv=None) -> int:
                    alpha=args.alpha, bootstrap_resamples=args.bootstrap_resamples,
                    bootstrap_seed=args.bootstrap_seed, direction=args.direction)
     try:
+        from harness.config.declaration import read as read_declaration
+        declared = read_declaration(args.dir) if Path(args.dir).is_dir() else None
+        if declared is not None and declared.conditions and not args.grid:  # the claim across ab.conditions
+            from harness.analysis.conditions import analyze_conditions_dir, render_conditions
+            given = [f"--{k.replace('_', '-')}" for k in ("metric", "direction", "margin", "baseline", "alpha",
+                                                           "bootstrap_resamples", "bootstrap_seed") if getattr(args, k) is not None]
+            if given:
+                print(f"harness.analyze: {args.dir} holds one A/B under the declared ab.conditions: its analysis is "
+                      f"the declared claim across them, with no choices; {', '.join(given)} would change its basis. "
+                      f"Run without flags, or analyse one condition's folder with them (an alternative written to "
+                      f"its alternatives/): python -m harness.analyze {Path(args.dir) / 'condition=NAME'} "
+                      f"{' '.join(given)} ...", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            summary, _ = analyze_conditions_dir(args.dir, write=not args.no_write)
+            render_conditions(summary)
+            return 0
         if args.grid:
             from harness.analysis.grid import SCHEMA as GRID_SCHEMA
             from harness.analysis.grid import analyze_grid_dir, render_grid
