@@ -49,6 +49,10 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         preflight_cheap(cfg)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
+    from harness.training.threads import workers_problem
+
+    if workers_problem(cfg.get("workers", "auto")):
+        raise ExperimentError(workers_problem(cfg.get("workers")))
     pin_threads(cfg, out_dir, in_sweep=multirun, say=say, warn=log.warning if say is _say else say)
     try:
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
@@ -58,19 +62,31 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
     except tracking.TrackingConfigError as e:
         raise ExperimentError(str(e)) from None
+    from harness.experiment.workers import Workers
+
+    # side by side (cfg.workers > 1, resolved with the threads): workers start when the first unit
+    # needs one, so a no-op rerun starts none; they end with this invocation, Ctrl-C included
+    pool = Workers(int(cfg.get("workers") or 1), say=say)
     try:
         certify = cfg.repro.certificate and _owns_certificate(cfg)
         if cfg.ab.sequential.enabled and not narrowed and not multirun:
             from harness.experiment.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
 
             return run_sequential(cfg, out_dir, declaration, say=say, tracker=tracker, certify=certify,
-                                  show_table=show_table)
+                                  show_table=show_table, pool=pool if pool.n > 1 else None)
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
             declaration.write(out_dir, say=say)
-        outcome = run_experiment(
-            cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
-            stop_on_fatal=not multirun,
-        )
+        if pool.n > 1:
+            from harness.experiment.side_by_side import run_side_by_side
+
+            outcome = run_side_by_side(cfg, out_dir, pool, log=say, tracker=tracker, certify=certify,
+                                       certificate_dir=sweep_root, stop_on_fatal=not multirun)
+        else:
+            outcome = run_experiment(
+                cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
+                stop_on_fatal=not multirun,
+            )
+        pool.close()  # before the analysis: their memory back, nothing left to run
         if narrowed or multirun:
             # One unit of a sweep: the sweep's callback (or harness.analyze) analyses all of them.
             say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {sweep_root}")
@@ -92,6 +108,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         say(f"results: {out_dir}  (analysis.json, report.md, analysis.png)")
         return Executed(outcome, analysis)
     finally:
+        pool.close()
         for w in tracker.close():
             log.warning(w)
 
