@@ -181,10 +181,11 @@ def test_a_write_that_fails_in_a_worker_is_named_as_on_the_serial_path(tmp_path)
     workers' result files; the parent names the file, says nothing completed, and exits 1."""
     full = {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0"}
     proc = subprocess.run([sys.executable, "-m", "harness", *SYN, "workers=2", f"hydra.run.dir={tmp_path / 'out'}",
-                           "hydra.job_logging.root.handlers=[console]"],
+                           "hydra.job_logging.root.handlers=[console]", "hydra.output_subdir=null"],
                           cwd=tmp_path, env=full, capture_output=True, text=True, timeout=300, preexec_fn=_small_files)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "result.json: File too large" in proc.stderr and "run the same command again to resume" in proc.stderr
+    assert "/runs/seed=0/arm=" in proc.stderr and "result.json: File too large" in proc.stderr
+    assert "The 0 completed result(s)" in proc.stderr and "run the same command again to resume" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not list((tmp_path / "out").rglob("result.json"))
 
