@@ -86,6 +86,9 @@ def test_auto_fills_the_free_cores_with_one_thread_units_and_one_unit_gets_every
     assert choose_threads("auto", QUIET, units=20, recorded=2).workers == 1  # the folder's count is kept
     assert choose_threads(1, QUIET, units=4, workers=8).workers == 4  # never more workers than units
     assert choose_threads(2, QUIET, units=4, workers=2).warning is not None  # 4 pinned threads on 2 cores
+    gpu = choose_threads("auto", QUIET, units=20, gpu=True)  # its memory decides, not measured here
+    assert (gpu.threads, gpu.workers) == (2, 1)
+    assert choose_threads(1, QUIET, units=20, workers=4, gpu=True).workers == 4  # asked for
 
 
 def test_a_bad_workers_value_is_refused_naming_the_key_and_what_is_allowed(tmp_path):
@@ -203,3 +206,17 @@ def test_sequential_mode_runs_its_batches_on_the_workers_with_the_same_looks(tmp
     looks = [json.dumps(read_json(tmp_path / f / "sequential.json"), sort_keys=True) for f in ("serial", "side")]
     assert looks[0] == looks[1]
     assert _finals(tmp_path / "side") == _finals(tmp_path / "serial")
+
+
+# -- the GPU check's side-by-side part ------------------------------------------------------------
+
+
+def test_the_gpu_side_by_side_check_runs_without_hydra_or_wandb():
+    """scripts/gpu_check.sh runs on a machine with torch alone; its side-by-side part too."""
+    code = ("import sys; sys.path.insert(0, 'scripts'); import gpu_side_by_side;"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('hydra', 'omegaconf', 'wandb'));"
+            "print(bad); sys.exit(1 if bad else 0)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"imported: {proc.stdout}{proc.stderr}"
+    assert "gpu_side_by_side.py --device cuda --units 20" in (REPO / "scripts/gpu_check.sh").read_text()

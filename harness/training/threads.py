@@ -21,7 +21,8 @@ so with ``workers=auto`` the auto thread count is shared out among the units:
 
 and a single unit (``seed=``/``arm=`` narrowed, a one-unit experiment) gets every free core as
 threads. ``workers=N`` asks for N (never more than the units); ``auto`` threads then share the free
-cores among those N. The worker count is not part of any identity: the bits depend on the threads
+cores among those N. On a GPU, ``workers=auto`` is 1: how many units fit in its memory is measured by
+scripts/gpu_check.sh, not guessed here; ``workers=N`` puts N units on the one device. The worker count is not part of any identity: the bits depend on the threads
 per unit only, so the same thread count gives the same bits serially and side by side.
 
 A sweep's jobs (``-m``) resolve on their own, possibly at the same moment, so there ``auto`` is 1:
@@ -124,12 +125,13 @@ def measure_load(samples: int = 5, interval: float = 0.02) -> Load:
 
 
 def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: Optional[int] = None,
-                   units: int = 1, workers=AUTO) -> ThreadChoice:
+                   units: int = 1, workers=AUTO, gpu: bool = False) -> ThreadChoice:
     """The rule (module docstring), given a measured load. ``recorded``: the count this output folder's
     results were made with, if any; ``units``: the (seed, arm) units this invocation may run;
-    ``workers``: "auto" or the integer asked for."""
+    ``workers``: "auto" or the integer asked for; ``gpu``: the runs use a GPU (auto workers: 1,
+    since how many units fit in its memory is not measured yet: ask with workers=N)."""
     units = max(1, int(units))
-    alone = in_sweep or units == 1  # one unit per process: nothing to put side by side
+    alone = in_sweep or units == 1 or (gpu and is_auto(workers))  # nothing to put side by side
     share = 1 if alone or workers == 1 else (units if is_auto(workers) else min(int(workers), units))
     if is_auto(requested):
         if recorded is not None:
@@ -177,7 +179,7 @@ def resolve_threads(cfg, *, say: Callable[[str], None] = print, warn: Optional[C
         raise ValueError(problem)
     load = measure()
     choice = choose_threads(requested, load, in_sweep=in_sweep, recorded=recorded, units=units_of(cfg),
-                            workers=AUTO if is_auto(workers) else int(workers))
+                            workers=AUTO if is_auto(workers) else int(workers), gpu=uses_gpu(cfg))
     readonly = OmegaConf.is_readonly(cfg)
     OmegaConf.set_readonly(cfg, False)
     with open_dict(cfg):
@@ -208,3 +210,10 @@ def units_of(cfg) -> int:
     except (AttributeError, TypeError):
         return 1
     return max(1, seeds * arms)
+
+
+def uses_gpu(cfg) -> bool:
+    """Whether the runs will use a GPU, decided without importing torch: device=cuda, or device=auto
+    on a machine with an NVIDIA device node."""
+    device = str(getattr(cfg.get("device"), "value", cfg.get("device")) or "auto").lower()
+    return device.startswith("cuda") or (device == "auto" and os.path.exists("/dev/nvidia0"))
