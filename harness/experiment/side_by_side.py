@@ -52,7 +52,7 @@ def run_side_by_side(cfg: DictConfig, out_dir, pool: Workers, *, log: Callable[[
     if serial._all_done(cfg, arms, seeds, arm_names, out_dir):
         log("every run is done with this config and code: nothing to check or train")
     else:
-        pool.start(len(seeds) * len(arm_names))  # their imports overlap the preflight
+        pool.start(len(seeds) * len(arm_names), warm=modules_of(cfg))  # their imports overlap the preflight
         try:
             preflight(cfg, arms)  # every value, import and the data, before the first run
         except PreflightError as e:
@@ -73,6 +73,14 @@ def run_side_by_side(cfg: DictConfig, out_dir, pool: Workers, *, log: Callable[[
         outcome.certificate, kept = certify_with(pool, arms, outcome.results, Path(certificate_dir or out_dir), log)
         outcome.certified_now = outcome.certificate is not None and not kept
     return outcome
+
+
+def modules_of(cfg) -> tuple:
+    """The modules of the training function and of every component's _target_."""
+    from harness.training.components import targets
+
+    names = [str(cfg.train.fn), *targets(cfg)]
+    return tuple(dict.fromkeys(n.rsplit(".", 1)[0] for n in names if "." in n))
 
 
 def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=None, progress: bool = False,

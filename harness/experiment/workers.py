@@ -73,6 +73,7 @@ class Workers:
 
     def __init__(self, n: int, *, say: Callable[[str], None] = print):
         self.n = max(1, int(n))
+        self._warm: tuple = ()
         self.say = say
         self._all: list[_Worker] = []
 
@@ -97,13 +98,16 @@ class Workers:
         os.close(task_r)
         os.close(reply_w)
         worker = _Worker(proc, Connection(task_w, readable=False), Connection(reply_r, writable=False))
-        worker.tasks.send({"path": list(sys.path)})  # the training function's modules, as this process sees them
+        # the training function's modules, as this process sees them
+        worker.tasks.send({"path": list(sys.path), "warm": self._warm})
         self._all.append(worker)
         return worker
 
-    def start(self, units: int) -> None:
-        """Start the workers ``units`` units will use now, so that their imports overlap the parent's
+    def start(self, units: int, warm: tuple = ()) -> None:
+        """Start the workers ``units`` units will use now, so that their imports (torch, and the
+        modules named in ``warm``: the training function's, the components') overlap the parent's
         preflight instead of following it."""
+        self._warm = tuple(warm)
         while len(self._all) < min(self.n, units):
             self._start()
 
@@ -248,6 +252,20 @@ def _die_with_parent(parent: int) -> None:
     exit_with_parent()  # where PR_SET_PDEATHSIG is not available
 
 
+def _warm(modules) -> None:
+    """Import what every unit will need while the parent runs its preflight (errors: the preflight's)."""
+    import importlib
+
+    import harness.experiment.units  # noqa: F401
+    import torch  # noqa: F401
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the preflight names what cannot be imported
+            pass
+
+
 def main(argv: list[str]) -> int:
     task_fd, reply_fd, parent = map(int, argv[:3])
     _die_with_parent(parent)
@@ -256,12 +274,13 @@ def main(argv: list[str]) -> int:
     try:
         init = tasks.recv()
         sys.path[:0] = [p for p in init["path"] if p not in sys.path]
-        import harness.experiment.units  # noqa: F401 - while the parent runs its preflight
-        import torch  # noqa: F401
+        _warm(init.get("warm", ()))
         while True:
             task = tasks.recv()
-            if task is None:
-                return 0
+            if task is None:  # every result is on disk: no interpreter teardown (torch's takes seconds)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
             replies.send(_do(task, replies))
     except (EOFError, BrokenPipeError):  # the parent is gone or closed the pool
         return 0
