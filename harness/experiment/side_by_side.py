@@ -103,6 +103,13 @@ def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=N
     by_seed: dict[int, list[int]] = {}
     for i, (seed, *_rest) in enumerate(plan):
         by_seed.setdefault(seed, []).append(i)
+
+    def paired(seed) -> None:  # as the serial path checks each seed once its units are in
+        if all(results[j] is not None for j in by_seed[seed]):
+            serial.check_pairing([results[j] for j in by_seed[seed]])
+
+    for seed in by_seed:  # seeds whose units were all skipped
+        paired(seed)
     lines: dict[int, tuple] = {}
     with RunProgress(enabled=progress) as bar:
         def on_progress(task: Task, step) -> None:
@@ -123,18 +130,16 @@ def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=N
             else:
                 result, was_skipped = body
             results[task.index] = result
-            if was_skipped:
+            if was_skipped:  # another process ran it meanwhile
                 skipped.append((seed, arm))
-                continue
-            if tracker is not None:
-                tracker.log_run(result)
-            if result["status"] != "completed":
-                failed.append(result)
-                if stop_on_fatal and result["error"]["type"] in FATAL:
-                    raise ExperimentError(result["error"]["message"])
-            for seed_of_unit, indices in by_seed.items():  # a seed whose units are all in: paired?
-                if task.index in indices and all(results[j] is not None for j in indices):
-                    serial.check_pairing([results[j] for j in indices])
+            else:
+                if tracker is not None:
+                    tracker.log_run(result)
+                if result["status"] != "completed":
+                    failed.append(result)
+                    if stop_on_fatal and result["error"]["type"] in FATAL:
+                        raise ExperimentError(result["error"]["message"])
+            paired(seed)
     return serial.Outcome(out_dir, [r for r in results if r is not None], skipped, failed)
 
 
