@@ -115,6 +115,16 @@ def test_side_by_side_gives_the_serial_runs_bits_and_the_same_analysis(tmp_path)
     assert read_json(side / "certificate.json") == read_json(serial / "certificate.json")
 
 
+def test_a_pairing_violation_is_refused_side_by_side_as_in_serial(tmp_path):
+    unpaired = [*SYN, "train.fn=tests.workers_fns.unpaired"]
+    a = run_cli([*unpaired, "workers=1", f"hydra.run.dir={tmp_path / 'serial'}"], cwd=tmp_path)
+    b = run_cli([*unpaired, "workers=2", f"hydra.run.dir={tmp_path / 'side'}"], cwd=tmp_path)
+    assert a.returncode == b.returncode == 2, (a.stderr[-2000:], b.stderr[-2000:])
+    assert "seed 0: arms A and B have different init fingerprints" in b.stderr
+    assert a.stderr.split("harness: error:")[1].split(" (")[0] == b.stderr.split("harness: error:")[1].split(" (")[0]
+    assert "Traceback" not in b.stderr
+
+
 # -- a worker that dies -----------------------------------------------------------------------------
 
 

@@ -14,3 +14,14 @@ def killed_at_seed(cfg, run, shift: float = 0.0, kill_seed: int = -1, kill_shift
     if run.seed == kill_seed and shift == kill_shift:
         os.kill(os.getpid(), signal.SIGKILL)
     return paired_metric(cfg, run, shift=shift)
+
+
+def unpaired(cfg, run, shift: float = 0.0) -> dict:
+    """An arm-dependent initial weight: the arms of a seed are not paired (the harness must say so)."""
+    import torch
+
+    with run.init():
+        weight = torch.randn(1) + shift
+    run.watch([weight], total_steps=1)
+    run.step(torch.tensor(1.0))
+    return {"test_accuracy": 50.0 + float(weight), "n_test": 100}

@@ -13,6 +13,7 @@ runs it again); a unit that is already done is skipped here without a worker.
 from __future__ import annotations
 
 import json
+from collections import deque
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -104,12 +105,15 @@ def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=N
     for i, (seed, *_rest) in enumerate(plan):
         by_seed.setdefault(seed, []).append(i)
 
-    def paired(seed) -> None:  # as the serial path checks each seed once its units are in
-        if all(results[j] is not None for j in by_seed[seed]):
-            serial.check_pairing([results[j] for j in by_seed[seed]])
+    order = deque(by_seed)
 
-    for seed in by_seed:  # seeds whose units were all skipped
-        paired(seed)
+    def paired() -> None:
+        """Check the seeds in the serial order, each once its units are in: the first unpaired seed
+        named is the one the serial path names, whichever unit finished first."""
+        while order and all(results[j] is not None for j in by_seed[order[0]]):
+            serial.check_pairing([results[j] for j in by_seed[order.popleft()]])
+
+    paired()  # seeds whose units were all skipped
     lines: dict[int, tuple] = {}
     with RunProgress(enabled=progress) as bar:
         def on_progress(task: Task, step) -> None:
@@ -139,7 +143,7 @@ def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=N
                     failed.append(result)
                     if stop_on_fatal and result["error"]["type"] in FATAL:
                         raise ExperimentError(result["error"]["message"])
-            paired(seed)
+            paired()
     return serial.Outcome(out_dir, [r for r in results if r is not None], skipped, failed)
 
 
