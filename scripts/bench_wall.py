@@ -3,16 +3,22 @@
 Each line is a fresh ``python -m harness`` in a subprocess, as a user runs it:
 
   refuse          a bad value (train.batch_size=0): the time to the error
-  first           the experiment, every run trained (determinism.threads as given, default auto)
-  noop            the same command again: every run skipped, certificate and analysis kept
+  serial          every unit one after another in one process (determinism.threads=1 workers=1)
+  side by side    the units in worker processes, one per core (determinism.threads=1 workers=CORES):
+                  the same bits as serial
+  default         the command as given (threads and workers auto: on a quiet 2-core machine, the same
+                  as side by side)
+  noop            the default command again: every run skipped, certificate and analysis kept
   noop wandb      the same, logger=wandb (WANDB_MODE=offline)
-  busy auto       the experiment in a fresh folder while one synthetic busy process spins
-  busy threads=2  the same pinned to 2 threads (the old default: the thread trap), with --trap
+  busy ...        serial, side by side and default again, in fresh folders, while one synthetic busy
+                  process spins
+  busy threads=2  pinned to 2 threads beside it (the old default: the thread trap), with --trap
 
 then the phases of a no-op rerun measured inside one process (imports, compose, cheap checks, the
-load measurement, resume decisions with the code identity, analysis). Ratios are printed against
-``first``; every line says the load average when it started: on a shared machine, read them as
-measured under that load.
+load measurement, resume decisions with the code identity, analysis). Ratios: side by side / serial
+(quiet and busy; target <= 0.65 on 2 cores) and busy / quiet for the default (target <= 2). Every
+line says the load average when it started: on a shared machine, read them as measured under that
+load.
 
     python scripts/bench_wall.py [--trap] [--timeout 600] [-- OVERRIDES...]
     python scripts/bench_wall.py -- train.max_steps=60 ab.seeds=[0,1,2]   # smaller than the default
@@ -50,7 +56,7 @@ def invocation(args: list[str], folder: Path, timeout: int, **env) -> tuple[floa
     except subprocess.TimeoutExpired:
         return float("inf"), -1, f"(stopped after {timeout} s)"
     wall = time.perf_counter() - t0
-    said = [line for line in out.splitlines() if "determinism.threads" in line or "error" in line.lower()]
+    said = [line.split(" - ", 1)[-1] for line in out.splitlines() if "determinism.threads" in line or "error" in line.lower()]
     return wall, code, f"load {load:.2f} at start; " + (said[0][-150:] if said else f"exit {code}")
 
 
@@ -81,7 +87,7 @@ def phases(folder: Path, overrides: list[str]) -> dict:
     from harness.config.declaration import Declaration
     declaration = Declaration.from_config(cfg)
     ex._analysis(folder, declaration, unchanged_inputs=True)
-    lap("analysis (compared with analysis.json)")
+    lap("analysis (read: its inputs are unchanged)")
     return out
 
 
@@ -97,11 +103,15 @@ def main() -> int:
         return 0
 
     args = [*BASE, *a.overrides]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    serial, side = ["determinism.threads=1", "workers=1"], ["determinism.threads=1", f"workers={cores}"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         rows.append(("refuse", *invocation([*args, "train.batch_size=0"], tmp / "refuse", a.timeout)))
-        rows.append(("first", *invocation(args, tmp / "exp", a.timeout)))
+        rows.append(("serial", *invocation([*args, *serial], tmp / "serial", a.timeout)))
+        rows.append(("side by side", *invocation([*args, *side], tmp / "side", a.timeout)))
+        rows.append(("default", *invocation(args, tmp / "exp", a.timeout)))
         rows.append(("noop", *invocation(args, tmp / "exp", a.timeout)))
         wandb_dir = tmp / "wandb_cache"
         rows.append(("noop wandb", *invocation([*args, "logger=wandb"], tmp / "exp", a.timeout, WANDB_MODE="offline",
@@ -112,20 +122,26 @@ def main() -> int:
         spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
             time.sleep(2)  # let the load average and the runnable count see it
-            rows.append(("busy auto", *invocation(args, tmp / "busy_auto", a.timeout)))
+            rows.append(("busy serial", *invocation([*args, *serial], tmp / "busy_serial", a.timeout)))
+            rows.append(("busy side", *invocation([*args, *side], tmp / "busy_side", a.timeout)))
+            rows.append(("busy default", *invocation(args, tmp / "busy_auto", a.timeout)))
             if a.trap:
-                rows.append(("busy threads=2", *invocation([*args, "determinism.threads=2"], tmp / "busy_t2", a.timeout)))
+                rows.append(("busy threads=2", *invocation([*args, "determinism.threads=2", "workers=1"],
+                                                           tmp / "busy_t2", a.timeout)))
         finally:
             spin.kill()
             spin.wait()
 
-    first = dict((r[0], r[1]) for r in rows)["first"]
-    print(f"bench_wall: {' '.join(args)}  ({os.cpu_count()} CPUs)\n")
-    print(f"{'invocation':<16} {'wall s':>8} {'x first':>8}  exit  note")
-    for name, wall, code, note in rows:
-        print(f"{name:<16} {wall:>8.2f} {wall / first:>8.2f}  {code:>4}  {note}")
-    quiet, busy = first, dict((r[0], r[1]) for r in rows)["busy auto"]
-    print(f"\nbusy / quiet (auto threads): {busy / quiet:.2f} (target <= 2)")
+    wall = {r[0]: r[1] for r in rows}
+    first = wall["serial"]
+    print(f"bench_wall: {' '.join(args)}  ({os.cpu_count()} CPUs, {cores} usable)\n")
+    print(f"{'invocation':<16} {'wall s':>8} {'x serial':>8}  exit  note")
+    for name, seconds, code, note in rows:
+        print(f"{name:<16} {seconds:>8.2f} {seconds / first:>8.2f}  {code:>4}  {note}")
+    print(f"\nside by side / serial, quiet: {wall['side by side'] / wall['serial']:.2f} (target <= 0.65 on 2 cores)")
+    print(f"side by side / serial, busy:  {wall['busy side'] / wall['busy serial']:.2f}")
+    print(f"default busy / default quiet: {wall['busy default'] / wall['default']:.2f} (target <= 2)")
+    print(f"noop: {wall['noop']:.2f} s (target <= 2), noop wandb: {wall['noop wandb']:.2f} s (target <= 4)")
     print("\nno-op rerun by phase (one process):")
     for name, s in phase.items():
         print(f"  {name:<48} {s:>6.2f} s" if isinstance(s, float) else f"  {name}: {s}")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One command on one GPU: what deterministic mode costs (scripts/bench_determinism.py) and whether
-# two same-seed runs part ways (scripts/replicate_divergence.py), ResNet18 on CIFAR-shaped batches.
+# One command on one GPU: what deterministic mode costs (scripts/bench_determinism.py), whether
+# two same-seed runs part ways (scripts/replicate_divergence.py), ResNet18 on CIFAR-shaped batches,
+# and 20 units side by side on the one GPU against one alone (scripts/gpu_side_by_side.py: the
+# default experiment's small CNN, then ResNet18; goal <= 3x, the same bits as alone).
 #
 #   scripts/gpu_check.sh OUTDIR
 #
@@ -13,6 +15,7 @@
 #   gpu_check.log              everything printed
 #   determinism_cost.md/.json  the cost table (4 modes x fp32, bf16)
 #   divergence.md/.json/.png   the same-seed pairs: first divergent step, max |dw|, curves
+#   side_by_side.txt           20 units at once vs one alone, small CNN and ResNet18 (about 90 s more)
 set -euo pipefail
 
 if [ $# -ne 1 ]; then
@@ -44,7 +47,7 @@ cat "$out/env.txt"
 import sys
 
 sys.path.insert(0, "scripts")
-import bench_determinism, replicate_divergence  # noqa: E401,F401  (imports harness too)
+import bench_determinism, replicate_divergence, gpu_side_by_side  # noqa: E401,F401  (imports harness too)
 
 bad = sorted({m.split(".")[0] for m in sys.modules} & {"hydra", "omegaconf", "wandb"})
 if bad:
@@ -63,5 +66,14 @@ timeout 300 "$py" scripts/bench_determinism.py --device cuda --model resnet18 --
 # Divergence: 3 pairs x 2 runs x 200 ResNet18 steps, with a fingerprint after every step.
 timeout 150 "$py" scripts/replicate_divergence.py --device cuda --model resnet18 --batch 128 \
   --steps 200 --out "$out" 2>&1 | tee -a "$log"
+
+# Side by side: 20 processes x 330 steps of the default experiment's CNN (digits-shaped, batch 64),
+# then 20 x 100 ResNet18 steps (CIFAR-shaped, batch 128), each against one unit alone.
+{
+  timeout 120 "$py" scripts/gpu_side_by_side.py --device cuda --units 20 --model small_cnn --channels 1 \
+    --image-size 8 --batch 64 --steps 330 --threads 1
+  timeout 180 "$py" scripts/gpu_side_by_side.py --device cuda --units 20 --model resnet18 --batch 128 \
+    --steps 100 --threads 1
+} 2>&1 | tee "$out/side_by_side.txt" | tee -a "$log"
 
 echo "gpu_check done: $out" | tee -a "$log"

@@ -13,7 +13,7 @@ from harness.config import compose
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONF = REPO / "tests" / "conf"  # the tests' own config folder, added like a researcher's --config-dir
 
-# Small and fast: 3 seeds, 30 steps on 512 digits, no wandb.
+# Small and fast: 3 seeds, 30 steps on 512 digits, no wandb, no worker processes.
 FAST = [
     "+experiment=loss_ab",
     "ab.seeds=[0,1,2]",
@@ -21,6 +21,7 @@ FAST = [
     "data.train_limit=512",
     "logger=none",
     "progress=false",
+    "workers=1",  # the cheapest path: units one after another in the test's process (test_workers.py starts pools)
 ]
 
 

@@ -201,6 +201,10 @@ class Config:
     lock_timeout: Optional[float] = None
     progress: bool = True  # live progress bar on the terminal
     tables: bool = False  # every table on the terminal; off: the verdict screen (report.md always has them all)
+    # (seed, arm) units side by side in long-lived worker processes: "auto" (the free cores divided
+    # by the threads per unit; 1 unit -> this process), or an integer >= 1 (1: one after another, in
+    # this process). Changes no bit: see harness/training/threads.py and harness/experiment/workers.py.
+    workers: Any = "auto"
     # Pluggable components: _target_ nodes (a dotted path + its keyword arguments), ours or yours.
     # Every key under one is an argument of its target, checked against its signature before the
     # first run. The built-in loop passes the rest at the call site: model(in_channels=,

@@ -7,7 +7,9 @@ identity.py (what may be skipped: config and code identity), sequential.py, sequ
 sequential_identity.py (seeds in batches until settled), race_plan.py and race.py (racing K
 configurations: the looks and drops; the race folder's analysis.json, report.md and race.png),
 conditions.py (one A/B under every declared condition of ab.conditions, each in condition=NAME/),
-callbacks.py and precheck.py (the Hydra callbacks of a sweep), watchdog.py (pool workers end with their launcher), progress.py.
+callbacks.py and precheck.py (the Hydra callbacks of a sweep), watchdog.py (pool workers end with their
+launcher), progress.py, workers.py (long-lived worker processes for one invocation's units) and
+side_by_side.py (an experiment's units on those workers: the serial path's contract, units at once).
 
 May import: harness.analysis and harness.tracking (to analyse and log what ran), harness.config,
 harness.training, harness.stats, harness.results. Computes no statistics itself.

@@ -50,6 +50,10 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         preflight_cheap(cfg)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
+    from harness.training.threads import workers_problem
+
+    if workers_problem(cfg.get("workers", "auto")):
+        raise ExperimentError(workers_problem(cfg.get("workers")))
     pin_threads(cfg, out_dir, in_sweep=multirun, say=say, warn=log.warning if say is _say else say)
     try:
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
@@ -59,13 +63,18 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
     except tracking.TrackingConfigError as e:
         raise ExperimentError(str(e)) from None
+    from harness.experiment.workers import Workers
+
+    # side by side (cfg.workers > 1, resolved with the threads): workers start when the first unit
+    # needs one, so a no-op rerun starts none; they end with this invocation, Ctrl-C included
+    pool = Workers(int(cfg.get("workers") or 1), say=say)
     try:
         certify = cfg.repro.certificate and _owns_certificate(cfg)
         if cfg.ab.sequential.enabled and not narrowed and not multirun:
             from harness.experiment.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
 
             return run_sequential(cfg, out_dir, declaration, say=say, tracker=tracker, certify=certify,
-                                  show_table=show_table)
+                                  show_table=show_table, pool=pool if pool.n > 1 else None)
         if declaration.conditions:  # every (condition, seed, arm); the average across them (conditions.py)
             from harness.experiment.conditions import run_conditions
 
@@ -74,10 +83,17 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
                                   show_table=show_table)
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
             declaration.write(out_dir, say=say)
-        outcome = run_experiment(
-            cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
-            stop_on_fatal=not multirun,
-        )
+        if pool.n > 1:
+            from harness.experiment.side_by_side import run_side_by_side
+
+            outcome = run_side_by_side(cfg, out_dir, pool, log=say, tracker=tracker, certify=certify,
+                                       certificate_dir=sweep_root, stop_on_fatal=not multirun)
+        else:
+            outcome = run_experiment(
+                cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
+                stop_on_fatal=not multirun,
+            )
+        pool.close()  # before the analysis: their memory back, nothing left to run
         if narrowed or multirun:
             # One unit of a sweep: the sweep's callback (or harness.analyze) analyses all of them.
             say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {sweep_root}")
@@ -99,6 +115,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         say(f"results: {out_dir}  (analysis.json, report.md, analysis.png)")
         return Executed(outcome, analysis)
     finally:
+        pool.close()
         for w in tracker.close():
             log.warning(w)
 
@@ -116,10 +133,15 @@ def _analysis(out_dir: Path, declaration, *, unchanged_inputs: bool) -> dict:
 
     kept = [out_dir / n for n in ("analysis.json", "report.md", "analysis.png")]
     if not unchanged_inputs or not all(p.is_file() for p in kept):
-        return analyze_dir(out_dir, declaration=declaration)
+        return _recorded(analyze_dir(out_dir, declaration=declaration), out_dir)
+    digest = inputs_digest(out_dir)
+    if _read_text(out_dir / INPUTS_NAME) == digest:
+        analysis = _read_or_none(kept[0])  # made from these very files by this very code: not made again
+        if isinstance(analysis, dict):
+            return {**analysis, "_unchanged": True}
     analysis = analyze_dir(out_dir, declaration=declaration, write=False)
     if analysis.get("departures"):  # not the declared files: let analyze_dir place them
-        return analyze_dir(out_dir, declaration=declaration)
+        return _recorded(analyze_dir(out_dir, declaration=declaration), out_dir)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:  # the JSON exactly as written (NaN -> null, tuples -> lists)
@@ -127,8 +149,61 @@ def _analysis(out_dir: Path, declaration, *, unchanged_inputs: bool) -> dict:
         same = read_json(Path(tmp) / "a.json") == _read_or_none(kept[0])
     if not same:
         write_outputs(analysis, out_dir)
-        return analysis
-    return {**analysis, "_unchanged": True}
+        return _recorded(analysis, out_dir)
+    return {**_recorded(analysis, out_dir), "_unchanged": True}
+
+
+# What the declared analysis in a folder was made from: beside analysis.json, so that a no-op rerun
+# whose inputs are these very bytes reads the analysis instead of making it again (scipy.stats'
+# import alone costs about a second).
+INPUTS_NAME = ".analysis_inputs"
+_NOT_INPUTS = {"analysis.json", "report.md", "analysis.png", INPUTS_NAME, ".lock"}
+_NOT_INPUT_DIRS = {".hydra", "wandb", "alternatives"}  # logs, tracking, the alternative analyses' outputs
+
+
+def inputs_digest(out_dir: Path) -> str:
+    """A digest of every file an analysis of ``out_dir`` can read (result files, the declaration, the
+    certificate, experiment.json, anything else beside them) and of the harness's own source."""
+    import hashlib
+    import os
+
+    from harness.experiment.identity import _harness_digest
+
+    h = hashlib.sha256(_harness_digest().encode())
+    root = str(out_dir)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not (folder == root and d in _NOT_INPUT_DIRS))
+        for name in sorted(files):
+            if name in _NOT_INPUTS or name.endswith((".log", ".tmp")):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as f:
+                    content = hashlib.sha256(f.read()).hexdigest()
+            except OSError as e:
+                content = f"unreadable: {e.errno}"
+            h.update(f"{os.path.relpath(path, root)}\0{content}\n".encode())
+    return h.hexdigest()
+
+
+def _recorded(analysis: dict, out_dir: Path) -> dict:
+    """Note what the declared files were made from (best effort: without the note, the next no-op
+    rerun makes the analysis again and compares)."""
+    from harness.results import atomic_write
+
+    digest = inputs_digest(out_dir).encode()
+    try:
+        atomic_write(out_dir / INPUTS_NAME, lambda f: f.write(digest))
+    except OSError:
+        pass
+    return analysis
+
+
+def _read_text(path: Path):
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _read_or_none(path: Path):

@@ -85,13 +85,18 @@ def _package_of(target: str):
     """(top-level module name, its source root: a package folder or a module file) for a dotted path."""
     top = target.split(".")[0]
     module = sys.modules.get(top)
-    if module is None:
-        import importlib
+    if module is None:  # found, not imported: importing torch to learn where it lives cost seconds
+        import importlib.util
 
         try:
-            module = importlib.import_module(top)
-        except ImportError:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
             return top, None
+        if spec is None:
+            return top, None
+        if spec.submodule_search_locations:
+            return top, Path(list(spec.submodule_search_locations)[0])
+        return top, Path(spec.origin) if spec.has_location and spec.origin else None
     if getattr(module, "__path__", None):
         return top, Path(list(module.__path__)[0])
     file = getattr(module, "__file__", None)
@@ -172,14 +177,32 @@ def torch_version() -> str:
 
 
 def _dist_version(top: str) -> str:
+    """'dist==version' of the first installed distribution that provides ``top`` (what
+    metadata.packages_distributions()[top][0] names, found without reading every distribution's file
+    list: that read cost about a second per run)."""
     from importlib import metadata
 
-    for dist in metadata.packages_distributions().get(top, []):
-        try:
-            return f"{dist}=={metadata.version(dist)}"
-        except metadata.PackageNotFoundError:
-            continue
+    for dist in metadata.distributions():
+        if top in _provides(dist):
+            name = dist.metadata["Name"]
+            try:
+                return f"{name}=={metadata.version(name)}"
+            except metadata.PackageNotFoundError:
+                continue
     return "unknown version"
+
+
+def _provides(dist) -> set:
+    """The top-level import names of a distribution, read as packages_distributions reads them."""
+    declared = (dist.read_text("top_level.txt") or "").split()
+    if declared:
+        return set(declared)
+    record = dist.read_text("RECORD")
+    if record is None or '"' in record:  # no RECORD, or quoted names: let importlib parse it
+        return {f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in (dist.files or [])
+                if f.suffix == ".py"}
+    names = (line.split(",", 1)[0] for line in record.splitlines())  # dist.files, without its objects
+    return {n.split("/", 1)[0] if "/" in n else n[:-3] for n in names if n.endswith(".py") and n != ".py"}
 
 
 def describe_code_change(old: Optional[dict], new: dict) -> str:

@@ -1,4 +1,8 @@
-"""A live progress line per run (seed, arm, step, loss) on the terminal; silent when not a TTY."""
+"""A live progress line per run (seed, arm, step, loss) on the terminal; silent when not a TTY.
+
+One line at a time (``start``/``done``, the serial path) or one per unit running side by side
+(``line``: the workers report their steps to the parent, which draws them here).
+"""
 
 from __future__ import annotations
 
@@ -47,3 +51,15 @@ class RunProgress:
         if self._progress is not None and self._task is not None:
             self._progress.remove_task(self._task)
             self._task = None
+
+    def line(self, seed: int, arm: str):
+        """One more live line, for a unit running in a worker: (update(step, total, loss), close()),
+        or None when disabled."""
+        if self._progress is None:
+            return None
+        task = self._progress.add_task(f"seed={seed} arm={arm}", total=None, loss="-")
+
+        def update(step: int, total: int, loss: float) -> None:
+            self._progress.update(task, completed=step, total=total, loss=f"{loss:.4f}")
+
+        return update, lambda: self._progress.remove_task(task)

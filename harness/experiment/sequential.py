@@ -100,8 +100,9 @@ def narrowed(cfg: DictConfig, seed: int, arm: Optional[str] = None) -> DictConfi
 
 
 def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable[[str], None] = print, tracker=None,
-                   certify: bool = True, show_table: bool = True):
-    """The in-process loop; returns app.Executed (outcome over every batch, the final analysis)."""
+                   certify: bool = True, show_table: bool = True, pool=None):
+    """The in-process loop; returns app.Executed (outcome over every batch, the final analysis).
+    ``pool`` (workers.Workers): each batch's units side by side in its workers, else one by one."""
     from harness.experiment.units import Executed
 
     out_dir = Path(out_dir)
@@ -138,6 +139,14 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
         every_arm = len(p.batch_arms) == len(arms) + 1
         # seed by seed, every arm of a seed before the next seed (as a sweep's jobs would be)
         units = [(seed, arm) for seed in p.batch_seeds for arm in ([None] if every_arm else p.batch_arms)]
+        if pool is not None:
+            outcome = _batch_side_by_side(cfg, out_dir, units, pool, say, tracker, certify)
+            certify = False
+            cert = outcome.certificate or cert
+            results += outcome.results
+            skipped += outcome.skipped
+            failed += outcome.failed
+            continue
         for seed, arm in units:
             outcome = run_experiment(narrowed(cfg, seed, arm), out_dir, log=say, tracker=tracker,
                                      certify=certify, certificate_dir=out_dir)
@@ -171,6 +180,24 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
     if p.stopped:
         return Executed(outcome, analysis, f"sequential run stopped unsettled: {p.stopped}")
     return Executed(outcome, analysis)
+
+
+def _batch_side_by_side(cfg, out_dir: Path, units, pool, say, tracker, certify: bool) -> Outcome:
+    """One batch's units on the workers: each unit exactly as run_experiment(narrowed(cfg, seed, arm))
+    runs it in this process (the same config, so the same result files), without a preflight per
+    unit (prepare made it)."""
+    from harness.experiment.side_by_side import certify_with, run_units
+
+    plan = []
+    for seed, arm in units:
+        sub = narrowed(cfg, seed, arm)
+        arms = arm_configs(sub)
+        plan += [(seed, name, sub, arms[name]) for name in ([arm] if arm is not None else list(arms))]
+    outcome = run_units(plan, out_dir, pool, log=say, tracker=tracker, progress=bool(cfg.progress))
+    if certify:
+        outcome.certificate, kept = certify_with(pool, arm_configs(cfg), outcome.results, out_dir, say)
+        outcome.certified_now = outcome.certificate is not None and not kept
+    return outcome
 
 
 def _write(out_dir: Path, design, p, cfg, declaration, loaded, status) -> dict:

@@ -11,6 +11,20 @@ pins more threads than there are free cores:
             (median of a few samples of /proc/loadavg, this process excluded) and the 1-minute
             load average rounded down, scaled to our share of the machine's CPUs.
 
+Units side by side (``workers``, harness/experiment/workers.py): one invocation runs its (seed, arm)
+units in long-lived worker processes, ``workers x threads <= free cores``. On 2 free cores, 2 units
+x 1 thread beat 1 unit x 2 threads (the pinned threads' barriers cost more than a second process),
+so with ``workers=auto`` the auto thread count is shared out among the units:
+
+    threads = max(1, free // units)        (1 on 2 cores for any experiment of 2 units or more)
+    workers = min(units, free // threads)  (1: today's serial path, in this process)
+
+and a single unit (``seed=``/``arm=`` narrowed, a one-unit experiment) gets every free core as
+threads. ``workers=N`` asks for N (never more than the units); ``auto`` threads then share the free
+cores among those N. On a GPU, ``workers=auto`` is 1: how many units fit in its memory is measured by
+scripts/gpu_check.sh, not guessed here; ``workers=N`` puts N units on the one device. The worker count is not part of any identity: the bits depend on the threads
+per unit only, so the same thread count gives the same bits serially and side by side.
+
 A sweep's jobs (``-m``) resolve on their own, possibly at the same moment, so there ``auto`` is 1:
 two arms of one seed must never get other thread counts from two measurements. An output folder
 that already holds this experiment keeps the count its results were made with (the bits of a
@@ -59,6 +73,7 @@ class ThreadChoice:
     threads: int  # what every run pins
     why: str  # one line for the log
     warning: Optional[str] = None  # set when the pinned threads will wait for busy cores
+    workers: int = 1  # units side by side (1: serial, in this process)
 
 
 def is_auto(value) -> bool:
@@ -109,21 +124,35 @@ def measure_load(samples: int = 5, interval: float = 0.02) -> Load:
     return Load(cores=cores, busy=busy, load_average=load_average, runnable=runnable)
 
 
-def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: Optional[int] = None) -> ThreadChoice:
+def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: Optional[int] = None,
+                   units: int = 1, workers=AUTO, gpu: bool = False) -> ThreadChoice:
     """The rule (module docstring), given a measured load. ``recorded``: the count this output folder's
-    results were made with, if any."""
+    results were made with, if any; ``units``: the (seed, arm) units this invocation may run;
+    ``workers``: "auto" or the integer asked for; ``gpu``: the runs use a GPU (auto workers: 1,
+    since how many units fit in its memory is not measured yet: ask with workers=N)."""
+    units = max(1, int(units))
+    alone = in_sweep or units == 1 or (gpu and is_auto(workers))  # nothing to put side by side
+    share = 1 if alone or workers == 1 else (units if is_auto(workers) else min(int(workers), units))
     if is_auto(requested):
         if recorded is not None:
             threads, why = recorded, f"determinism.threads=auto -> {recorded} (the count this folder's results were made with)"
         elif in_sweep:
             threads, why = 1, "determinism.threads=auto -> 1 (in a sweep, jobs run side by side and resolve on their own)"
         else:
-            threads = load.free
+            threads = max(1, load.free // share)
             why = f"determinism.threads=auto -> {threads} ({load.free} free core(s): {load.describe()})"
     else:
         threads, why = int(requested), f"determinism.threads={int(requested)}"
+    if alone:
+        n = 1
+    elif is_auto(workers):
+        n = max(1, min(units, load.free // threads))
+    else:
+        n = max(1, min(int(workers), units))
+    if n > 1 or not alone and not is_auto(workers):
+        why += f"; workers={workers} -> {n} ({units} units, {n} side by side x {threads} thread(s))"
     warning = None
-    if threads > 1 and threads > load.free:
+    if threads > 1 and threads * n > load.free:
         warning = (
             f"the machine is busy ({load.describe()}): {threads} pinned threads will wait for a time "
             f"slice at every barrier, and runs can be many times slower (measured {TRAP_SLOWDOWN} slower "
@@ -131,7 +160,7 @@ def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: O
             f"{load.free}) or determinism.threads={load.free}; the thread count is part of the bits, so "
             "results made with another count are rerun, not mixed."
         )
-    return ThreadChoice(requested, threads, why, warning)
+    return ThreadChoice(requested, threads, why, warning, n)
 
 
 def resolve_threads(cfg, *, say: Callable[[str], None] = print, warn: Optional[Callable[[str], None]] = None,
@@ -144,15 +173,47 @@ def resolve_threads(cfg, *, say: Callable[[str], None] = print, warn: Optional[C
     requested = cfg.determinism.threads
     if isinstance(requested, bool) or not (is_auto(requested) or isinstance(requested, int)):
         return ThreadChoice(requested, 0, "")  # preflight names the bad value
+    workers = cfg.get("workers", AUTO)
+    problem = workers_problem(workers)
+    if problem:
+        raise ValueError(problem)
     load = measure()
-    choice = choose_threads(requested, load, in_sweep=in_sweep, recorded=recorded)
+    choice = choose_threads(requested, load, in_sweep=in_sweep, recorded=recorded, units=units_of(cfg),
+                            workers=AUTO if is_auto(workers) else int(workers), gpu=uses_gpu(cfg))
     readonly = OmegaConf.is_readonly(cfg)
     OmegaConf.set_readonly(cfg, False)
     with open_dict(cfg):
         cfg.determinism.threads = choice.threads
+        cfg.workers = choice.workers  # not hashed (results.NOT_IN_IDENTITY): it changes no bit
     OmegaConf.set_readonly(cfg, readonly)
-    if is_auto(requested):
+    if is_auto(requested) or choice.workers > 1:
         say(choice.why)
     if choice.warning:
         (warn or say)(f"warning: {choice.warning}")
     return choice
+
+
+def workers_problem(value) -> Optional[str]:
+    """The one-paragraph refusal of a bad ``workers`` value, or None."""
+    if is_auto(value) or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return None
+    return (f"workers={value!r} is not allowed: give 'auto' (the free cores divided by the threads per unit, "
+            "never more than the units) or an integer >= 1 (1 runs the units one after another in this "
+            "process). The worker count changes no result: the bits depend on determinism.threads only.")
+
+
+def units_of(cfg) -> int:
+    """The (seed, arm) units one invocation of ``cfg`` runs (narrowed by seed= and arm=)."""
+    try:
+        seeds = 1 if cfg.get("seed") is not None else len(cfg.ab.seeds)
+        arms = 1 if cfg.get("arm") is not None else len(cfg.ab.arms)
+    except (AttributeError, TypeError):
+        return 1
+    return max(1, seeds * arms)
+
+
+def uses_gpu(cfg) -> bool:
+    """Whether the runs will use a GPU, decided without importing torch: device=cuda, or device=auto
+    on a machine with an NVIDIA device node."""
+    device = str(getattr(cfg.get("device"), "value", cfg.get("device")) or "auto").lower()
+    return device.startswith("cuda") or (device == "auto" and os.path.exists("/dev/nvidia0"))

@@ -1,0 +1,195 @@
+"""An experiment's (seed, arm) units side by side in worker processes (workers.py): the serial
+path's contract, units at once.
+
+``run_side_by_side`` is units.run_experiment with the units handed to workers: the same preflight
+(skipped when every unit is done), the same experiment.json, the same per-unit function in each
+worker (lock, resume decision, atomic write), results in the serial order (seed by seed, arm by arm),
+the pairing checked per seed, the certificate's rerun in a worker. The parent logs each run's line,
+draws the progress lines, and hands each result to the tracker. A unit whose worker died is a
+failed result naming its (seed, arm) and how the worker ended, written like any failed run (resume
+runs it again); a unit that is already done is skipped here without a worker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+from typing import Callable, Optional
+
+from omegaconf import DictConfig
+
+from harness.experiment import units as serial
+from harness.experiment.arms import ExperimentError, arm_configs, factor_value
+from harness.experiment.identity import config_hash, plain
+from harness.experiment.resume import decide, run_lock
+from harness.experiment.runner import code_of, new_result
+from harness.experiment.workers import Task, Workers
+from harness.results import RESULT_NAME, read_result, run_dir, write_json, write_result
+
+FATAL = ("NondeterministicOp", "DeterminismError")  # every run would fail the same way
+
+
+class _NoBar:
+    def start(self, seed, arm):
+        return None
+
+    def done(self):
+        pass
+
+
+_NO_BAR = _NoBar()
+
+
+def run_side_by_side(cfg: DictConfig, out_dir, pool: Workers, *, log: Callable[[str], None] = print, tracker=None,
+                     certify: bool = True, certificate_dir=None, stop_on_fatal: bool = True) -> serial.Outcome:
+    """units.run_experiment, its units run by ``pool``'s workers. Raises what it raises."""
+    from harness.config.preflight import PreflightError, preflight
+
+    out_dir = Path(out_dir)
+    arms = arm_configs(cfg)
+    seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
+    arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
+    if serial._all_done(cfg, arms, seeds, arm_names, out_dir):
+        log("every run is done with this config and code: nothing to check or train")
+    else:
+        pool.start(len(seeds) * len(arm_names), warm=modules_of(cfg))  # their imports overlap the preflight
+        try:
+            preflight(cfg, arms)  # every value, import and the data, before the first run
+        except PreflightError as e:
+            raise ExperimentError(str(e)) from None
+    described = {
+        "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
+        "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
+        "seeds": seeds, "config": plain(cfg),
+    }
+    if serial._read_or_none(out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
+        write_json(out_dir / "experiment.json", described)
+    plan = [(seed, arm, cfg, arms[arm]) for seed in seeds for arm in arm_names]
+    outcome = run_units(plan, out_dir, pool, log=log, tracker=tracker, progress=bool(cfg.progress),
+                        stop_on_fatal=stop_on_fatal)
+    if cfg.seed is None and cfg.arm is None:
+        serial.set_aside_other_configurations(out_dir, arms, seeds, log)
+    if certify:
+        outcome.certificate, kept = certify_with(pool, arms, outcome.results, Path(certificate_dir or out_dir), log)
+        outcome.certified_now = outcome.certificate is not None and not kept
+    return outcome
+
+
+def modules_of(cfg) -> tuple:
+    """The modules of the training function and of every component's _target_."""
+    from harness.training.components import targets
+
+    names = [str(cfg.train.fn), *targets(cfg)]
+    return tuple(dict.fromkeys(n.rsplit(".", 1)[0] for n in names if "." in n))
+
+
+def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=None, progress: bool = False,
+              stop_on_fatal: bool = True) -> serial.Outcome:
+    """Run ``plan``'s units ((seed, arm, cfg, arm_cfg), in the serial order) on the workers; skip the
+    ones already done. An Outcome without a certificate."""
+    from harness.experiment.progress import RunProgress
+
+    results: list[Optional[dict]] = [None] * len(plan)
+    skipped, failed, tasks = [], [], []
+    for i, (seed, arm, cfg, arm_cfg) in enumerate(plan):
+        path = run_dir(out_dir, seed, arm) / RESULT_NAME
+        if cfg.resume and decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm).skip:
+            results[i], was_skipped = serial._unit(cfg, arm_cfg, out_dir, seed, arm, log, _NO_BAR, tracker)
+            if was_skipped:
+                skipped.append((seed, arm))
+                continue
+        if results[i] is None:
+            tasks.append(Task(seed, arm, ("unit", cfg, arm_cfg, str(out_dir), seed, arm, progress), i))
+    by_seed: dict[int, list[int]] = {}
+    for i, (seed, *_rest) in enumerate(plan):
+        by_seed.setdefault(seed, []).append(i)
+
+    order = deque(by_seed)
+
+    def paired() -> None:
+        """Check the seeds in the serial order, each once its units are in: the first unpaired seed
+        named is the one the serial path names, whichever unit finished first."""
+        while order and all(results[j] is not None for j in by_seed[order[0]]):
+            serial.check_pairing([results[j] for j in by_seed[order.popleft()]])
+
+    paired()  # seeds whose units were all skipped
+    lines: dict[int, tuple] = {}
+    with RunProgress(enabled=progress) as bar:
+        def on_progress(task: Task, step) -> None:
+            if task.index not in lines:
+                lines[task.index] = bar.line(task.seed, task.arm) or (None, None)
+            if lines[task.index][0] is not None:
+                lines[task.index][0](*step)
+
+        for task, kind, body in pool.run(tasks, on_log=log, on_progress=on_progress):
+            _, close = lines.pop(task.index, (None, None))
+            if close is not None:
+                close()
+            seed, arm, cfg, arm_cfg = plan[task.index]
+            if kind == "raise":
+                raise body[0]
+            if kind == "lost":
+                result, was_skipped = _lost(cfg, arm_cfg, out_dir, seed, arm, body[0], log), False
+            else:
+                result, was_skipped = body
+            results[task.index] = result
+            if was_skipped:  # another process ran it meanwhile
+                skipped.append((seed, arm))
+            else:
+                if tracker is not None:
+                    tracker.log_run(result)
+                if result["status"] != "completed":
+                    failed.append(result)
+                    if stop_on_fatal and result["error"]["type"] in FATAL:
+                        raise ExperimentError(result["error"]["message"])
+            paired()
+    return serial.Outcome(out_dir, [r for r in results if r is not None], skipped, failed)
+
+
+def _lost(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, how: str, log) -> dict:
+    """The failed result of a unit whose worker died, written as the serial path writes a failed
+    run, unless the worker wrote its result before it died."""
+    path = run_dir(out_dir, seed, arm) / RESULT_NAME
+    with run_lock(path.parent, lambda: None, timeout=cfg.get("lock_timeout"), log=log):
+        decision = decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm)
+        if decision.skip:
+            return read_result(path)
+        result = new_result(arm_cfg, seed, arm)
+        result["error"] = {
+            "type": "WorkerLost", "step": None,
+            "message": (f"the worker process running seed={seed} arm={arm} {how} before it wrote a result "
+                        "(killed, or out of memory?); run the same command again to run it again"),
+        }
+        serial.supersede(path)
+        write_result(path, result)
+    log(serial._run_line(result))
+    return result
+
+
+def certify_with(pool: Workers, arms, results, out_dir: Path, log) -> tuple[Optional[dict], bool]:
+    """units._certify, its rerun in a worker: (certificate, kept from disk?)."""
+    first = next((r for r in results if r.get("status") == "completed"), None)
+    if first is None:
+        return None, False
+    kept = serial._certificate_still_valid(out_dir / "certificate.json", first)
+    if kept is not None:
+        log(f"{kept['line']} (certificate.json kept: made for this very result, config and code)")
+        return kept, True
+    task = Task(first["seed"], first["arm"], ("rerun", arms[first["arm"]], first["seed"], first["arm"]))
+    [(_, kind, body)] = list(pool.run([task], on_log=log))
+    if kind == "raise":
+        raise body[0]
+    again = body[0] if kind == "done" else {"status": "failed", "error": {"message": f"its worker {body[0]}"}}
+    if again["status"] != "completed":
+        cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
+                "first_divergent_step": None, "final_equal": False,
+                "line": f"bitwise reproducible: NO: the rerun failed ({again['error']['message']})"}
+    else:
+        cert = serial.certificate(first, again)
+    cert["config_hash"] = first["config_hash"]
+    cert["code_version"] = first.get("code_version")
+    cert["final"] = first["fingerprints"]["final"]
+    write_json(out_dir / "certificate.json", cert)
+    log(cert["line"])
+    return cert, False

@@ -1,0 +1,290 @@
+"""Long-lived worker processes that run (seed, arm) units side by side for one invocation.
+
+``Workers(n)`` starts up to n processes (``python -m harness.experiment.workers``), each once: torch,
+the training code and the harness are imported once per worker, not once per unit. The parent sends
+a task (a pickled config and the unit), the worker runs it through the very function the serial path
+uses (units._unit: the run lock, the resume decision, run_one, the atomic result write) and sends
+back the result; its log lines and progress steps travel to the parent, which owns the terminal,
+the progress bar, the tracker and the analysis (side_by_side.py).
+
+Why processes and not fork: the parent has imported torch (preflight), and an OpenMP runtime used
+before fork() can hang in the child. Why pipes of our own and not multiprocessing's pool: the worker
+must not re-run the ``__main__`` of ``python -m harness``, and a dead worker must be noticed as EOF
+on its pipe and named by its unit, never as a pool's traceback.
+
+A worker never outlives the parent: it asks the kernel for SIGKILL when its parent dies
+(PR_SET_PDEATHSIG, Linux), and polls its parent as well (watchdog.py) where that is not available.
+It ignores SIGINT: Ctrl-C is the parent's to handle, which kills its workers on the way out (a unit in
+progress leaves nothing: results are written whole or not at all).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+PROGRESS_EVERY_S = 0.2  # a worker's progress messages, at most this often
+
+
+@dataclass
+class Task:
+    """One thing for a worker to do: ("unit", cfg, arm_cfg, out_dir, seed, arm) or ("rerun", arm_cfg, seed, arm)."""
+
+    seed: int
+    arm: str
+    payload: tuple
+    index: int = 0  # the caller's order
+
+
+@dataclass
+class _Worker:
+    proc: object  # subprocess.Popen
+    tasks: Connection
+    replies: Connection
+    task: Optional[Task] = None
+    lines: list = field(default_factory=list)
+
+    def death(self) -> str:
+        """How the process ended, in words (it is reaped here)."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - still running after EOF: end it, it cannot be talked to
+            self.proc.kill()
+            code = self.proc.wait()
+        if code < 0:
+            try:
+                return f"ended by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"ended by signal {-code}"
+        return f"exited with status {code}"
+
+
+class Workers:
+    """Up to ``n`` worker processes, started when first needed and kept for every later ``run``."""
+
+    def __init__(self, n: int, *, say: Callable[[str], None] = print):
+        self.n = max(1, int(n))
+        self._warm: tuple = ()
+        self.say = say
+        self._all: list[_Worker] = []
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    def _start(self) -> _Worker:
+        import subprocess
+
+        task_r, task_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])  # this very harness, whoever's cwd the worker has
+        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.experiment.workers", str(task_r), str(reply_w), str(os.getpid())],
+            pass_fds=(task_r, reply_w), env=env, stdin=subprocess.DEVNULL)
+        os.close(task_r)
+        os.close(reply_w)
+        worker = _Worker(proc, Connection(task_w, readable=False), Connection(reply_r, writable=False))
+        # the training function's modules, as this process sees them
+        worker.tasks.send({"path": list(sys.path), "warm": self._warm})
+        self._all.append(worker)
+        return worker
+
+    def start(self, units: int, warm: tuple = ()) -> None:
+        """Start the workers ``units`` units will use now, so that their imports (torch, and the
+        modules named in ``warm``: the training function's, the components') overlap the parent's
+        preflight instead of following it."""
+        self._warm = tuple(warm)
+        while len(self._all) < min(self.n, units):
+            self._start()
+
+    def run(self, tasks: list[Task], *, on_log: Callable[[str], None],
+            on_progress: Optional[Callable[[Task, tuple], None]] = None) -> Iterator[tuple[Task, str, tuple]]:
+        """Run every task; yield (task, kind, body) as each ends: kind "done" (body: the worker's
+        answer), "raise" (body: (exception, traceback text)) or "lost" (body: (how the worker ended,)).
+        A lost worker is replaced while tasks remain."""
+        pending = deque(tasks)
+        idle = [w for w in self._all if w.task is None]
+        busy: dict[Connection, _Worker] = {}
+        while pending or busy:
+            while pending and (idle or len(self._all) < self.n):
+                worker = idle.pop() if idle else self._start()
+                task = pending.popleft()
+                try:
+                    worker.tasks.send(task.payload)
+                except OSError:  # it died while idle: name its task as lost, go on with another
+                    self._forget(worker)
+                    yield task, "lost", (worker.death(),)
+                    continue
+                worker.task = task
+                busy[worker.replies] = worker
+            for conn in wait(list(busy)):
+                worker = busy[conn]
+                task = worker.task
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):
+                    del busy[conn]
+                    self._forget(worker)
+                    yield task, "lost", (worker.death(),)
+                    continue
+                if message[0] == "log":
+                    on_log(message[1])
+                    continue
+                if message[0] == "progress":
+                    if on_progress is not None:
+                        on_progress(task, message[1:])
+                    continue
+                del busy[conn]
+                worker.task = None
+                idle.append(worker)
+                yield task, message[0], message[1:]
+
+    def _forget(self, worker: _Worker) -> None:
+        self._all.remove(worker)
+        for conn in (worker.tasks, worker.replies):
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Idle workers are asked to exit; a worker still running a unit is killed (its unit leaves
+        nothing on disk: results are written whole or not at all)."""
+        for worker in self._all:
+            try:
+                if worker.task is None:
+                    worker.tasks.send(None)
+                else:
+                    worker.proc.kill()
+            except OSError:
+                worker.proc.kill()
+        deadline = time.monotonic() + 5
+        for worker in self._all:
+            try:
+                worker.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - it did not exit when asked
+                worker.proc.kill()
+                worker.proc.wait()
+            for conn in (worker.tasks, worker.replies):
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+        self._all = []
+
+
+# -- the worker's side -----------------------------------------------------------------------------
+
+
+class _Bar:
+    """The progress bar's interface (units._unit calls start/done) as messages to the parent."""
+
+    def __init__(self, replies: Connection, enabled: bool):
+        self.replies, self.enabled = replies, enabled
+
+    def start(self, seed: int, arm: str):
+        if not self.enabled:
+            return None
+        last = [0.0]
+
+        def update(step: int, total: int, loss: float) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S or step == total:
+                last[0] = now
+                self.replies.send(("progress", step, total, float(loss)))
+
+        return update
+
+    def done(self) -> None:
+        pass
+
+
+def _do(task: tuple, replies: Connection) -> tuple:
+    kind = task[0]
+    try:
+        if kind == "unit":
+            from harness.experiment.units import _unit
+
+            _, cfg, arm_cfg, out_dir, seed, arm, progress = task
+            result, skipped = _unit(cfg, arm_cfg, Path(out_dir), seed, arm, lambda m: replies.send(("log", m)),
+                                    _Bar(replies, progress), None)
+            return ("done", result, skipped)
+        if kind == "rerun":  # the certificate's: trained again, written nowhere
+            from harness.experiment.runner import run_one
+
+            _, arm_cfg, seed, arm = task
+            return ("done", run_one(arm_cfg, seed, arm)[0], False)
+        raise ValueError(f"unknown task {kind!r}")
+    except Exception as e:  # noqa: BLE001 - the parent raises it as the serial path would
+        text = traceback.format_exc(limit=8)
+        try:
+            pickle.dumps(e)
+        except Exception:  # noqa: BLE001 - not picklable: its type and words travel instead
+            e = RuntimeError(f"{type(e).__name__}: {e}")
+        return ("raise", e, text)
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before the call above
+        os._exit(70)
+    from harness.experiment.watchdog import exit_with_parent
+
+    exit_with_parent()  # where PR_SET_PDEATHSIG is not available
+
+
+def _warm(modules) -> None:
+    """Import what every unit will need while the parent runs its preflight (errors: the preflight's)."""
+    import importlib
+
+    import harness.experiment.units  # noqa: F401
+    import torch  # noqa: F401
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the preflight names what cannot be imported
+            pass
+
+
+def main(argv: list[str]) -> int:
+    task_fd, reply_fd, parent = map(int, argv[:3])
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tasks, replies = Connection(task_fd, writable=False), Connection(reply_fd, readable=False)
+    try:
+        init = tasks.recv()
+        sys.path[:0] = [p for p in init["path"] if p not in sys.path]
+        _warm(init.get("warm", ()))
+        while True:
+            task = tasks.recv()
+            if task is None:  # every result is on disk: no interpreter teardown (torch's takes seconds)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
+            replies.send(_do(task, replies))
+    except (EOFError, BrokenPipeError):  # the parent is gone or closed the pool
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
