@@ -18,7 +18,7 @@ from harness.stats.meta import random_effects
 from .conftest import compose_cfg, run_cli
 
 CHEAP = [
-    "+experiment=loss_ab", "ab.seeds=[0,1,2,3,4,5]", "logger=none", "progress=false", "determinism.threads=1",
+    "+experiment=loss_ab", "workers=1", "ab.seeds=[0,1,2,3,4,5]", "logger=none", "progress=false", "determinism.threads=1",
     "repro.certificate=false", "train.fn=tests.sequential_fns.paired_metric", "ab.factor=train.kwargs.shift",
     "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0", "ab.arms={A: 0.0, B: 3.0}",
 ]

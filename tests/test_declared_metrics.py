@@ -96,7 +96,7 @@ ab:
     B: 0.05
   seeds: [0, 1, 2, 3]
 """
-TINY = ["+experiment=val_ab", "logger=none", "progress=false", "determinism.threads=1", "data.train_limit=64",
+TINY = ["+experiment=val_ab", "workers=1", "logger=none", "progress=false", "determinism.threads=1", "data.train_limit=64",
         "repro.certificate=false"]
 
 

@@ -20,7 +20,7 @@ from .conftest import FAST, REPO, run_cli
 
 EXAMPLE = REPO / "examples" / "own_code"
 # The example, small: 3 seeds, 3 epochs of 11 steps.
-OWN = ["+experiment=own_ab", "ab.seeds=[0,1,2]", "train.epochs=3", "train.kwargs.eval_every=10", "progress=false"]
+OWN = ["+experiment=own_ab", "workers=1", "ab.seeds=[0,1,2]", "train.epochs=3", "train.kwargs.eval_every=10", "progress=false"]
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from harness.results import write_json
 from .conftest import TEST_CONF, compose_cfg, run_cli
 
 STEPS = 12
-SMALL = ["+experiment=loss_ab", f"train.max_steps={STEPS}", "data.train_limit=256", "logger=none", "progress=false"]
+SMALL = ["+experiment=loss_ab", "workers=1", f"train.max_steps={STEPS}", "data.train_limit=256", "logger=none", "progress=false"]
 
 
 def _save_run(folder: Path, overrides: list[str]) -> Path:

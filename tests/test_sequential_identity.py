@@ -17,7 +17,7 @@ from harness.results import load_tree, read_json
 from .conftest import REPO, run_cli
 
 SMALL = [
-    "+experiment=loss_ab", "logger=none", "progress=false", "data.train_limit=64", "determinism.threads=1",
+    "+experiment=loss_ab", "workers=1", "logger=none", "progress=false", "data.train_limit=64", "determinism.threads=1",
     "repro.certificate=false", "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0",
     "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=2.0",
     "stats.margin=0.01", "ab.sequential.alpha=0.2", "ab.sequential.min_seeds=3", "ab.sequential.max_seeds=5",

@@ -21,7 +21,7 @@ from harness.results import load_tree, read_json
 from .conftest import REPO, compose_cfg, run_cli
 
 SYN = [
-    "+experiment=loss_ab", "logger=none", "progress=false", "data.train_limit=64",
+    "+experiment=loss_ab", "workers=1", "logger=none", "progress=false", "data.train_limit=64",
     "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0",
     "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.6", "+ab.arms.C=-6.0",
     "ab.sequential.max_seeds=20", "stats.margin=null",

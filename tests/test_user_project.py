@@ -19,7 +19,7 @@ from .conftest import REPO, run_cli
 
 PROJECT = REPO / "tests" / "user_project"
 ENV = {"PYTHONPATH": f"{PROJECT}{os.pathsep}{REPO}"}
-BASE = ["--config-dir", str(PROJECT / "conf"), "+experiment=user_ab", "logger=none", "progress=false"]
+BASE = ["--config-dir", str(PROJECT / "conf"), "+experiment=user_ab", "workers=1", "logger=none", "progress=false"]
 DECLARED = ("analysis.json", "report.md", "analysis.png")
 
 
