@@ -99,7 +99,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {sweep_root}")
             return Executed(outcome, None)
 
-        from harness.analysis.analyze import AnalysisError, analyze_dir
+        from harness.analysis.analyze import AnalysisError
         from harness.analysis.report import render_table
 
         try:
@@ -159,6 +159,7 @@ def _analysis(out_dir: Path, declaration, *, unchanged_inputs: bool) -> dict:
 INPUTS_NAME = ".analysis_inputs"
 _NOT_INPUTS = {"analysis.json", "report.md", "analysis.png", INPUTS_NAME, ".lock"}
 _NOT_INPUT_DIRS = {".hydra", "wandb", "alternatives"}  # logs, tracking, the alternative analyses' outputs
+_HASHED_BYTES = 16 << 20  # larger files (saved weights) are known by size and time, not read
 
 
 def inputs_digest(out_dir: Path) -> str:
@@ -166,6 +167,7 @@ def inputs_digest(out_dir: Path) -> str:
     certificate, experiment.json, anything else beside them) and of the harness's own source."""
     import hashlib
     import os
+    import stat
 
     from harness.experiment.identity import _harness_digest
 
@@ -177,9 +179,15 @@ def inputs_digest(out_dir: Path) -> str:
             if name in _NOT_INPUTS or name.endswith((".log", ".tmp")):
                 continue
             path = os.path.join(folder, name)
-            try:
-                with open(path, "rb") as f:
-                    content = hashlib.sha256(f.read()).hexdigest()
+            try:  # never open a FIFO (it blocks) nor read a huge file whole: the analysis does neither
+                st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    content = f"not a regular file: {stat.S_IFMT(st.st_mode)}"
+                elif st.st_size > _HASHED_BYTES:
+                    content = f"size {st.st_size}, modified {st.st_mtime_ns}"
+                else:
+                    with open(path, "rb") as f:
+                        content = hashlib.sha256(f.read()).hexdigest()
             except OSError as e:
                 content = f"unreadable: {e.errno}"
             h.update(f"{os.path.relpath(path, root)}\0{content}\n".encode())
