@@ -6,9 +6,9 @@ per-(seed, arm) noise of sd ``sd``, drawn from the run's seed and the arm's shif
 training function (watch one parameter, record one step), so pairing proofs, resume, sweeps and
 the analysis treat it as a real run; ``fail_seed`` makes one run fail. With ``HARNESS_TEST_HOLD_FROM_SEED=S`` in the environment it
 blocks before reporting any seed >= S (a test kills the process there). With
-``HARNESS_TEST_HOLD_ONCE=PATH`` and ``HARNESS_TEST_HOLD_UNIT=SEED,SHIFT`` only that unit blocks, and
-only the first time (it removes PATH; its rerun goes through), after writing ``PATH.held`` with its
-PID and SLURM job id (for the test to kill, cancel or requeue it).
+``HARNESS_TEST_HOLD_ONCE=FOLDER``, the run of (seed S, shift X) blocks if the file ``FOLDER/S_X``
+exists, and only the first time (it removes that file; its rerun goes through), after writing
+``FOLDER/S_X.held`` with its PID and SLURM job id (for the test to kill, cancel or requeue it).
 """
 
 from __future__ import annotations
@@ -40,17 +40,19 @@ def paired_metric(cfg, run, shift: float = 0.0, sd: float = 1.0, fail_seed: int 
 
 
 def _hold_once(seed: int, shift: float) -> None:
-    marker, unit = os.environ.get("HARNESS_TEST_HOLD_ONCE"), os.environ.get("HARNESS_TEST_HOLD_UNIT", "")
-    if not marker or [float(x) for x in unit.split(",")] != [seed, shift]:
+    folder = os.environ.get("HARNESS_TEST_HOLD_ONCE")
+    if not folder:
         return
+    marker = os.path.join(folder, f"{seed}_{shift:g}")
     try:
         os.unlink(marker)  # atomic: one run claims it
     except FileNotFoundError:
         return
     job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    with open(marker + ".held", "w") as f:
+    with open(marker + ".tmp", "w") as f:
         json.dump({"pid": os.getpid(), "slurm": f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job
                    else os.environ.get("SLURM_JOB_ID")}, f)
+    os.replace(marker + ".tmp", marker + ".held")
     time.sleep(600)  # killed, cancelled or requeued here by the test
 
 

@@ -38,15 +38,16 @@ def _status(root: Path) -> dict:
 
 def test_a_killed_worker_of_a_plain_sweep_is_a_named_failed_unit_and_the_rest_completes(tmp_path):
     """Hydra's basic sweeper ended here in a 12-frame TerminatedWorkerError and no analysis."""
-    sweep, marker = tmp_path / "sweep", tmp_path / "hold"
-    marker.touch()
+    sweep, hold = tmp_path / "sweep", tmp_path / "hold"
+    hold.mkdir()
+    (hold / "1_1.4").touch()  # tests/sequential_fns.py: (seed 1, arm B) holds once
     args = ["-m", "hydra/launcher=local_pool", "hydra.sweeper.max_batch_size=4", *PAIRED, "seed=0,1,2,3", "arm=A,B",
             f"hydra.sweep.dir={sweep}"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0",
-           "HARNESS_TEST_HOLD_ONCE": str(marker), "HARNESS_TEST_HOLD_UNIT": "1,1.4"}
+           "HARNESS_TEST_HOLD_ONCE": str(hold)}
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    held = Path(f"{marker}.held")
+    held = hold / "1_1.4.held"
     deadline = time.monotonic() + 240
     # (1, B) holds in one worker; kill it once the other three units of its batch are done (a pool
     # stops every worker when one dies: none other is running then)

@@ -10,8 +10,8 @@ run_lock): a unit whose lock was taken during this launch, that has no result, a
 free again (an flock is released when its process dies) was running in a process that is gone. Each
 such unit gets a failed result file (error type LostJob, saying how the job died), so the analysis
 counts it as failed like any run that failed and a rerun runs it again (resume reruns what is not
-completed). The batch's other jobs are launched again: those already done are skipped by resume,
-those that had not started run now.
+completed). The batch's other jobs without a result are launched again: those that had not started
+run now (a job of several units is launched again whole: resume skips what it has done).
 """
 
 from __future__ import annotations
@@ -103,10 +103,10 @@ def launch_surviving(launcher, jobs: list, idx: int, root: Path, say: Callable[[
             out.lost += [text for _, text in lost]
             hit = [j for j in pending if any(_holds(j, root, lock) for lock, _ in lost)]
             out.not_run += [" ".join(j) for j in hit if len(_units_named(j)) < 2]  # its other units may not have run
-            pending = [j for j in pending if j not in hit]
+            pending = [j for j in pending if j not in hit and not _done(j, root)]
             if pending:
-                say(f"{len(lost)} unit(s) lost ({'; '.join(t for _, t in lost)}); launching the batch's other "
-                    f"{len(pending)} job(s) again (those already done are skipped)")
+                say(f"{len(lost)} unit(s) lost ({'; '.join(t for _, t in lost)}); launching the batch's "
+                    f"{len(pending)} job(s) without a result again (what they have done is skipped)")
             continue
         out.returns.append(results)
         out.next_idx += len(pending)
@@ -174,9 +174,21 @@ def _units_named(job: list) -> dict:
     return dict(a.split("=", 1) for a in job if a.startswith(("seed=", "arm=")))
 
 
+def _done(job: list, root: Path) -> bool:
+    """A job of one (seed, arm) whose result file is there (a job of several units is launched again:
+    resume skips what it has done)."""
+    from harness.results import RESULT_NAME
+
+    named = _units_named(job)
+    if len(named) < 2:
+        return False
+    found = root.glob(f"**/runs/seed={named['seed']}/arm={named['arm']}/{RESULT_NAME}")
+    return any(_holds(job, root, path) for path in found)
+
+
 def _holds(job: list, root: Path, lock: Path) -> bool:
-    """Whether the job ran the unit of this lock: the job folder's path (<grid point>/seed=S,arm=A/runs/
-    seed=S/arm=A/.lock) agrees with the job's seed, arm and swept overrides."""
+    """Whether the job ran the unit of this lock (or result file): the job folder's path (<grid point>/
+    seed=S,arm=A/runs/seed=S/arm=A/.lock) agrees with the job's seed, arm and swept overrides."""
     named = _units_named(job)
     seed, arm = lock.parent.parent.name.split("=", 1)[1], lock.parent.name.split("=", 1)[1]
     if named.get("seed", seed) != seed or named.get("arm", arm) != arm:
