@@ -82,3 +82,46 @@ def test_the_folder_of_a_killed_analysis_is_removed_by_the_next_and_a_running_on
     assert not killed.exists() and running.exists() and (tmp_path / "report.md").read_text() == "new"
     assert f"left by an analysis that was killed: {killed.name}" in caplog.text
     assert [p.name for p in tmp_path.glob(".analysis-new-*")] == [running.name]  # its own was removed too
+
+
+class TerminatedWorkerError(Exception):
+    """Named as joblib/loky's: what _lost_units recognises a dead pool worker by."""
+
+
+class FakePool:
+    """A launcher whose first launch loses the worker running (seed 0, arm B) after (seed 0, arm A)
+    completed; (seed 1, arm A) had not started. Later launches complete what they are given."""
+
+    def __init__(self, root):
+        self.root, self.calls = root, []
+
+    def launch(self, jobs, initial_job_idx):
+        from hydra.core.utils import JobReturn, JobStatus
+
+        self.calls.append([list(j) for j in jobs])
+        if len(self.calls) == 1:
+            done = self.root / "seed=0,arm=A" / "runs" / "seed=0" / "arm=A"
+            done.mkdir(parents=True)
+            (done / "result.json").write_text('{"seed": 0, "arm": "A", "status": "completed"}')
+            lost = self.root / "seed=0,arm=B" / "runs" / "seed=0" / "arm=B"
+            lost.mkdir(parents=True)
+            (lost / ".lock").write_text('{"pid": 4242, "host": "node7", "since": "2026-12-01T00:00:00"}')
+            raise TerminatedWorkerError("A worker process managed by the executor was unexpectedly terminated.\n"
+                                        "The exit codes of the workers are {SIGKILL(-9)}")
+        return [JobReturn(status=JobStatus.COMPLETED, _return_value=None) for _ in jobs]
+
+
+def test_launch_surviving_names_the_lost_unit_records_it_and_launches_only_what_has_no_result(tmp_path):
+    from hydra_plugins.harness_sweeper._lost_units import launch_surviving
+
+    jobs = [["seed=0", "arm=A"], ["seed=0", "arm=B"], ["seed=1", "arm=A"]]
+    pool, said = FakePool(tmp_path), []
+    launched = launch_surviving(pool, jobs, 5, tmp_path, say=said.append)
+    assert pool.calls == [jobs, [["seed=1", "arm=A"]]]  # the done and the lost unit's jobs are not launched again
+    assert launched.lost == ["(seed=0, arm=B): the job died, killed by signal 9 (SIGKILL, e.g. out of memory) (its "
+                             "process, PID 4242 on host node7 since 2026-12-01T00:00:00, is gone)"]
+    assert launched.next_idx == 5 + 3 + 1 and [jobs for jobs, _ in launched.launched] == [[["seed=1", "arm=A"]]]
+    failed = read_json(tmp_path / "seed=0,arm=B" / "runs" / "seed=0" / "arm=B" / "result.json")
+    assert failed["status"] == "failed" and failed["error"]["type"] == "LostJob"
+    assert failed["error"]["message"] == launched.lost[0] and (failed["seed"], failed["arm"]) == (0, "B")
+    assert "launching the batch's 1 job(s) without a result again" in said[0]

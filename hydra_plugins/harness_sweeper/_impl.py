@@ -135,9 +135,9 @@ class SequentialSweeperImpl:
                         lost.append(launched.message())
                         if launched.unrecorded:  # died before its run: no result file counts it
                             job_failures.append(launched.lost[-1])
-                    for results in launched.returns:
+                    for launched_jobs, results in launched.launched:
                         returns.append(results)
-                        for job, r in zip(chunk, results):
+                        for job, r in zip(launched_jobs, results):
                             if r.status != JobStatus.COMPLETED:
                                 job_failures.append(f"{' '.join(job[-2:])}: {self._why(r)}")
 

@@ -61,7 +61,7 @@ def how_it_died(e: BaseException) -> str:
 class Launched:
     """What a batch became: the launcher's returns, and the units lost on the way."""
 
-    returns: list = field(default_factory=list)  # one list of JobReturn per launch that completed
+    launched: list = field(default_factory=list)  # (jobs, their JobReturns) per launch that completed
     lost: List[str] = field(default_factory=list)  # "(seed=S, arm=A): the job died, ..."
     not_run: List[str] = field(default_factory=list)  # jobs of several units not launched again (their overrides)
     unrecorded: int = 0  # jobs that died before any run started: no failed result file says so
@@ -108,7 +108,7 @@ def launch_surviving(launcher, jobs: list, idx: int, root: Path, say: Callable[[
                 say(f"{len(lost)} unit(s) lost ({'; '.join(t for _, t in lost)}); launching the batch's "
                     f"{len(pending)} job(s) without a result again (what they have done is skipped)")
             continue
-        out.returns.append(results)
+        out.launched.append((pending, results))
         out.next_idx += len(pending)
         break
     return out

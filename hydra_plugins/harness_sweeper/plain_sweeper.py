@@ -51,7 +51,7 @@ class HarnessBasicSweeper(BasicSweeper):
             batch = self.get_job_batch()
             self.validate_batch_is_legal(batch)
             launched = launch_surviving(self.launcher, batch, idx, root, say=logging.getLogger("harness").warning)
-            for results in launched.returns:
+            for _, results in launched.launched:
                 for r in results:
                     _ = r.return_value  # a job that raised: Hydra's traceback, as the basic sweeper does
                 returns.append(results)
