@@ -197,13 +197,13 @@ class SequentialSweeperImpl:
         """Units whose job died in an earlier sweep (_lost_units.py) run again: set aside, like resume
         reruns them in a plain sweep. A run that failed by itself stays a failure."""
         from harness.experiment.resume import supersede
-        from harness.results import find_result_files, read_json
+        from harness.results import MAX_RESULT_BYTES, find_result_files, read_json
 
         from ._lost_units import LOST_TYPE
 
         for path in find_result_files(root) if root.exists() else []:
             try:
-                r = read_json(path)
+                r = read_json(path, MAX_RESULT_BYTES)  # a huge file is not read here (the analysis names it)
             except (OSError, ValueError):
                 continue
             if r.get("status") == "failed" and (r.get("error") or {}).get("type") == LOST_TYPE:
