@@ -129,6 +129,18 @@ class LockTimeout(ExperimentError):
     """A run waited lock_timeout seconds for another process's lock on its folder."""
 
 
+def lock_timeout_problem(value) -> Optional[str]:
+    """Why a lock_timeout value is refused (None: it is fine). A non-number is refused by the schema
+    when the config is composed; a negative or non-finite number here, before any run."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return (f"lock_timeout={value!r} is not allowed: it is the number of seconds a run waits for another "
+                "process's lock on its (seed, arm) folder before giving up, so a number >= 0 (0: do not wait), "
+                "or null to wait as long as the holder runs.")
+    return None
+
+
 def holder_of(lock_path: Path) -> str:
     """Who holds a run lock, as its holder wrote it: "PID 123 on host node7 since 2026-...": with
     "(stopped: ...)" when that process is on this host and stopped (SIGSTOP, Ctrl-Z), which will
@@ -174,6 +186,9 @@ def run_lock(folder: Path, on_wait, timeout: Optional[float] = None, log=None):
     """
     import fcntl
 
+    problem = lock_timeout_problem(timeout)
+    if problem:  # the sweepers and preflight say it before any job; this guards every other caller
+        raise ExperimentError(problem + " Nothing was run.")
     say = log or logging.getLogger("harness").warning
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ".lock"
