@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+from harness.config.preflight import lock_timeout_problem  # noqa: F401 - the sweepers import it from here
 from harness.experiment.arms import ExperimentError
 from harness.experiment.identity import config_hash, describe_code_change, describe_config_change
 from harness.results import MAX_RESULT_BYTES, load_steps, read_json, read_result, unreadable_reason
@@ -127,18 +128,6 @@ _POLL = 0.25  # seconds between attempts to take a held lock
 
 class LockTimeout(ExperimentError):
     """A run waited lock_timeout seconds for another process's lock on its folder."""
-
-
-def lock_timeout_problem(value) -> Optional[str]:
-    """Why a lock_timeout value is refused (None: it is fine). A non-number is refused by the schema
-    when the config is composed; a negative or non-finite number here, before any run."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        return (f"lock_timeout={value!r} is not allowed: it is the number of seconds a run waits for another "
-                "process's lock on its (seed, arm) folder before giving up, so a number >= 0 (0: do not wait), "
-                "or null to wait as long as the holder runs.")
-    return None
 
 
 def holder_of(lock_path: Path) -> str:
