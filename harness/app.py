@@ -41,7 +41,8 @@ def run(cfg: DictConfig) -> dict:
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
         exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/experiment/watchdog.py)
     CURRENT["folder"] = sweep_root
-    if multirun and cfg.ab.sequential.enabled and "harness_sweeper" not in str(hc.sweeper.get("_target_", "")):
+    if multirun and cfg.ab.sequential.enabled and not any(
+            n in str(hc.sweeper.get("_target_", "")) for n in ("HarnessSequentialSweeper", "HarnessRaceSweeper")):
         log.warning("ab.sequential.enabled=true is ignored by this sweeper: each job runs its seed and arm. "
                     "Add seeds until settled with -m hydra/sweeper=harness_sequential (or without -m).")
     try:

@@ -5,11 +5,15 @@ per-(seed, arm) noise of sd ``sd``, drawn from the run's seed and the arm's shif
 (seed, arm) always gives the same number in any process. It goes through the public Run like any
 training function (watch one parameter, record one step), so pairing proofs, resume, sweeps and
 the analysis treat it as a real run; ``fail_seed`` makes one run fail. With ``HARNESS_TEST_HOLD_FROM_SEED=S`` in the environment it
-blocks before reporting any seed >= S (a test kills the process there).
+blocks before reporting any seed >= S (a test kills the process there). With
+``HARNESS_TEST_HOLD_ONCE=FOLDER``, the run of (seed S, shift X) blocks if the file ``FOLDER/S_X``
+exists, and only the first time (it removes that file; its rerun goes through), after writing
+``FOLDER/S_X.held`` with its PID and SLURM job id (for the test to kill, cancel or requeue it).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -22,6 +26,7 @@ def paired_metric(cfg, run, shift: float = 0.0, sd: float = 1.0, fail_seed: int 
     hold = os.environ.get("HARNESS_TEST_HOLD_FROM_SEED")
     if hold is not None and run.seed >= int(hold):
         time.sleep(600)  # killed here by the test
+    _hold_once(run.seed, shift)
     with run.init():
         weight = torch.randn(1)  # from the init stream: the same in every arm of a seed
     run.watch([weight], total_steps=1)
@@ -32,6 +37,23 @@ def paired_metric(cfg, run, shift: float = 0.0, sd: float = 1.0, fail_seed: int 
     common = np.random.default_rng([run.seed, 7]).normal(0.0, 3.0)  # shared by the arms of a seed
     own = np.random.default_rng([run.seed, 11, int(round(shift * 1000)) + 10**6]).normal(0.0, sd)
     return {"test_accuracy": 50.0 + shift + common + own, "n_test": 100}
+
+
+def _hold_once(seed: int, shift: float) -> None:
+    folder = os.environ.get("HARNESS_TEST_HOLD_ONCE")
+    if not folder:
+        return
+    marker = os.path.join(folder, f"{seed}_{shift:g}")
+    try:
+        os.unlink(marker)  # atomic: one run claims it
+    except FileNotFoundError:
+        return
+    job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    with open(marker + ".tmp", "w") as f:
+        json.dump({"pid": os.getpid(), "slurm": f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job
+                   else os.environ.get("SLURM_JOB_ID")}, f)
+    os.replace(marker + ".tmp", marker + ".held")
+    time.sleep(600)  # killed, cancelled or requeued here by the test
 
 
 EDIT_MARK = "\n# edited by a run (tests/sequential_fns.py: edits_a_file)\n"

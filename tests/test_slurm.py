@@ -1,4 +1,5 @@
-"""The SLURM path through a real cluster: sbatch, squeue, sacct, scancel (tests run only when one is up).
+"""The SLURM path through a real cluster: sbatch, squeue, sacct, scancel, scontrol requeue (tests run
+only when one is up).
 
 Start a one-node cluster on this machine (Debian's packages, as root) with
 ``sudo scripts/slurm_local.sh start``; the tests find it through $SLURM_CONF or the file that
@@ -7,17 +8,21 @@ script writes (/tmp/harness-slurm/slurm.conf). Elsewhere they are skipped with t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+import harness
 from harness.results import load_tree, read_json
 
-from .conftest import FAST, run_cli
+from .conftest import FAST, REPO, run_cli
+from .test_faults_pool import PAIRED
 
 CONF = os.environ.get("SLURM_CONF") or "/tmp/harness-slurm/slurm.conf"
 
@@ -45,18 +50,8 @@ ONE_THREAD = ["determinism.threads=1"]  # 1 thread in process and on the node: t
 
 
 def _finals(root: Path) -> dict:
-    return {(r["seed"], r["arm"]): r["fingerprints"]["final"] for r in load_tree(root).results}
-
-
-def _squeue(fields: str = "%i %T") -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-o", fields], env={**os.environ, **ENV}, capture_output=True, text=True)
-    return [line for line in out.stdout.split("\n") if line.strip()]
-
-
-def _held_locks(root: Path) -> list[Path]:
-    """Run locks of units at seed >= 2 (held by the test's training function) with no result yet."""
-    return [lock for lock in root.glob("**/runs/seed=*/arm=*/.lock")
-            if int(lock.parent.parent.name.split("=", 1)[1]) >= 2 and not (lock.parent / "result.json").exists()]
+    return {(r["seed"], r["arm"]): r["fingerprints"]["final"] for r in load_tree(root).results
+            if r["status"] == "completed"}
 
 
 def test_the_default_experiment_as_a_slurm_sweep_gives_the_in_process_bits(tmp_path):
@@ -74,45 +69,71 @@ def test_the_default_experiment_as_a_slurm_sweep_gives_the_in_process_bits(tmp_p
     assert swept["comparisons"] == here["comparisons"]
 
 
-def test_a_job_cancelled_with_scancel_is_a_named_lost_unit_and_the_rerun_resumes(tmp_path):
-    """The sequential sweeper on SLURM: jobs of seeds >= 2 hang until scancel ends them."""
-    sweep = tmp_path / "sweep"
-    args = ["-m", "hydra/sweeper=harness_sequential", *ON_THE_NODE, "+experiment=loss_ab", "logger=none",
-            "progress=false", *ONE_THREAD, "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0",
-            "+train.kwargs.sd=1.0", "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.4",
-            "ab.sequential.max_seeds=8", "stats.margin=null", f"hydra.sweep.dir={sweep}"]
-    env = {**os.environ, **ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HYDRA_FULL_ERROR": "0",
-           "HARNESS_TEST_HOLD_FROM_SEED": "2"}
-    log = tmp_path / "sweep.txt"
+def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     with open(log, "w") as sink:
-        proc = subprocess.Popen([os.sys.executable, "-m", "harness", *args], cwd=Path(__file__).resolve().parents[1],
-                                env=env, stdout=sink, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 400
-        running = []
-        while time.monotonic() < deadline and proc.poll() is None:
-            running = [line.split()[0] for line in _squeue() if line.endswith("RUNNING")]
-            if len(list(sweep.rglob("result.json"))) >= 4 and running:
-                break
-            time.sleep(0.5)
-        assert running and proc.poll() is None, log.read_text()[-3000:]
-        while time.monotonic() < deadline and not _held_locks(sweep):  # a held job has taken its run lock
+        return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, stdout=sink,
+                                stderr=subprocess.STDOUT, env={**os.environ, **ENV, "PYTHONPATH": str(REPO),
+                                                               "HYDRA_FULL_ERROR": "0", **env})
+
+
+def _slurm(*args: str) -> str:
+    return subprocess.run(list(args), env={**os.environ, **ENV}, check=True, capture_output=True, text=True).stdout
+
+
+def _held_job(held: Path, proc: subprocess.Popen, log: Path) -> str:
+    """The SLURM job id (ARRAY_TASK) of a unit that holds (tests/sequential_fns.py: HARNESS_TEST_HOLD_ONCE)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            return json.loads(held.read_text())["slurm"]
+        except (OSError, ValueError):
             time.sleep(0.2)
-        assert _held_locks(sweep), log.read_text()[-3000:]
-        arrays = sorted({line.split()[0] for line in _squeue("%F %T")})  # the sweep's job array(s)
-        subprocess.run(["scancel", *arrays], env={**os.environ, **ENV}, check=True)
-        assert proc.wait(timeout=300) == 1, log.read_text()[-3000:]
+    raise AssertionError(log.read_text()[-3000:])
+
+
+def _requeue(job: str) -> None:
+    """scontrol requeue (what preemption does): SLURM ends the job and queues it again, to start after
+    a delay (about 2 min here); starting it as soon as it is pending keeps the test short."""
+    _slurm("scontrol", "requeue", job)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and _slurm("squeue", "-h", "-j", job, "-o", "%T").strip() != "PENDING":
+        time.sleep(0.2)
+    _slurm("scontrol", "update", f"JobId={job}", "StartTime=now")
+
+
+def test_on_slurm_a_requeued_job_runs_again_and_a_cancelled_one_is_a_failed_unit_the_rerun_resumes(tmp_path):
+    """The sequential sweeper on SLURM. The job of (seed 1, arm B) holds until it is requeued: its run
+    lock died with it, so its second start runs the unit again, with the in-process bits. The job of
+    (seed 2, arm B) holds until scancel ends it: a named failed unit, the sweep goes on, exit 1, and
+    the rerun runs it."""
+    in_process = tmp_path / "in_process"
+    harness.run([*PAIRED, "ab.seeds=[0,1,2,3,4]"], out_dir=in_process, verbose=False)  # no training: seconds
+    sweep, hold, log = tmp_path / "sweep", tmp_path / "hold", tmp_path / "sweep.txt"
+    hold.mkdir()
+    (hold / "1_1.4").touch()
+    (hold / "2_1.4").touch()
+    args = ["-m", "hydra/sweeper=harness_sequential", *ON_THE_NODE, *PAIRED, "ab.sequential.min_seeds=3",
+            "stats.alpha=0.25", "ab.sequential.max_seeds=4", "ab.sequential.max_failures=2",  # 6 jobs, then 2
+            f"hydra.sweep.dir={sweep}"]
+    proc = _start(args, {"HARNESS_TEST_HOLD_ONCE": str(hold)}, log)
+    _requeue(_held_job(hold / "1_1.4.held", proc, log))
+    _slurm("scancel", _held_job(hold / "2_1.4.held", proc, log))
+    assert proc.wait(timeout=400) == 1, log.read_text()[-3000:]
     out = log.read_text()
     said = " ".join(out.split())
     assert "Traceback" not in out
-    assert "sequential sweep stopped: a job died: (seed=2, arm=" in said and "the job died, SLURM state CANCELLED" in said
-    assert "run the same command again to resume" in said
+    assert "some units failed because their job died: (seed=2, arm=B): the job died, SLURM state CANCELLED" in said, \
+        said[-3000:]
+    assert "run the same command again to resume" in said and "(seed=1, arm=B)" not in said
     state = read_json(sweep / "sequential.json")
-    assert state["status"] == "stopped" and "(seed=2, arm=" in state["stopped"]
-    assert {r["seed"] for r in load_tree(sweep).results} == {0, 1}
+    assert state["status"] == "settled", state  # the sweep went on past the lost unit
+    assert [(f["seed"], f["arm"]) for f in state["failed"]] == [(2, "B")] and "LostJob" in state["failed"][0]["reason"]
+    swept, here = _finals(sweep), _finals(in_process)
+    assert swept[(1, "B")] == here[(1, "B")]  # the requeued job ran its unit again (the held run sleeps 600 s)
+    assert all(swept[k] == here[k] for k in swept if k in here and k != (2, "B"))
 
-    env.pop("HARNESS_TEST_HOLD_FROM_SEED")
-    again = subprocess.run([os.sys.executable, "-m", "harness", *args], cwd=Path(__file__).resolve().parents[1],
-                           env=env, capture_output=True, text=True, timeout=600)
+    again = run_cli(args, env=ENV, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert read_json(sweep / "sequential.json")["status"] in ("settled", "stopped")
-    assert {2, 3} <= {r["seed"] for r in load_tree(sweep).results}
+    assert read_json(sweep / "sequential.json")["status"] == "settled"
+    assert {(r["seed"], r["arm"]): r["status"] for r in load_tree(sweep).results}[(2, "B")] == "completed"
+    assert _finals(sweep)[(2, "B")] == here[(2, "B")]

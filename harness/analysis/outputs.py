@@ -5,15 +5,26 @@ Written one by one over the old ones, a full disk could leave analysis.json and 
 sibling folder first (where a full disk fails, nothing replaced), then renamed over the old ones (a
 rename needs no space); should a rename fail, the old files are put back from hard links made
 before. Only a crash between the renames (microseconds) could leave them disagreeing.
+
+A temporary folder is named after its writer (``.analysis-new-<host>.<pid>-...``): one left by an
+analysis that was killed is removed by the next analysis of the folder, and named in the log; one of
+a writer that still runs (or of another host, younger than an hour) is left alone.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable
+
+_PREFIX = ".analysis-new-"
+_STALE_ELSEWHERE = 3600.0  # seconds: a folder of another host's analysis is left alone younger than this
 
 
 class OutputsNotWritten(OSError):
@@ -35,7 +46,8 @@ def write_together(folder: Path, writers: dict[str, Callable[[Path], None]]) -> 
     A name whose writer wrote nothing is removed from ``folder`` too (an old one would disagree)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        new = Path(tempfile.mkdtemp(dir=folder, prefix=".analysis-new-"))
+        remove_leftovers(folder)
+        new = Path(tempfile.mkdtemp(dir=folder, prefix=f"{_PREFIX}{socket.gethostname()}.{os.getpid()}-"))
     except OSError as e:
         raise OutputsNotWritten(e, folder, writers) from None
     try:
@@ -68,3 +80,37 @@ def _swap_in(new: Path, folder: Path, names: list[str]) -> None:
             elif (folder / name).exists():
                 os.unlink(folder / name)
         raise
+
+
+def remove_leftovers(folder: Path, say: Callable[[str], None] | None = None) -> list[Path]:
+    """Remove the temporary folders of analyses of ``folder`` that were killed; the removed ones."""
+    say = say or logging.getLogger("harness").warning
+    removed = []
+    for path in folder.glob(_PREFIX + "*"):
+        m = re.match(re.escape(_PREFIX) + r"(.+)\.(\d+)-", path.name)
+        try:
+            if m and m.group(1) == socket.gethostname():
+                if _alive(int(m.group(2))):
+                    continue  # an analysis of this folder running now
+            elif time.time() - path.stat().st_mtime < _STALE_ELSEWHERE:
+                continue  # another host's, maybe running
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    if removed:
+        say(f"removed {len(removed)} temporary folder(s) left by an analysis that was killed: "
+            f"{', '.join(p.name for p in removed)} (the analysis files beside them are whole: each set "
+            "is replaced together or not at all)")
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True

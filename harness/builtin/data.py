@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -43,9 +43,30 @@ class Datasets:
         return self.train_x.shape[-1]
 
 
+_LOADED: dict = {}  # this process's datasets: a worker running many units reads each once
+
+
+def _once(key: tuple, make) -> Datasets:
+    """``make()``, made once per process for ``key``; a shallow copy each time, so that a run's
+    limits and flags never reach the next run (the tensors are shared, never written in place)."""
+    if key not in _LOADED:
+        _LOADED[key] = make()
+    return replace(_LOADED[key])
+
+
+def _files_state(root: str) -> tuple:
+    """(name, size, mtime) of every file under root: a cached CIFAR-10 is reread when its files change."""
+    out = []
+    for folder, _, names in os.walk(root):
+        for n in sorted(names):
+            st = os.stat(os.path.join(folder, n))
+            out.append((os.path.join(folder, n), st.st_size, st.st_mtime_ns))
+    return tuple(sorted(out))
+
+
 def digits(augment: bool = False, train_limit: Optional[int] = None, test_limit: Optional[int] = None) -> Datasets:
     """scikit-learn's bundled 8x8 digits (1,797 images): 1,347 train / 450 test, a fixed split."""
-    return _limit(_digits(), augment, train_limit, test_limit)
+    return _limit(_once(("digits",), _digits), augment, train_limit, test_limit)
 
 
 def cifar10(root: str = "data/cifar10", download: bool = False, augment: bool = True, verify: bool = True,
@@ -55,7 +76,8 @@ def cifar10(root: str = "data/cifar10", download: bool = False, augment: bool = 
     verify: check every file against the official md5 before anything is unpickled (a pickle can
     run code); false only for files you made yourself (the tests' tiny ones).
     """
-    return _limit(_cifar10(root, download, verify), augment, train_limit, test_limit)
+    key = ("cifar10", os.path.abspath(root), download, verify, _files_state(root))
+    return _limit(_once(key, lambda: _cifar10(root, download, verify)), augment, train_limit, test_limit)
 
 
 def synthetic(num_train: int = 512, num_test: int = 256, num_classes: int = 10, channels: int = 1,
@@ -66,7 +88,8 @@ def synthetic(num_train: int = 512, num_test: int = 256, num_classes: int = 10, 
                             ("channels", channels, 1), ("image_size", image_size, 2)):
         if not isinstance(value, int) or value < low:
             raise DataError(f"data.{key}={value!r} must be an integer >= {low}.")
-    return _limit(_synthetic(num_train, num_test, num_classes, channels, image_size), augment, train_limit, test_limit)
+    shape = (num_train, num_test, num_classes, channels, image_size)
+    return _limit(_once(("synthetic", *shape), lambda: _synthetic(*shape)), augment, train_limit, test_limit)
 
 
 def _limit(ds: Datasets, augment: bool, train_limit, test_limit) -> Datasets:

@@ -10,6 +10,8 @@ one paragraph naming the key, the value and what is allowed; nothing has been wr
 from __future__ import annotations
 
 import inspect
+import math
+from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -56,6 +58,8 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
         p.append(f"determinism.cudnn_benchmark=true is not allowed with determinism.mode={_v(d.mode)}: it picks "
                  "convolution algorithms by timing, which changes the bits. Use determinism.mode=off.")
     _int_at_least(p, "repro.keep_step_weights", cfg.repro.keep_step_weights, 0)
+    if lock_timeout_problem(cfg.get("lock_timeout")):
+        p.append(lock_timeout_problem(cfg.get("lock_timeout")))
     if _v(cfg.device) == "cuda":
         import torch
 
@@ -230,3 +234,15 @@ def _pin_auto_threads(configs) -> None:
         load = measure_load()
         for c in todo:
             resolve_threads(c, say=lambda m: None, measure=lambda: load)
+
+
+def lock_timeout_problem(value) -> Optional[str]:
+    """Why a lock_timeout value is refused (None: it is fine). A non-number is refused by the schema
+    when the config is composed; a negative or non-finite number here, before any run."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return (f"lock_timeout={value!r} is not allowed: it is the number of seconds a run waits for another "
+                "process's lock on its (seed, arm) folder before giving up, so a number >= 0 (0: do not wait), "
+                "or null to wait as long as the holder runs.")
+    return None

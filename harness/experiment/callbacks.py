@@ -64,7 +64,7 @@ class AnalyzeSweep(Callback):
         os.environ[SWEEP_ENV] = uuid.uuid4().hex[:12]
         os.environ[LAUNCHER_ENV] = str(os.getpid())
         pin_sweep(config)
-        if "harness_sweeper" not in str(config.hydra.sweeper.get("_target_", "")):  # that one declares its design
+        if "harness_sweeper" not in str(config.hydra.sweeper.get("_target_", "")):  # the sweepers of hydra_plugins/harness_sweeper (plain, sequential, race) write it themselves
             write_declaration(config, Path(str(config.hydra.sweep.dir)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
@@ -78,7 +78,7 @@ class AnalyzeSweep(Callback):
         from harness.analysis.report import render_table
 
         if "harness_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
-            return  # the sequential sweeper analysed the sweep itself, with its looks
+            return  # that sweeper (plain, sequential or race) analysed the sweep itself
         root = Path(config.hydra.sweep.dir)
         problem = None
         try:

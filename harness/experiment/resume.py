@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+from harness.config.preflight import lock_timeout_problem  # noqa: F401 - the sweepers import it from here
 from harness.experiment.arms import ExperimentError
 from harness.experiment.identity import config_hash, describe_code_change, describe_config_change
 from harness.results import MAX_RESULT_BYTES, load_steps, read_json, read_result, unreadable_reason
@@ -174,6 +175,9 @@ def run_lock(folder: Path, on_wait, timeout: Optional[float] = None, log=None):
     """
     import fcntl
 
+    problem = lock_timeout_problem(timeout)
+    if problem:  # the sweepers and preflight say it before any job; this guards every other caller
+        raise ExperimentError(problem + " Nothing was run.")
     say = log or logging.getLogger("harness").warning
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / ".lock"

@@ -4,8 +4,11 @@ BasicSweeper's loop (launch a batch, ``initial_job_idx`` growing so job folders 
 the decision between batches taken by harness.experiment.sequential_plan over the result files under the
 sweep folder -- the same function, the same looks and the same decisions as the in-process loop
 (harness/experiment/sequential.py). A job's status is read, never its return value (which re-raises); a run
-that fails inside a job is recorded in its result file. Past ``ab.sequential.max_failures`` failed
-runs or jobs the sweep stops with a message and exit status 1.
+that fails inside a job is recorded in its result file. A job that dies (SIGKILL, scancel) is a failed
+unit too (_lost_units.py): it counts against ``ab.sequential.max_failures``, the sweep goes on, the
+process exits 1 naming it, and the next run of the command runs it again. Past
+``ab.sequential.max_failures`` failed runs or jobs the sweep stops with a message and exit status 1.
+sequential.json is never left "running": any exit writes it as "stopped" with the reason.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -29,27 +33,6 @@ _CHOSEN_BY_SWEEPER = ("seed", "arm", "ab.seeds")
 def _fail(message: str, code: int) -> None:
     print(f"\nharness: error: {message}\n", file=sys.stderr)
     raise SystemExit(code)
-
-
-_LOST = ("TerminatedWorkerError", "BrokenProcessPool", "UncompletedJobError")
-
-
-def _lost_worker(e: BaseException) -> bool:
-    """A job whose process died, not a bug of ours: a pool that lost a worker (joblib/loky's
-    TerminatedWorkerError, concurrent.futures' BrokenProcessPool) or a SLURM job that ended without
-    a result (submitit's UncompletedJobError: scancel, node failure, time limit, OOM)."""
-    return any(c.__name__ in _LOST for c in type(e).__mro__)
-
-
-def _exit_codes(e: BaseException) -> str:
-    """", killed by signal 9" from loky's "The exit codes of the workers are {SIGKILL(-9)}"."""
-    found = re.findall(r"SIG[A-Z]+\((-?\d+)\)", str(e))
-    state = re.search(r"state: ([A-Z_]+(?: by \d+)?)", str(e))  # submitit: "(state: CANCELLED by 0)"
-    if state and not found:
-        return f", SLURM state {state.group(1)}" + (" (no accounting: sacct cannot say more)"
-                                                    if state.group(1) == "UNKNOWN" else "")
-    return f", killed by signal {-int(found[0])} ({'SIGKILL, e.g. out of memory' if found[0] == '-9' else 'a signal'})" \
-        if found else ""
 
 
 class SequentialSweeperImpl:
@@ -80,8 +63,14 @@ class SequentialSweeperImpl:
         from harness.results import load_tree
         from harness.experiment.sequential import IdentityWatch, identity_stop, prepare, refresh
 
+        from ._lost_units import launch_surviving
+
+        from harness.experiment.resume import lock_timeout_problem
+
         self._check_arguments(arguments)
         cfg = self._task_config()
+        if lock_timeout_problem(cfg.get("lock_timeout")):  # before any job (each job would refuse it)
+            _fail(lock_timeout_problem(cfg.get("lock_timeout")) + " No job was launched.", 2)
         root = Path(str(self.config.hydra.sweep.dir))
         from harness.config.declaration import Declaration, DeclarationError
 
@@ -96,75 +85,76 @@ class SequentialSweeperImpl:
         root.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, root / "multirun.yaml")
         refresh(cfg, root, say=log.info)
+        self._rerun_lost(root)
         watch = IdentityWatch(cfg)  # from here on, a changed config or code stops the sweep
         budget = int(cfg.ab.sequential.max_failures)
         log.info(f"sequential sweeper: looks at {', '.join(map(str, design.looks))} seeds; jobs in {root}")
 
         idx = self._next_job_idx(root)
-        returns, job_failures = [], []
+        returns, job_failures, lost = [], [], []
         last = p = None
-        while True:
-            loaded = load_tree(root).results
-            changed = watch.problem(loaded, root)
-            if changed:  # no look at results of two identities, no analysis of them
-                p = identity_stop(watch, changed, p, design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline,
-                                  arms=arms, metric=self.declaration.metric, budget=budget)
-                self._write(cfg, root, design, p, baseline, loaded, "stopped")
-                track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
-                _fail(f"sequential sweep stopped: {changed}", 1)
-            p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms,
-                        metric=self.declaration.metric, max_failures=budget)
-            if last is not None and len(loaded) <= last[0] and len(job_failures) == last[1] and not p.done:
-                p.stopped = (f"the last batch's jobs completed but left no new result file under {root}; "
-                             "check the jobs' logs (a job folder per job).")  # else it would repeat forever
-            last = (len(loaded), len(job_failures))
-            if not p.stopped and job_failures and len(job_failures) + len(p.failed) > budget:
-                p.stopped = (f"{len(job_failures)} job(s) failed before writing a result "
-                             f"({'; '.join(job_failures[:3])}) and {len(p.failed)} run(s) failed, more than "
-                             f"ab.sequential.max_failures={budget}. Fix the cause and run the same command again.")
-            self._write(cfg, root, design, p, baseline, loaded, "running")
-            for arm, h in p.history.items():
-                if h:
-                    x = h[-1]
-                    log.info(f"sequential look {x.look}, {arm}: n {x.n}, estimate {x.estimate:+.4g}, interval "
-                             f"[{x.interval[0]:+.4g}, {x.interval[1]:+.4g}], decision {x.decision}")
-            if p.stopped or p.done:
-                break
-            have = {(r.get("seed"), str(r.get("arm"))) for r in loaded}
-            jobs = [list(arguments) + [f"seed={s}", f"arm={a}"]
-                    for s in p.batch_seeds for a in p.batch_arms if (s, a) not in have]
-            log.info(f"sequential sweeper: batch of {len(jobs)} job(s), seeds "
-                     f"{', '.join(map(str, p.batch_seeds))} for arms {', '.join(p.batch_arms)}")
-            step = self.max_batch_size or len(jobs)
-            for i in range(0, len(jobs), step):
-                chunk = jobs[i: i + step]
-                try:
-                    results = self.launcher.launch(chunk, initial_job_idx=idx)
-                except Exception as e:  # noqa: BLE001 - a pool that lost a worker: named below, no traceback
-                    if not _lost_worker(e):
-                        raise
-                    lost = self._lost_units(root, chunk, e)
-                    p.stopped = (f"a job died: {lost}. The runs that completed are kept; run the same command "
-                                 "again to resume (only the (seed, arm) without a result run again).")
-                    self._write(cfg, root, design, p, baseline, load_tree(root).results, "stopped")
+        with self._never_left_running(cfg, root, design, baseline, lambda: p):
+            while True:
+                loaded = load_tree(root).results
+                changed = watch.problem(loaded, root)
+                if changed:  # no look at results of two identities, no analysis of them
+                    p = identity_stop(watch, changed, p, design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline,
+                                      arms=arms, metric=self.declaration.metric, budget=budget)
+                    self._write(cfg, root, design, p, baseline, loaded, "stopped")
                     track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
-                    _fail(f"sequential sweep stopped: {p.stopped}", 1)
-                idx += len(chunk)
-                returns.append(results)
-                for job, r in zip(chunk, results):
-                    if r.status != JobStatus.COMPLETED:
-                        job_failures.append(f"{' '.join(job[-2:])}: {self._why(r)}")
+                    _fail(f"sequential sweep stopped: {changed}", 1)
+                p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms,
+                            metric=self.declaration.metric, max_failures=budget)
+                if last is not None and len(loaded) <= last[0] and len(job_failures) == last[1] and not p.done:
+                    p.stopped = (f"the last batch's jobs completed but left no new result file under {root}; "
+                                 "check the jobs' logs (a job folder per job).")  # else it would repeat forever
+                last = (len(loaded), len(job_failures))
+                if not p.stopped and job_failures and len(job_failures) + len(p.failed) > budget:
+                    p.stopped = (f"{len(job_failures)} job(s) failed before writing a result "
+                                 f"({'; '.join(job_failures[:3])}) and {len(p.failed)} run(s) failed, more than "
+                                 f"ab.sequential.max_failures={budget}. Fix the cause and run the same command again.")
+                self._write(cfg, root, design, p, baseline, loaded, "running")
+                for arm, h in p.history.items():
+                    if h:
+                        x = h[-1]
+                        log.info(f"sequential look {x.look}, {arm}: n {x.n}, estimate {x.estimate:+.4g}, interval "
+                                 f"[{x.interval[0]:+.4g}, {x.interval[1]:+.4g}], decision {x.decision}")
+                if p.stopped or p.done:
+                    break
+                have = {(r.get("seed"), str(r.get("arm"))) for r in loaded}
+                jobs = [list(arguments) + [f"seed={s}", f"arm={a}"]
+                        for s in p.batch_seeds for a in p.batch_arms if (s, a) not in have]
+                log.info(f"sequential sweeper: batch of {len(jobs)} job(s), seeds "
+                         f"{', '.join(map(str, p.batch_seeds))} for arms {', '.join(p.batch_arms)}")
+                step = self.max_batch_size or len(jobs)
+                for i in range(0, len(jobs), step):
+                    chunk = jobs[i: i + step]
+                    launched = launch_surviving(self.launcher, chunk, idx, root, say=log.warning)
+                    idx = launched.next_idx
+                    if launched.lost:  # their failed result files count in the next plan
+                        lost.append(launched.message())
+                        if launched.unrecorded:  # died before its run: no result file counts it
+                            job_failures.append(launched.lost[-1])
+                    for launched_jobs, results in launched.launched:
+                        returns.append(results)
+                        for job, r in zip(launched_jobs, results):
+                            if r.status != JobStatus.COMPLETED:
+                                job_failures.append(f"{' '.join(job[-2:])}: {self._why(r)}")
 
-        block = self._write(cfg, root, design, p, baseline, load_tree(root).results,
-                            "stopped" if p.stopped else "settled")
+            block = self._write(cfg, root, design, p, baseline, load_tree(root).results,
+                                "stopped" if p.stopped else "settled")
         failed = self._analyse(cfg, root, block)  # its verdict screen leads with the decisions
         if failed:  # no screen: say the decisions here, once
             for arm, a in block["arms"].items():
                 log.info(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
+        died = (f"some units failed because their job died: {'; '.join(lost)}. They count as failed runs here; "
+                "run the same command again to resume (they run again, and so does every (seed, arm) without a "
+                "result).") if lost else ""
         if p.stopped:
-            _fail(f"sequential sweep stopped unsettled: {p.stopped}" + (f" Also, the {failed}" if failed else ""), 1)
-        if failed:
-            _fail(failed, 1)
+            _fail(f"sequential sweep stopped unsettled: {p.stopped}" + (f" Also, the {failed}" if failed else "")
+                  + (f" Also, {died}" if died else ""), 1)
+        if failed or died:
+            _fail(" ".join(x for x in (died, failed) if x), 1)
         return returns
 
     # -- helpers --------------------------------------------------------------------------------
@@ -203,41 +193,43 @@ class SequentialSweeperImpl:
         return max(nums) + 1 if nums else 0
 
     @staticmethod
-    def _lost_units(root: Path, chunk: list, error: BaseException) -> str:
-        """Which (seed, arm) of a chunk a dead worker took with it: those without a result file. A
-        unit whose run lock names a process that is gone was running in it; the others had not
-        started their run (a pool that loses a worker cancels what it had queued; a cancelled SLURM
-        array ends its pending tasks too)."""
-        from harness.experiment.resume import holder_of
-        from harness.results import RESULT_NAME, find_result_files, read_json
+    def _rerun_lost(root: Path) -> None:
+        """Units whose job died in an earlier sweep (_lost_units.py) run again: set aside, like resume
+        reruns them in a plain sweep. A run that failed by itself stays a failure."""
+        from harness.experiment.resume import supersede
+        from harness.results import MAX_RESULT_BYTES, find_result_files, read_json
 
-        done, running = set(), {}
-        for path in find_result_files(root):
+        from ._lost_units import LOST_TYPE
+
+        for path in find_result_files(root) if root.exists() else []:
             try:
-                r = read_json(path)
-                done.add((r.get("seed"), str(r.get("arm"))))
-            except (OSError, ValueError, AttributeError):
-                pass
-        for lock in root.glob("**/runs/seed=*/arm=*/.lock"):
-            seed, arm = lock.parent.parent.name.split("=", 1)[1], lock.parent.name.split("=", 1)[1]
-            if not (lock.parent / RESULT_NAME).exists():
-                running[(seed, arm)] = holder_of(lock)
-        how = _exit_codes(error)
-        died, queued = [], []
-        for job in chunk:
-            seed, arm = (dict(a.split("=", 1) for a in job if a.startswith(("seed=", "arm="))).get(k) for k in ("seed", "arm"))
-            if (int(seed), arm) in done:
+                r = read_json(path, MAX_RESULT_BYTES)  # a huge file is not read here (the analysis names it)
+            except (OSError, ValueError):
                 continue
-            if (seed, arm) in running:
-                died.append(f"(seed={seed}, arm={arm}): the job died{how} (its process, {running[(seed, arm)]}, is gone)")
-            else:
-                queued.append(f"(seed={seed}, arm={arm})")
-        slurm = any(c.__name__ == "UncompletedJobError" for c in type(error).__mro__)
-        parts = died or [f"{'a SLURM job' if slurm else 'a worker of the pool'}{how}"]
-        if queued:
-            parts.append(f"no result either, their runs not started (queued or starting when it broke): "
-                         f"{', '.join(queued)}")
-        return "; ".join(parts)
+            if r.get("status") == "failed" and (r.get("error") or {}).get("type") == LOST_TYPE:
+                dest = supersede(path)
+                log.info(f"seed={r.get('seed')} arm={r.get('arm')}: its job died in an earlier sweep; it runs again "
+                         f"when its seed is reached (that record moved to {dest})")
+
+    @contextmanager
+    def _never_left_running(self, cfg, root, design, baseline, plan):
+        """Whatever ends the loop (Ctrl-C, an error, a message), sequential.json says "stopped", why."""
+        from harness.results import load_tree
+
+        self._status = None
+        try:
+            yield
+        except BaseException as e:
+            p = plan()
+            if self._status == "running" and p is not None:
+                if not p.stopped:
+                    p.stopped = ("interrupted (Ctrl-C or a signal)" if isinstance(e, KeyboardInterrupt) else
+                                 f"ended by {type(e).__name__}: {e}")
+                try:
+                    self._write(cfg, root, design, p, baseline, load_tree(root).results, "stopped", quiet=True)
+                except OSError:
+                    pass  # the message being raised already says why nothing could be written
+            raise
 
     @staticmethod
     def _why(r) -> str:
@@ -247,13 +239,29 @@ class SequentialSweeperImpl:
             return f"{type(e).__name__}: {e}"
         return f"status {r.status}"
 
-    def _write(self, cfg, root, design, p, baseline, loaded, status) -> dict:
+    def _write(self, cfg, root, design, p, baseline, loaded, status, quiet=False) -> dict:
+        """sequential.json; a full disk or a read-only folder ends the sweep with the storage message."""
         from harness.experiment import sequential_plan as sp
+        from harness.experiment.execute import storage_message
         from harness.results import write_json
 
         block = sp.record(design, p, metric=self.declaration.metric, baseline=baseline, status=status, runs=len(loaded),
                           unit=self.declaration.unit)
-        write_json(root / sp.SEQUENTIAL_NAME, block)
+        try:
+            write_json(root / sp.SEQUENTIAL_NAME, block)
+        except OSError as e:
+            if quiet:
+                raise
+            message = storage_message(e, root)
+            if status == "running":  # one try to leave it "stopped" rather than at the previous look
+                p.stopped = p.stopped or message
+                try:
+                    self._write(cfg, root, design, p, baseline, loaded, "stopped", quiet=True)
+                except OSError:
+                    pass
+            self._status = None  # no further try on the way out
+            _fail(message, 1)
+        self._status = status
         return block
 
     def _analyse(self, cfg, root: Path, block: dict) -> Optional[str]:

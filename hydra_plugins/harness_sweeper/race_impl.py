@@ -33,6 +33,7 @@ from hydra.core.utils import JobStatus
 from omegaconf import DictConfig, OmegaConf, flag_override
 
 from ._impl import SequentialSweeperImpl, _fail
+from ._lost_units import launch_surviving
 
 log = logging.getLogger("harness")
 
@@ -80,12 +81,13 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         declaration.write(root)
         OmegaConf.save(self.config, root / "multirun.yaml")
         refresh(cfg, root, say=log.info)
+        self._rerun_lost(root)  # units whose job died in an earlier race run again (_lost_units.py)
         watch = IdentityWatch(cfg, what="race")  # from here on, a changed config or code stops the race
         log.info(f"race: {len(design.configs)} configurations ({', '.join(design.configs)}), looks at "
                  f"{', '.join(map(str, design.looks))} seeds, margin {design.margin:g}, alpha {design.alpha:g}")
 
         idx = self._next_job_idx(root)
-        returns, job_failures, last, p = [], [], None, None
+        returns, job_failures, lost, last, p = [], [], [], None, None
         folder = self._job_folder_overrides(base + extra, root)
         while True:
             loaded = load_tree(root).results
@@ -116,11 +118,16 @@ class RaceSweeperImpl(SequentialSweeperImpl):
             step = self.max_batch_size or len(jobs)
             for i in range(0, len(jobs), step):
                 chunk = jobs[i: i + step]
-                results = self.launcher.launch(chunk, initial_job_idx=idx)
-                idx += len(chunk)
-                returns.append(results)
-                job_failures += [f"{' '.join(j[-2:])}: {self._why(r)}" for j, r in zip(chunk, results)
-                                 if r.status != JobStatus.COMPLETED]
+                launched = launch_surviving(self.launcher, chunk, idx, root, say=log.warning)
+                idx = launched.next_idx
+                if launched.lost:  # their failed (LostJob) results count as failed runs in the next plan
+                    lost.append(launched.message())
+                    if launched.unrecorded:  # died before its run: no result file counts it
+                        job_failures.append(launched.lost[-1])
+                for ran, results in launched.launched:
+                    returns.append(results)
+                    job_failures += [f"{' '.join(j[-2:])}: {self._why(r)}" for j, r in zip(ran, results)
+                                     if r.status != JobStatus.COMPLETED]
 
         block = rp.record(design, p, status="stopped" if p.stopped else "settled", runs=len(loaded))
         write_json(root / rp.RACE_NAME, block)
@@ -128,8 +135,12 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         self._track(cfg, root, analysis)
         log.info(f"race: {block['verdict']} Seeds spent {block['seeds_spent']} of {block['seeds_all_to_max']} "
                  f"(all to the maximum). results: {root} (analysis.json, report.md, race.png, race.json)")
+        died = (f"some units failed because their job died: {'; '.join(lost)}. Run the same command again to "
+                "resume: they run again.") if lost else ""
         if p.stopped:
-            _fail(f"race stopped unsettled: {p.stopped}", 1)
+            _fail(f"race stopped unsettled: {p.stopped}" + (f" Also, {died}" if died else ""), 1)
+        if died:
+            _fail(died, 1)
         return returns
 
     def _job_folder_overrides(self, overrides: List[str], root: Path) -> List[str]:
