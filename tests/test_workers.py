@@ -79,6 +79,11 @@ def test_auto_fills_the_free_cores_with_one_thread_units_and_one_unit_gets_every
     assert (side.threads, side.workers) == (1, 2)  # 2 units x 1 thread beat 1 unit x 2 threads
     assert (choose_threads("auto", QUIET, units=1).threads, choose_threads("auto", QUIET, units=1).workers) == (2, 1)
     assert choose_threads("auto", ONE_BUSY, units=20).workers == 1  # one free core: serial, in process
+    # a job that just ended keeps the 1-minute load average up for a while: 1-thread workers follow the
+    # cores free now (no barrier to wait at); pinned threads keep the cautious count
+    just_ended = Load(2, 1, 1.3, 0)
+    assert (choose_threads("auto", just_ended, units=20).threads, choose_threads("auto", just_ended, units=20).workers) == (1, 2)
+    assert choose_threads(2, just_ended, units=20).workers == 1
     big = choose_threads("auto", Load(64, 4), units=20)
     assert (big.threads, big.workers) == (3, 20)  # the free cores shared out among the units
     assert choose_threads("auto", QUIET, units=20, workers=1).threads == 2  # serial: every core to the unit

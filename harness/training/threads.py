@@ -62,6 +62,12 @@ class Load:
     def free(self) -> int:
         return max(1, self.cores - self.busy)
 
+    @property
+    def free_now(self) -> int:
+        """The cores free at this moment (the load average, which lags a minute behind a job that just
+        ended, left out): enough for single-thread workers, which have no barrier to wait at."""
+        return max(1, self.cores - self.runnable) if self.runnable is not None else self.free
+
     def describe(self) -> str:
         la = f", load average {self.load_average:.2f}" if self.load_average is not None else ""
         return f"{self.busy} other busy process(es) on {self.cores} core(s){la}"
@@ -145,8 +151,8 @@ def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: O
         threads, why = int(requested), f"determinism.threads={int(requested)}"
     if alone:
         n = 1
-    elif is_auto(workers):
-        n = max(1, min(units, load.free // threads))
+    elif is_auto(workers):  # 1-thread units only time-share a busy core; pinned threads would wait at barriers
+        n = max(1, min(units, (load.free_now if threads == 1 else load.free) // threads))
     else:
         n = max(1, min(int(workers), units))
     if n > 1 or not alone and not is_auto(workers):
