@@ -22,6 +22,9 @@ FAST = [
     "logger=none",
     "progress=false",
     "workers=1",  # the cheapest path: units one after another in the test's process (test_workers.py starts pools)
+    # auto resolves per invocation from the load at that moment, so two invocations could differ in
+    # their bits; 1 thread also never waits at a barrier on a busy machine (tests of auto: test_threads.py)
+    "determinism.threads=1",
 ]
 
 

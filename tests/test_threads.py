@@ -20,7 +20,7 @@ from harness.training import threads as th
 from harness.training.threads import Load, choose_threads
 from tests.conftest import FAST, compose_cfg
 
-TINY = [*FAST, "ab.seeds=[0]", "arm=A", "train.max_steps=3", "data.train_limit=64", "repro.certificate=false"]
+TINY = [*FAST, "determinism.threads=auto", "ab.seeds=[0]", "arm=A", "train.max_steps=3", "data.train_limit=64", "repro.certificate=false"]
 QUIET, ONE_BUSY, CROWDED = Load(2, 0, 0.1, 0), Load(2, 1, 1.1, 1), Load(2, 5, 5.3, 5)
 
 
