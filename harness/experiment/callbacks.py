@@ -72,34 +72,39 @@ class AnalyzeSweep(Callback):
 
         Hydra turns an Exception raised in a callback into a warning and exits 0; SystemExit is not an
         Exception, so it passes Callbacks._notify and run_and_report and sets the exit status."""
-        from harness.analysis.analyze import AnalysisError
         from harness.experiment.execute import fail
-        from harness.analysis.grid import analyze_grid_dir, render_grid
-        from harness.analysis.report import render_table
 
         if "harness_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
             return  # that sweeper (plain, sequential or race) analysed the sweep itself
-        root = Path(config.hydra.sweep.dir)
-        problem = None
-        try:
-            analysis = analyze_grid_dir(root)  # as root's declaration.json says
-        except AnalysisError as e:
-            problem = sweep_analysis_failed(root, e)
-            analysis = None
-        grid = analysis is not None and str(analysis.get("schema", "")).startswith("harness.grid")
-        if grid:
-            render_grid(analysis)
-        elif analysis is not None:
-            render_table(analysis, tables=bool(config.get("tables", False)))
-        tracked = track_sweep_analysis(config, root, None if grid else analysis)
+        analysis, problem = analyse_sweep(config, Path(config.hydra.sweep.dir))
         if problem:
             fail(problem, code=1)
-        if not tracked:
-            return
-        if grid:
-            log.info(f"sweep analysis: {root / 'grid.json'} (and analysis.json in each grid point's folder)")
-        elif analysis is not None:
-            log.info(f"sweep analysis: {root / 'analysis.json'}")
+
+
+def analyse_sweep(config: DictConfig, root: Path):
+    """A sweep's analysis as root's declaration.json says (a grid's or one A/B's), shown and tracked:
+    (the analysis or None, why it failed or None). Also the harness plain sweeper's."""
+    from harness.analysis.analyze import AnalysisError
+    from harness.analysis.grid import analyze_grid_dir, render_grid
+    from harness.analysis.report import render_table
+
+    problem = None
+    try:
+        analysis = analyze_grid_dir(root)
+    except AnalysisError as e:
+        problem = sweep_analysis_failed(root, e)
+        analysis = None
+    grid = analysis is not None and str(analysis.get("schema", "")).startswith("harness.grid")
+    if grid:
+        render_grid(analysis)
+    elif analysis is not None:
+        render_table(analysis, tables=bool(config.get("tables", False)))
+    tracked = track_sweep_analysis(config, root, None if grid else analysis)
+    if tracked and grid:
+        log.info(f"sweep analysis: {root / 'grid.json'} (and analysis.json in each grid point's folder)")
+    elif tracked and analysis is not None:
+        log.info(f"sweep analysis: {root / 'analysis.json'}")
+    return analysis, problem
 
 
 def sweep_analysis_failed(root: Path, error) -> str:

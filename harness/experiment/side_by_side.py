@@ -12,7 +12,6 @@ runs it again); a unit that is already done is skipped here without a worker.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from pathlib import Path
 from typing import Callable, Optional
@@ -20,8 +19,8 @@ from typing import Callable, Optional
 from omegaconf import DictConfig
 
 from harness.experiment import units as serial
-from harness.experiment.arms import ExperimentError, arm_configs, factor_value
-from harness.experiment.identity import config_hash, plain
+from harness.experiment.arms import ExperimentError
+from harness.experiment.identity import config_hash
 from harness.experiment.resume import decide, run_lock
 from harness.experiment.runner import code_of, new_result
 from harness.experiment.workers import Task, Workers
@@ -44,27 +43,10 @@ _NO_BAR = _NoBar()
 def run_side_by_side(cfg: DictConfig, out_dir, pool: Workers, *, log: Callable[[str], None] = print, tracker=None,
                      certify: bool = True, certificate_dir=None, stop_on_fatal: bool = True) -> serial.Outcome:
     """units.run_experiment, its units run by ``pool``'s workers. Raises what it raises."""
-    from harness.config.preflight import PreflightError, preflight
-
     out_dir = Path(out_dir)
-    arms = arm_configs(cfg)
-    seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
-    arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
-    if serial._all_done(cfg, arms, seeds, arm_names, out_dir):
-        log("every run is done with this config and code: nothing to check or train")
-    else:
-        pool.start(len(seeds) * len(arm_names), warm=modules_of(cfg))  # their imports overlap the preflight
-        try:
-            preflight(cfg, arms)  # every value, import and the data, before the first run
-        except PreflightError as e:
-            raise ExperimentError(str(e)) from None
-    described = {
-        "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
-        "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
-        "seeds": seeds, "config": plain(cfg),
-    }
-    if serial._read_or_none(out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
-        write_json(out_dir / "experiment.json", described)
+    # the workers' imports overlap the preflight; none start when every run is done
+    arms, seeds, arm_names = serial.prepare(cfg, out_dir, log,
+                                            before_preflight=lambda units: pool.start(units, warm=modules_of(cfg)))
     plan = [(seed, arm, cfg, arms[arm]) for seed in seeds for arm in arm_names]
     outcome = run_units(plan, out_dir, pool, log=log, tracker=tracker, progress=bool(cfg.progress),
                         stop_on_fatal=stop_on_fatal)

@@ -105,6 +105,35 @@ class Outcome:
     certified_now: bool = False  # the certificate's rerun ran (not kept from disk): new input for the analysis
 
 
+def prepare(cfg: DictConfig, out_dir: Path, log: Callable[[str], None],
+            before_preflight: Optional[Callable[[int], None]] = None) -> tuple:
+    """What every way of running the units does first: (arms, seeds, arm names); the preflight of
+    every value, import and the data unless every run is done (``before_preflight(units)`` first);
+    experiment.json, rewritten only when it changed (read-only media)."""
+    from harness.config.preflight import PreflightError, preflight
+
+    arms = arm_configs(cfg)
+    seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
+    arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
+    if _all_done(cfg, arms, seeds, arm_names, out_dir):
+        log("every run is done with this config and code: nothing to check or train")
+    else:
+        if before_preflight is not None:
+            before_preflight(len(seeds) * len(arm_names))
+        try:
+            preflight(cfg, arms)
+        except PreflightError as e:
+            raise ExperimentError(str(e)) from None
+    described = {
+        "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
+        "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
+        "seeds": seeds, "config": _plain(cfg),
+    }
+    if _read_or_none(out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
+        write_json(out_dir / "experiment.json", described)
+    return arms, seeds, arm_names
+
+
 def run_experiment(
     cfg: DictConfig,
     out_dir: str | os.PathLike,
@@ -120,28 +149,10 @@ def run_experiment(
     and, with stop_on_fatal, on an op without a deterministic implementation in strict mode (after
     recording the run).
     """
-    from harness.config.preflight import PreflightError, preflight
-
     out_dir = Path(out_dir)
     if is_auto(cfg.determinism.threads):  # called directly, not through execute (which resolved it)
         pin_threads(cfg, out_dir, say=log)
-    arms = arm_configs(cfg)
-    seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
-    arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
-    if _all_done(cfg, arms, seeds, arm_names, out_dir):
-        log("every run is done with this config and code: nothing to check or train")
-    else:
-        try:
-            preflight(cfg, arms)  # every value, import and the data, before the first run
-        except PreflightError as e:
-            raise ExperimentError(str(e)) from None
-    described = {
-        "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
-        "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
-        "seeds": seeds, "config": _plain(cfg),
-    }
-    if _read_or_none(out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
-        write_json(out_dir / "experiment.json", described)  # unchanged: not rewritten (read-only media)
+    arms, seeds, arm_names = prepare(cfg, out_dir, log)
     from harness.experiment.progress import RunProgress
 
     results, skipped, failed = [], [], []

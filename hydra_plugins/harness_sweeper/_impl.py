@@ -63,8 +63,6 @@ class SequentialSweeperImpl:
         from harness.results import load_tree
         from harness.experiment.sequential import IdentityWatch, identity_stop, prepare, refresh
 
-        from ._lost_units import launch_surviving
-
         from harness.experiment.resume import lock_timeout_problem
 
         self._check_arguments(arguments)
@@ -126,20 +124,7 @@ class SequentialSweeperImpl:
                         for s in p.batch_seeds for a in p.batch_arms if (s, a) not in have]
                 log.info(f"sequential sweeper: batch of {len(jobs)} job(s), seeds "
                          f"{', '.join(map(str, p.batch_seeds))} for arms {', '.join(p.batch_arms)}")
-                step = self.max_batch_size or len(jobs)
-                for i in range(0, len(jobs), step):
-                    chunk = jobs[i: i + step]
-                    launched = launch_surviving(self.launcher, chunk, idx, root, say=log.warning)
-                    idx = launched.next_idx
-                    if launched.lost:  # their failed result files count in the next plan
-                        lost.append(launched.message())
-                        if launched.unrecorded:  # died before its run: no result file counts it
-                            job_failures.append(launched.lost[-1])
-                    for launched_jobs, results in launched.launched:
-                        returns.append(results)
-                        for job, r in zip(launched_jobs, results):
-                            if r.status != JobStatus.COMPLETED:
-                                job_failures.append(f"{' '.join(job[-2:])}: {self._why(r)}")
+                idx = self._launch_batch(jobs, idx, root, returns, job_failures, lost)
 
             block = self._write(cfg, root, design, p, baseline, load_tree(root).results,
                                 "stopped" if p.stopped else "settled")
@@ -158,6 +143,26 @@ class SequentialSweeperImpl:
         return returns
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _launch_batch(self, jobs: list, idx: int, root: Path, returns: list, job_failures: list, lost: list) -> int:
+        """Launch a batch's jobs (hydra.sweeper.max_batch_size at a time) through launch_surviving:
+        a job that died is a failed unit named in ``lost`` (its LostJob result counts in the next
+        plan), a job that failed before writing a result is named in ``job_failures``. The next job index."""
+        from ._lost_units import launch_surviving
+
+        step = self.max_batch_size or len(jobs)
+        for i in range(0, len(jobs), step):
+            launched = launch_surviving(self.launcher, jobs[i: i + step], idx, root, say=log.warning)
+            idx = launched.next_idx
+            if launched.lost:
+                lost.append(launched.message())
+                if launched.unrecorded:  # died before its run: no result file counts it
+                    job_failures.append(launched.lost[-1])
+            for ran, results in launched.launched:
+                returns.append(results)
+                job_failures += [f"{' '.join(j[-2:])}: {self._why(r)}" for j, r in zip(ran, results)
+                                 if r.status != JobStatus.COMPLETED]
+        return idx
 
     def _check_arguments(self, arguments: List[str]) -> None:
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)

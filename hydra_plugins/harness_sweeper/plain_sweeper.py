@@ -72,28 +72,7 @@ class HarnessBasicSweeper(BasicSweeper):
 def _analyse(config, root: Path) -> Tuple[bool, Optional[str]]:
     """The harness callback's analysis of a sweep (harness.experiment.callbacks.AnalyzeSweep.
     on_multirun_end, which leaves this sweeper's sweeps to it): (analysed?, why it failed)."""
-    import logging
+    from harness.experiment.callbacks import analyse_sweep
 
-    from harness.analysis.analyze import AnalysisError
-    from harness.analysis.grid import analyze_grid_dir, render_grid
-    from harness.analysis.report import render_table
-    from harness.experiment.callbacks import sweep_analysis_failed, track_sweep_analysis
-
-    log = logging.getLogger("harness")
-    problem = None
-    try:
-        analysis = analyze_grid_dir(root)  # as root's declaration.json says
-    except AnalysisError as e:
-        problem = sweep_analysis_failed(root, e)
-        analysis = None
-    grid = analysis is not None and str(analysis.get("schema", "")).startswith("harness.grid")
-    if grid:
-        render_grid(analysis)
-    elif analysis is not None:
-        render_table(analysis, tables=bool(config.get("tables", False)))
-    tracked = track_sweep_analysis(config, root, None if grid else analysis)
-    if tracked and grid:
-        log.info(f"sweep analysis: {root / 'grid.json'} (and analysis.json in each grid point's folder)")
-    elif tracked and analysis is not None:
-        log.info(f"sweep analysis: {root / 'analysis.json'}")
+    analysis, problem = analyse_sweep(config, root)
     return analysis is not None, problem

@@ -29,11 +29,9 @@ from pathlib import Path
 from typing import Any, List
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.utils import JobStatus
 from omegaconf import DictConfig, OmegaConf, flag_override
 
 from ._impl import SequentialSweeperImpl, _fail
-from ._lost_units import launch_surviving
 
 log = logging.getLogger("harness")
 
@@ -115,19 +113,7 @@ class RaceSweeperImpl(SequentialSweeperImpl):
             jobs = [base + extra + folder + [f"seed={s}", f"arm={c}"] for s in p.batch_seeds for c in p.batch_configs]
             log.info(f"race: batch of {len(jobs)} job(s), seeds {', '.join(map(str, p.batch_seeds))} for "
                      f"{', '.join(p.batch_configs)}")
-            step = self.max_batch_size or len(jobs)
-            for i in range(0, len(jobs), step):
-                chunk = jobs[i: i + step]
-                launched = launch_surviving(self.launcher, chunk, idx, root, say=log.warning)
-                idx = launched.next_idx
-                if launched.lost:  # their failed (LostJob) results count as failed runs in the next plan
-                    lost.append(launched.message())
-                    if launched.unrecorded:  # died before its run: no result file counts it
-                        job_failures.append(launched.lost[-1])
-                for ran, results in launched.launched:
-                    returns.append(results)
-                    job_failures += [f"{' '.join(j[-2:])}: {self._why(r)}" for j, r in zip(ran, results)
-                                     if r.status != JobStatus.COMPLETED]
+            idx = self._launch_batch(jobs, idx, root, returns, job_failures, lost)
 
         block = rp.record(design, p, status="stopped" if p.stopped else "settled", runs=len(loaded))
         write_json(root / rp.RACE_NAME, block)
