@@ -59,3 +59,16 @@ def test_bootstrap_at_three_seeds_says_in_words_why_it_is_not_defined():
     # from 4 distinct differences the interval is finite and the note is the usual one
     r4 = stats.bootstrap_ci(a + [93.0], b + [93.1])
     assert math.isfinite(r4.low) and math.isfinite(r4.high) and r4.note.startswith("bootstrap-t")
+
+
+def test_three_seeds_on_disk_analysis_json_and_report_say_why_the_bootstrap_is_undefined(tmp_path):
+    from harness.analysis.analyze import analyze_dir
+
+    from . import _results_factory as F  # the tests' synthetic result files
+
+    root = F.write_results(tmp_path / "exp", F.make_results({"A": [90.0, 91.0, 92.0], "B": [90.5, 91.2, 92.9]}))
+    analyze_dir(root, bootstrap_resamples=999)
+    boot = json.loads((root / "analysis.json").read_text())["comparisons"]["B"]["bootstrap"]
+    assert boot["ci"] == [None, None]  # JSON has no infinity: the ends are null ...
+    assert boot["note"].startswith("not defined with 3 pairs")  # ... and the words say why
+    assert "not defined with 3 pairs" in (root / "report.md").read_text()

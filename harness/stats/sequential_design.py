@@ -146,8 +146,12 @@ class SequentialDesign:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "SequentialDesign":
-        """The design stored with a run (``to_dict``), for resuming: derived keys are ignored."""
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if not k.startswith("_") and k in d})
+        """The design stored with a run (``to_dict``), for resuming: derived keys are ignored. A record
+        from before the skewness calibration (no ``skewness`` key) was made with the normal
+        boundaries, and resumes under them: a design never changes after looks were made."""
+        stored = {k: d[k] for k in cls.__dataclass_fields__ if not k.startswith("_") and k in d}
+        stored.setdefault("skewness", 0.0)
+        return cls(**stored)
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
