@@ -349,7 +349,7 @@ def check(path: str, extra: list[str], config_dirs=(), show_ops: bool = False) -
     if cmp["identical"]:
         return EXIT_OK
     print("\n".join(golden_ops.check_lines(golden, result, cmp["first_divergent_step"])) if show_ops else
-          f"  to name the first op whose bits differ: python -m harness.golden check {shlex.quote(path)} --ops")
+          f"  to name the first op whose bits differ: {shlex.join(['python', '-m', 'harness.golden', 'check', path, *extra, '--ops'])}")
     stat = golden.get("statistical")
     if not stat:
         return EXIT_DIFFERENT

@@ -29,6 +29,11 @@ def stored_stream(result: dict) -> dict:
             "stream": [ops.plain(op) for op in rep.ops]}
 
 
+def _recorder_kind(stored: dict) -> str:
+    """Which recorder made a stored stream: "own" or "debug_mode" (its name says)."""
+    return "own" if stored["recorder"].startswith(ops.OwnRecorder.name) else "debug_mode"
+
+
 def check_lines(golden: dict, result: dict, step: int) -> list:
     """check --ops: the first op whose bits differ between the golden and this rerun."""
     if step == 0:
@@ -36,8 +41,11 @@ def check_lines(golden: dict, result: dict, step: int) -> list:
     stored = golden.get("ops")
     losses = (golden["fingerprints"]["steps"]["loss"], load_steps(result)["loss"])
     try:
-        if stored and stored["step"] == step:
-            now = ops.replay(result, step)
+        kind = _recorder_kind(stored) if stored else None
+        if stored and stored["step"] == step and ops.recorder_available(kind):
+            # the same recorder as at save time: the two recorders see different op streams (ours
+            # also sees detach), so a stream from one never lines up with a replay by the other
+            now = ops.replay(result, step, kind)
             found = ops.first_difference([ops.Op(**o) for o in stored["stream"]], now.ops)
             loc = {"step": step, "recorder": now.recorder, "ops": [len(stored["stream"]), len(now.ops)],
                    "found": found, "replay_losses": [stored["loss_bits"], now.loss_bits]}
@@ -45,7 +53,9 @@ def check_lines(golden: dict, result: dict, step: int) -> list:
                      f"B is this machine's replay"]
         else:
             loc = ops.locate(_golden_run(golden), result, step)
-            why = "no op stream stored (save --ops stores step 1's)" if not stored else f"the golden stores step {stored['step']}'s"
+            why = ("no op stream stored (save --ops stores step 1's)" if not stored
+                   else f"the golden stores step {stored['step']}'s" if stored["step"] != step
+                   else f"the golden's stream was recorded by {stored['recorder']}, which this torch lacks")
             where = [f"  ops: A and B both replayed on this machine ({why}): a difference the stack alone made "
                      "does not show here"]
     except ops.OpsError as e:

@@ -179,6 +179,11 @@ def recorder_for(capture: Capture, which: str = "auto"):
     return f"{OwnRecorder.name} (torch {torch.__version__}) with an exact bit hash", lambda: OwnRecorder(capture)
 
 
+def recorder_available(which: str) -> bool:
+    """Whether ``recorder_for(capture, which)`` can record on this torch."""
+    return which != "debug_mode" or debug_mode_recorder(Capture()) is not None
+
+
 # -- replaying one run up to a step -------------------------------------------------------------
 
 
