@@ -5,7 +5,7 @@ A run's identity is what decides its numbers apart from the seed and the factor:
 - the config outside the factor: ``base_hash``, recomputed here from the result's own ``config``
   block (results.config_digest), so a file without hashes, or whose recorded hash disagrees with
   its config, cannot slip past (a disagreement is itself reported);
-- the code: ``code_version`` (the harness's and the user's code, as experiment.py records it);
+- the code: ``code_version`` (the harness's and the user's code, as experiment/runner.py records it);
 - the environment that decides the bits (``env``): device type, torch version, CPU capability,
   threads, determinism mode, precision (and the GPU model on CUDA). A key the factor itself
   changes (e.g. factor ``determinism.threads``) may differ between arms.

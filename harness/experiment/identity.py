@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 import harness
 
 from harness.results import NOT_IN_IDENTITY as NOT_IN_HASH  # never change a run's numbers  # noqa: F401
-from harness.results import config_digest, flatten  # noqa: F401 - flatten is used by experiment.py
+from harness.results import config_digest, flatten  # noqa: F401 - flatten is used by arms.py
 
 
 def plain(cfg) -> dict:

@@ -1,7 +1,8 @@
 """The tracking room: every run and every verdict in wandb, offline by default.
 
 Owns: tracker.py (the only importer of wandb), content.py (what a run or an analysis becomes in
-wandb: rows, tables, summary), options.py (settings, groups, WANDB_* precedence, OnlineGate). May
+wandb: rows, tables, summary), options.py (settings, groups, WANDB_* precedence, OnlineGate),
+closing.py (what the tracker says when it closes: runs not logged, the one ``wandb sync`` hint). May
 import: harness.results. Computes no statistics: it logs the analysis dict as it is.
 
 tracker.py is the one module that imports wandb, and only inside functions: with ``logger=none`` the
@@ -33,7 +34,7 @@ same ``group``):
                          the random-effects rows), the forest plot as "figure", and across/<arm>/* (the
                          sentence, estimate, CI, tau and its interval, I^2, prediction, better on k of K)
 
-Runs are logged after they finish (experiment.py calls ``log_run`` after writing the result), so
+Runs are logged after they finish (experiment/units.py calls ``log_run`` after writing the result), so
 wandb never runs while a model trains.
 
 Which settings win: a value set in the config (``logger.wandb.*``, e.g. on the command line) >
