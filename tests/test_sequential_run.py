@@ -64,6 +64,19 @@ def test_in_process_run_stops_when_settled_and_drops_the_worse_arm(reference):
     assert "Sequential looks (settled)" in report and "sequential decision (worse): C is worse than A" in report
 
 
+def test_the_screen_leads_with_the_sequential_decision_and_labels_fixed_n_numbers_information(reference):
+    from harness.analysis.summary import lines
+
+    screen = lines(read_json(reference / "analysis.json"))
+    assert screen[0].endswith(": sequential decision")
+    verdicts = [line for line in screen[1:] if line.startswith("  ")][:2]
+    assert any("better" in v and v.lstrip().startswith("B") for v in verdicts), screen
+    fixed = [line for line in screen if line.startswith("fixed-N reading of")]
+    assert fixed and all("(information only" in line for line in fixed)
+    assert screen.index(fixed[0]) > 1  # below the decisions, never above them
+    assert not any(line.startswith("  undecided") for line in screen)  # no fixed-N verdict as a verdict
+
+
 def test_report_flags_skewed_differences(reference):
     import copy
 

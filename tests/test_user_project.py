@@ -66,7 +66,10 @@ def test_an_alternative_margin_leaves_the_declared_files_untouched(experiment):
     before = {name: (out / name).read_bytes() for name in DECLARED}
     proc = _cli([str(out), "--margin", "auto"], module="harness.analyze")
     assert proc.returncode == 0, proc.stderr
-    assert "ALTERNATIVE ANALYSIS, not the declared one: margin auto (declared: 2)" in " ".join(proc.stdout.split())
+    screen = " ".join(proc.stdout.split())
+    assert "ALTERNATIVE ANALYSIS, not the declared one: margin auto (declared: 2)" in screen
+    # its basis is not what was declared, and the line that states it says so
+    assert "analysed with (an alternative, not the declaration): metric q" in screen and "declared: metric" not in screen
     assert {name: (out / name).read_bytes() for name in DECLARED} == before
     alt = read_json(out / "alternatives" / "margin=auto" / "analysis.json")
     assert alt["margin"]["source"] == "auto" and alt["metric"] == "q"
@@ -78,6 +81,7 @@ def test_noise_audit_and_golden_work_with_the_declared_metric(tmp_path):
                  "+experiment=user_ab", "logger=none", "progress=false", *tiny], module="harness.noise_audit")
     assert proc.returncode == 0, proc.stderr[-3000:]
     audit = read_json(tmp_path / "audit" / "noise_audit.json")
+    assert (tmp_path / "audit" / "noise_audit.txt").read_text().startswith("noise audit: train.fn userproj.fit.fit,")
     assert audit["metric"] == "q"
     golden = tmp_path / "golden.json"
     proc = _cli(["save", str(golden), *BASE, *tiny], module="harness.golden")

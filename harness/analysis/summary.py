@@ -72,7 +72,8 @@ def declaration_line(analysis: dict) -> str:
         alpha, design = analysis["alpha"], ""
     decl = analysis.get("declaration") or {}
     arms = ", ".join(f"{k}={v}" for k, v in (decl.get("arms") or {}).items())
-    return (f"declared: metric {analysis['metric']} ({unit}{words}); margin {margin}; alpha {alpha:g}; "
+    said = "analysed with (an alternative, not the declaration)" if analysis.get("departures") else "declared"
+    return (f"{said}: metric {analysis['metric']} ({unit}{words}); margin {margin}; alpha {alpha:g}; "
             f"baseline {analysis['baseline']}; factor {analysis.get('factor')}" + (f" ({arms})" if arms else "") + design)
 
 

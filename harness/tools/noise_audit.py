@@ -266,6 +266,9 @@ def write_plot(summary: dict, path: Path, title: str, kept: int, steps: int) -> 
 # -- command line -------------------------------------------------------------------------------
 
 
+BUILTIN_LOOP = "harness.builtin.loop.train"
+
+
 def _short(target: str) -> str:
     return str(target).rsplit(".", 1)[-1]
 
@@ -343,7 +346,9 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
     header = {"seed": seed, "arm": arm, "k": k, "threads": threads, "thread_counts": thread_counts(threads, k)}
     model = _short((ref_cfg.get("model") or {}).get("_target_", ref_cfg.train.fn))
     data = _short((ref_cfg.get("data") or {}).get("_target_", "its data"))
-    title = (f"noise audit: {model} on {data}, seed {seed}, arm {arm}, {steps} steps, {device.type}, "
+    # a training function of the user's may use neither the configured model nor data: name it
+    what = f"{model} on {data}" if str(ref_cfg.train.fn) == BUILTIN_LOOP else f"train.fn {ref_cfg.train.fn}"
+    title = (f"noise audit: {what}, seed {seed}, arm {arm}, {steps} steps, {device.type}, "
              f"threads={threads}, mode {getattr(ref_cfg.determinism.mode, 'value', ref_cfg.determinism.mode)}, K={k}")
     tables = [format_table(summary, metric, header, spec, n_examples)]
     tables += [format_table(summary, m, header, declaration.metrics[m]) for m in also]
