@@ -113,3 +113,31 @@ def test_the_code_identity_reads_torchs_version_without_importing_it():
              "print('torch' in sys.modules); import torch; print(v == torch.__version__)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+DIGITS = """
+import sys
+import torch
+from harness.builtin.data import digits
+ds = digits()
+print("loaded", sorted(m for m in ("sklearn",) if m in sys.modules))
+from sklearn.datasets import load_digits
+import numpy as np
+b = load_digits()
+order = np.random.default_rng(0).permutation(len(b.target))
+x = (torch.tensor(b.images, dtype=torch.float32).unsqueeze(1) / 16.0 - 0.5) / 0.5
+same = torch.equal(torch.cat([ds.test_x, ds.train_x]), x[torch.from_numpy(order)])
+same = same and torch.equal(torch.cat([ds.test_y, ds.train_y]), torch.tensor(b.target)[torch.from_numpy(order)])
+print("digits as scikit-learn loads them", same)
+"""
+
+
+def test_the_digits_load_without_importing_scikit_learn_and_are_the_same_tensors(tmp_path):
+    """Importing scikit-learn (load_digits) costs over a second per process, for every run and every
+    worker; its bundled file is read directly."""
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", DIGITS], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "loaded []" in proc.stdout, proc.stdout
+    assert "digits as scikit-learn loads them True" in proc.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pickle
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -109,16 +110,32 @@ def _digits() -> Datasets:
 
     The split does not depend on the experiment's seed: every seed is tested on the same images.
     """
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    x = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    images, target = _digits_arrays()
+    x = torch.tensor(images, dtype=torch.float32).unsqueeze(1) / 16.0
     x = (x - 0.5) / 0.5
-    y = torch.tensor(bunch.target, dtype=torch.int64)
+    y = torch.tensor(target, dtype=torch.int64)
     order = torch.from_numpy(np.random.default_rng(0).permutation(len(y)))
     x, y = x[order], y[order]
     n_test = 450
     return Datasets("digits", x[n_test:], y[n_test:], x[:n_test], y[:n_test], 10)
+
+
+def _digits_arrays() -> tuple:
+    """(images (n, 8, 8), labels): scikit-learn's digits.csv.gz read as load_digits reads it, without
+    importing scikit-learn (over a second a process, for every run and every worker)."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")  # finds the package, imports nothing
+    path = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz" if spec and spec.origin else None
+    if path is None or not path.is_file():  # another layout: ask scikit-learn itself
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        return bunch.images, bunch.target
+    with gzip.open(path, "rt") as f:
+        data = np.loadtxt(f, delimiter=",")
+    return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
 
 
 def _cifar10(root: str, download: bool, verify: bool = True) -> Datasets:
