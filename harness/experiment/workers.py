@@ -257,8 +257,12 @@ def _warm(modules) -> None:
     import importlib
 
     import harness.experiment.units  # noqa: F401
-    import torch  # noqa: F401
+    import torch
 
+    try:  # a torch optimizer's first construction imports dynamo: seconds, paid here, not by the first unit
+        import torch._dynamo  # noqa: F401
+    except Exception:  # noqa: BLE001 - private; then the first unit pays it
+        pass
     for name in modules:
         try:
             importlib.import_module(name)
