@@ -16,8 +16,9 @@ from harness.results import load_tree, read_json
 from .conftest import FAST, REPO, run_cli
 
 # The same bits on every launcher at the same thread count: pinned here, since threads=auto resolves
-# per invocation (the free cores in process, 1 in a sweep).
-PINNED = ["determinism.threads=2"]
+# per invocation (the free cores in process, 1 in a sweep). 1 thread: the launchers run jobs at once
+# (submitit_local all six), and 2 pinned threads each on 2 cores wait at every barrier.
+PINNED = ["determinism.threads=1"]
 SWEEP = FAST + PINNED + ["seed=0,1,2"]
 
 
@@ -47,7 +48,7 @@ def test_sweep_gives_the_in_process_bits_and_verdict(tmp_path, in_process, launc
     assert len(finals) == 6
     assert finals == _finals(in_process)
     # every job pinned its threads, whatever the launcher's workers were given
-    assert {r["env"]["threads"] for r in load_tree(sweep).results} == {2}
+    assert {r["env"]["threads"] for r in load_tree(sweep).results} == {1}
     swept = read_json(sweep / "analysis.json")  # written by the sweep's callback
     assert _comparable(swept) == _comparable(read_json(in_process / "analysis.json"))
 
