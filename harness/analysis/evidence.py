@@ -20,6 +20,9 @@ import numpy as np
 from harness import results as results_io
 from harness import stats
 
+_NUMBERS = {int, float}  # exactly: a bool is no number here
+
+
 def _finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -184,12 +187,19 @@ def curves(usable, arms) -> dict:
         curve = r.get("curve")
         if not isinstance(curve, Mapping) or not isinstance(curve.get("step"), list):
             return {}
-        found = {}
+        found, steps = {}, curve["step"]
+        plain_steps = set(map(type, steps)) <= _NUMBERS
         for name, values in curve.items():
             if name == "step" or not isinstance(values, list):
                 continue
-            points = {step: float(v) for step, v in zip(curve["step"], values)
-                      if _finite_number(step) and _finite_number(v)}
+            if plain_steps and set(map(type, values)) <= _NUMBERS:  # the usual case, checked at C speed
+                n = min(len(steps), len(values))
+                with np.errstate(all="ignore"):
+                    keep = np.isfinite(np.asarray(steps[:n], dtype=float)) & np.isfinite(np.asarray(values[:n], dtype=float))
+                points = {steps[i]: float(values[i]) for i in np.flatnonzero(keep).tolist()}
+            else:
+                points = {step: float(v) for step, v in zip(steps, values)
+                          if _finite_number(step) and _finite_number(v)}
             if points:
                 found[str(name)] = points
         return found
