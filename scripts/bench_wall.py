@@ -60,6 +60,21 @@ def invocation(args: list[str], folder: Path, timeout: int, **env) -> tuple[floa
     return wall, code, f"load {load:.2f} at start; " + (said[0][-150:] if said else f"exit {code}")
 
 
+def units(folder: Path) -> dict:
+    """Per-unit seconds from the result files: the whole unit (total) and its training loop (train),
+    mean over the units, and the slowest unit (a worker's first pays what its start-up left)."""
+    total, train = [], []
+    for path in sorted(folder.glob("runs/*/*/result.json")):
+        timing = json.loads(path.read_text()).get("timing") or {}
+        if timing.get("total_seconds") is not None:
+            total.append(timing["total_seconds"])
+            train.append(timing.get("train_seconds") or 0.0)
+    if not total:
+        return {}
+    return {"n": len(total), "total": sum(total) / len(total), "train": sum(train) / len(train),
+            "slowest": max(total), "sum": sum(total)}
+
+
 def phases(folder: Path, overrides: list[str]) -> dict:
     """A no-op rerun's fixed costs, phase by phase, in this (fresh) process."""
     out, t = {}, time.perf_counter()
@@ -111,6 +126,7 @@ def main() -> int:
         rows.append(("refuse", *invocation([*args, "train.batch_size=0"], tmp / "refuse", a.timeout)))
         rows.append(("serial", *invocation([*args, *serial], tmp / "serial", a.timeout)))
         rows.append(("side by side", *invocation([*args, *side], tmp / "side", a.timeout)))
+        per_unit = {"serial": units(tmp / "serial"), "side by side": units(tmp / "side")}
         rows.append(("default", *invocation(args, tmp / "exp", a.timeout)))
         rows.append(("noop", *invocation(args, tmp / "exp", a.timeout)))
         wandb_dir = tmp / "wandb_cache"
@@ -142,6 +158,15 @@ def main() -> int:
     print(f"side by side / serial, busy:  {wall['busy side'] / wall['busy serial']:.2f}")
     print(f"default busy / default quiet: {wall['busy default'] / wall['default']:.2f} (target <= 2)")
     print(f"noop: {wall['noop']:.2f} s (target <= 2), noop wandb: {wall['noop wandb']:.2f} s (target <= 4)")
+    print("\nper unit (from the result files: the whole unit, and its training loop alone):")
+    for name, u in per_unit.items():
+        if u:
+            print(f"  {name:<14} {u['n']} units: {u['total']:.2f} s a unit (train {u['train']:.2f} s), slowest "
+                  f"{u['slowest']:.2f} s; units' seconds added up {u['sum']:.1f} s")
+    s, b = per_unit["serial"], per_unit["side by side"]
+    if s and b:
+        print(f"  a unit side by side / alone: {b['total'] / s['total']:.2f} (train {b['train'] / s['train']:.2f}): "
+              f"what two units at once cost each other on these cores")
     print("\nno-op rerun by phase (one process):")
     for name, s in phase.items():
         print(f"  {name:<48} {s:>6.2f} s" if isinstance(s, float) else f"  {name}: {s}")
