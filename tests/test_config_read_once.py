@@ -29,18 +29,22 @@ ROOT_ENTRIES = {
     # every value checked before torch, then the full preflight (imports, components, the data)
     ("config.preflight", "preflight_cheap"), ("config.preflight", "check_settings"),
     ("config.preflight", "preflight"), ("config.preflight", "check_train_fn"),
-    ("experiment.plan", "preflight_or_refuse"),
+    ("experiment.plan", "preflight_or_refuse"), ("experiment.plan", "check_unless_done"),  # (unless all done)
     # what is analysed
     ("config.declaration", "from_config"),
     # determinism.threads=auto resolved into the config before anything hashes it (and the workers)
-    ("experiment.units", "pin_threads"), ("training.threads", "resolve_threads"),
+    ("experiment.units", "pin_threads"),  # (run_experiment's, when called directly)
+    ("training.threads", "resolve_threads"),
     ("training.threads", "units_of"), ("training.threads", "uses_gpu"),
     # the tracker reads its own options (logger.*) when it opens: its entry
     ("tracking.tracker", "open_tracker"), ("tracking.options", "_select"),
-    # what is run: the plan, with each arm's config (arms.py makes them) and the modules workers import
+    # what is run: the plan, with each arm's config (arms.py makes them)
     ("experiment.plan", "from_config"), ("experiment.plan", "_owns_certificate"),
-    ("experiment.plan", "modules_of"), ("training.components", "targets"),
     ("experiment.arms", "arm_configs"), ("experiment.arms", "check_ab"),
+    ("experiment.identity", "plain"),  # the plain record of the config, for experiment.json
+    # (not reached here) ab.conditions composes each condition's config from the overrides: each
+    # becomes its own plan at run_experiment's entry
+    ("experiment.conditions", "condition_configs"),
 }
 
 # Where an arm config may go: made and described by the plan, checked by the preflight, and then the
