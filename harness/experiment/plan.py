@@ -43,10 +43,9 @@ class Plan:
     certify: bool = False
     certificate_dir: Optional[Path] = None
     lock_timeout: Optional[float] = None
-    sequential: bool = False  # ab.sequential.enabled
     max_failures: int = 0  # ab.sequential.max_failures
     modules: tuple = ()  # the training function's and components' modules (a worker imports them first)
-    declared_arms: dict = field(default_factory=dict, repr=False)  # ab.arms as given (sequential.json's record)
+    declared_arms: dict = field(default_factory=dict, repr=False)  # ab.arms as given (a sequential experiment.json)
     record: dict = field(default_factory=dict, repr=False)  # the plain config, for experiment.json
     # each arm's config before its interpolations resolve: a narrowed unit resolves its own (narrow)
     arm_sources: dict = field(default_factory=dict, repr=False, compare=False)
@@ -70,7 +69,7 @@ class Plan:
             resume=bool(cfg.resume), progress=bool(cfg.progress), tables=bool(cfg.tables),
             workers=int(cfg.get("workers") or 1), threads=cfg.determinism.threads, certify=bool(certify),
             certificate_dir=Path(certificate_dir or sweep_root or out_dir), lock_timeout=cfg.get("lock_timeout"),
-            sequential=bool(cfg.ab.sequential.enabled), max_failures=int(cfg.ab.sequential.max_failures),
+            max_failures=int(cfg.ab.sequential.max_failures),
             modules=modules_of(arms), declared_arms={str(k): _arm_value(v) for k, v in cfg.ab.arms.items()},
             record=plain(cfg), arm_sources=sources,
         )

@@ -1,9 +1,10 @@
 """An experiment's (seed, arm) units side by side in worker processes (workers.py): the serial
 path's contract, units at once.
 
-``run_side_by_side`` is units.run_experiment with the units handed to workers: the same preflight
-(skipped when every unit is done), the same experiment.json, the same per-unit function in each
-worker (lock, resume decision, atomic write), results in the serial order (seed by seed, arm by arm),
+``run_side_by_side`` is units.run_plan with the units handed to workers: after the same preflight at
+the entry (skipped when every unit is done; the workers' imports overlap it), the same
+experiment.json, the same per-unit function in each worker (lock, resume decision, atomic write),
+results in the serial order (seed by seed, arm by arm),
 the pairing checked per seed, the certificate's rerun in a worker. The parent logs each run's line,
 draws the progress lines, and hands each result to the tracker. A unit whose worker died is a
 failed result naming its (seed, arm) and how the worker ended, written like any failed run (resume

@@ -1,8 +1,8 @@
-"""Seeds x arms: compose each arm, guard the single factor, run, write results, check pairing.
+"""Seeds x arms: run the plan's units, write results, check pairing, certify.
 
 An experiment is the base config plus ``ab``: the ONE config path (``ab.factor``) where arms differ,
-each arm's value there, and the seeds. This module builds every arm's config and proves that the arms
-differ only under the factor; runs each (seed, arm) unless a matching result is already on disk;
+each arm's value there, and the seeds. The plan (plan.py) holds every arm's config, made and guarded
+by arms.py; this module runs each (seed, arm) unless a matching result is already on disk;
 writes ``runs/seed=S/arm=A/result.json`` atomically; and checks that arms of one seed share their
 initial weights and data order. Resume decisions live in resume.py; statistics in harness/stats/ and
 analysis.py, not here.
