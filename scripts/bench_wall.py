@@ -95,9 +95,8 @@ def phases(folder: Path, overrides: list[str]) -> dict:
     lap("cheap checks")
     ex.pin_threads(cfg, folder, say=lambda m: None)
     lap("measure the load, resolve threads")
-    from harness.experiment.units import _all_done, arm_configs
-    arms = arm_configs(cfg)
-    done = _all_done(cfg, arms, list(cfg.ab.seeds), list(arms), folder)
+    from harness.experiment.plan import Plan
+    done = Plan.from_config(cfg, folder).all_done()  # the arms made, then every resume decision
     lap(f"resume decisions + code identity (all done: {done})")
     from harness.config.declaration import Declaration
     declaration = Declaration.from_config(cfg)

@@ -152,12 +152,13 @@ def test_arms_whose_code_differs_where_it_was_shared_stop_the_run(tmp_path):
     """Each arm's results have one identity, but B's record other code than A's (e.g. every B job
     of the first batch started after an edit): the arms' code was one at the start, so no look. And
     after a look, an arm whose results all have another identity than at that look is named too."""
+    from harness.experiment.arms import arm_configs
     from harness.experiment.sequential import IdentityWatch
 
     from .conftest import compose_cfg
 
     cfg = compose_cfg([*SMALL, "ab.sequential.enabled=true", "train.fn=tests.sequential_fns.paired_metric"])
-    watch = IdentityWatch(cfg)
+    watch = IdentityWatch(arm_configs(cfg))
     (ha, code), (hb, _) = watch.expected["A"], watch.expected["B"]
 
     def result(seed, arm, h, version):
@@ -172,7 +173,7 @@ def test_arms_whose_code_differs_where_it_was_shared_stop_the_run(tmp_path):
     assert f"arm B seeds 0-2 (another identity: config_hash {hb}, code_version {code}x: runs/seed=0/arm=B" in message
     assert [r["arm"] for r in watch.consistent(other)] == ["A"] * 3  # B's results are not of its identity
 
-    watch = IdentityWatch(cfg)
+    watch = IdentityWatch(arm_configs(cfg))
     assert watch.problem(same, tmp_path) is None  # a look: B is held to its identity from here on
     message = watch.problem(same[:3] + other[3:], tmp_path)
     assert f"arm B's results have another identity than at the earlier looks (config_hash {hb}, code_version {code})" \

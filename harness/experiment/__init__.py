@@ -1,7 +1,9 @@
 """The experiment room: every (seed, arm) run, resumed, paired and certified; sweeps and sequential runs.
 
-Owns: execute.py (one invocation, Hydra-free, and the exits a user sees), arms.py (each arm's config
-and the single-factor guard), units.py (run the units, write result files, check the pairing, the
+Owns: execute.py (one invocation, Hydra-free, and the exits a user sees), plan.py (the Plan: what one
+invocation runs, read from the composed config once at the entry point; below it, only the plan, the
+declaration and each arm's read-only config travel), arms.py (each arm's config and the
+single-factor guard), units.py (run the units, write result files, check the pairing, the
 certificate), runner.py (one unit: the training function through the Run), resume.py and
 identity.py (what may be skipped: config and code identity), sequential.py, sequential_plan.py and
 sequential_identity.py (seeds in batches until settled), race_plan.py and race.py (racing K

@@ -8,7 +8,9 @@ under the factor; ``pairing_expectation`` says which fingerprints arms of one se
 from __future__ import annotations
 
 import copy
-from omegaconf import DictConfig, OmegaConf
+from typing import Optional
+
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.experiment.identity import flatten as _flatten, plain as _plain, under as _under
@@ -68,11 +70,12 @@ class _Missing:
     pass
 
 
-def arm_configs(cfg: DictConfig) -> dict[str, DictConfig]:
+def arm_configs(cfg: DictConfig, *, sources: Optional[dict] = None) -> dict[str, DictConfig]:
     """Each arm's config: the base with the arm's value placed at ab.factor, resolved and guarded.
 
     A mapping placed on a subtree merges into it (keys it does not name keep the base values).
-    Raises ExperimentError if any resolved key outside ab.factor differs between arms.
+    Raises ExperimentError if any resolved key outside ab.factor differs between arms. ``sources``,
+    when given, receives each arm's config before its interpolations resolve (resolve_arms).
     """
     check_ab(cfg)
     factor = cfg.ab.factor
@@ -98,12 +101,35 @@ def arm_configs(cfg: DictConfig) -> dict[str, DictConfig]:
         try:
             OmegaConf.update(arm, factor, value, merge=merge)  # the schema checks keys and types
             arm.arm = str(name)
+            if sources is not None:
+                sources[str(name)] = (copy.deepcopy(arm), _show(value))
             OmegaConf.resolve(arm)
         except OmegaConfBaseException as e:
             raise ExperimentError(f"ab.arms.{name}: the value {_show(value)} cannot be placed at {factor}: {e}") from None
         arms[str(name)] = arm
+    _guard(arms, factor)
+    return arms
 
-    # The guard: arms may differ only under the factor (an interpolation can couple another key).
+
+def resolve_arms(sources: dict, factor: str, seed: int) -> dict[str, DictConfig]:
+    """arm_configs of the config narrowed to ``seed``, from arm_configs' ``sources``: resolved now,
+    as a sweep job resolves its config when it starts (an ``oc.env`` read then, say), and guarded."""
+    arms = {}
+    for name, (source, shown) in sources.items():
+        arm = copy.deepcopy(source)
+        try:
+            with open_dict(arm):
+                arm.seed = int(seed)
+            OmegaConf.resolve(arm)
+        except OmegaConfBaseException as e:
+            raise ExperimentError(f"ab.arms.{name}: the value {shown} cannot be placed at {factor}: {e}") from None
+        arms[name] = arm
+    _guard(arms, factor)
+    return arms
+
+
+def _guard(arms: dict, factor: str) -> None:
+    """Arms may differ only under the factor (an interpolation can couple another key)."""
     flat = {name: _flatten(_drop(_plain(a), ("ab", "arm", "seed"))) for name, a in arms.items()}
     first = next(iter(flat))
     for name, f in flat.items():
@@ -115,7 +141,6 @@ def arm_configs(cfg: DictConfig) -> dict[str, DictConfig]:
                 "An A/B comparison must change exactly one thing; check interpolations such as "
                 f"${{{factor}}} elsewhere in the config, or make the factor the common parent."
             )
-    return arms
 
 
 def _show(value) -> str:

@@ -55,7 +55,9 @@ def given_overrides(overrides: Optional[Sequence[str]]) -> list:
 
 
 def condition_configs(cfg: DictConfig, declaration, overrides: Sequence[str], config_dirs: Sequence = ()) -> dict:
-    """name -> the condition's composed config, every one checked (arms, values) before any run."""
+    """name -> the condition's composed config, every one checked (arms, values) before any run.
+    An entry point: each condition's config is composed here from the overrides (``cfg``, the
+    experiment's, gives its seed=, arm= and resolved threads), and becomes its plan when it runs."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -87,20 +89,24 @@ def condition_configs(cfg: DictConfig, declaration, overrides: Sequence[str], co
     return out
 
 
-def run_conditions(cfg: DictConfig, out_dir: Path, declaration, *, overrides: Optional[Sequence[str]],
-                   config_dirs: Sequence = (), multirun: bool, say: Callable[[str], None], tracker,
-                   certify: bool, show_table: bool) -> Executed:
-    """Run every (condition, seed, arm) not done, analyse each condition, then the average across them."""
-    from harness.analysis.conditions import CONDITION_DIR, analyze_conditions_dir, render_conditions
-    from harness.config.declaration import Declaration
-
-    if multirun or cfg.seed is not None or cfg.arm is not None:
+def refuse_narrowed(*, multirun: bool, narrowed: bool) -> None:
+    """Conditions run in one process, whole: not as a sweep's job, nor narrowed to one unit."""
+    if multirun or narrowed:
         raise ExperimentError(
             "ab.conditions runs every (condition, seed, arm) in one process: python -m harness +experiment=... "
             "(without -m, seed= or arm=). To spread the conditions over a sweep, sweep their overrides as a grid "
             "instead: python -m harness -m +experiment=loss_ab ab.conditions={} data=digits,synthetic "
             "'seed=range(0,10)'; grid.md and grid.json then carry the same across-conditions block.")
-    configs = condition_configs(cfg, declaration, given_overrides(overrides), config_dirs)
+
+
+def run_conditions(configs: dict, out_dir: Path, declaration, *, say: Callable[[str], None], tracker,
+                   certify: bool, show_table: bool) -> Executed:
+    """Run every (condition, seed, arm) not done, analyse each condition, then the average across them.
+    ``configs``: condition_configs' (the entry composed them); each runs through run_experiment, where
+    its config becomes its plan."""
+    from harness.analysis.conditions import CONDITION_DIR, analyze_conditions_dir, render_conditions
+    from harness.config.declaration import Declaration
+
     declaration.write(out_dir, say=say)
     results, skipped, failed, folders = [], [], [], {}
     for name, c in configs.items():

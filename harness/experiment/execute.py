@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from harness.experiment.units import Executed, ExperimentError, pin_threads, run_experiment
+from harness.experiment.units import Executed, ExperimentError, recorded_threads, run_plan
 
 log = logging.getLogger("harness")
 
@@ -43,56 +43,62 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
 
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
-    # The resolved count is hashed with the config: before anything reads it.
     from harness.config.preflight import PreflightError, preflight_cheap
 
     try:  # a bad value is refused before torch, the data, wandb or the declaration's files
         preflight_cheap(cfg)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
-    from harness.training.threads import workers_problem
-
-    if workers_problem(cfg.get("workers", "auto")):
-        raise ExperimentError(workers_problem(cfg.get("workers")))
-    pin_threads(cfg, out_dir, in_sweep=multirun, say=say, warn=log.warning if say is _say else say)
-    try:
+    try:  # (preflight_cheap made it once already: a problem with it was refused there)
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
     except DeclarationError as e:
         raise ExperimentError(f"{e} Nothing was run.") from None
+    from harness.training.threads import measure_load, resolve_threads, workers_problem
+
+    if workers_problem(cfg.get("workers", "auto")):
+        raise ExperimentError(workers_problem(cfg.get("workers")))
+    # The resolved count is hashed with the config: before anything hashes it (units.pin_threads' rule)
+    resolve_threads(cfg, say=say, warn=log.warning if say is _say else say, in_sweep=multirun,
+                    recorded=recorded_threads(out_dir), measure=measure_load)
     try:
         tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
     except tracking.TrackingConfigError as e:
         raise ExperimentError(str(e)) from None
+    from harness.experiment.plan import Plan, check_unless_done, preflight_or_refuse
     from harness.experiment.workers import Workers
 
     # side by side (cfg.workers > 1, resolved with the threads): workers start when the first unit
     # needs one, so a no-op rerun starts none; they end with this invocation, Ctrl-C included
     pool = Workers(int(cfg.get("workers") or 1), say=say)
     try:
-        certify = cfg.repro.certificate and _owns_certificate(cfg)
+        # the plan (what is run) is read from cfg here, where each way of running first needs its arms;
+        # below, only the plan and the declaration travel (an arm's config to the unit runner)
         if cfg.ab.sequential.enabled and not narrowed and not multirun:
             from harness.experiment.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
 
-            return run_sequential(cfg, out_dir, declaration, say=say, tracker=tracker, certify=certify,
-                                  show_table=show_table, pool=pool if pool.n > 1 else None)
+            plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
+            preflight_or_refuse(cfg, plan.arms)
+            return run_sequential(plan, declaration, say=say, tracker=tracker, show_table=show_table,
+                                  pool=pool if pool.n > 1 else None)
         if declaration.conditions:  # every (condition, seed, arm); the average across them (conditions.py)
-            from harness.experiment.conditions import run_conditions
+            from harness.experiment.conditions import condition_configs, given_overrides, refuse_narrowed, run_conditions
 
-            return run_conditions(cfg, out_dir, declaration, overrides=overrides, config_dirs=config_dirs,
-                                  multirun=multirun, say=say, tracker=tracker, certify=bool(cfg.repro.certificate),
-                                  show_table=show_table)
+            refuse_narrowed(multirun=multirun, narrowed=narrowed)
+            configs = condition_configs(cfg, declaration, given_overrides(overrides), config_dirs)
+            return run_conditions(configs, out_dir, declaration, say=say, tracker=tracker,
+                                  certify=bool(cfg.repro.certificate), show_table=show_table)
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
             declaration.write(out_dir, say=say)
+        plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
         if pool.n > 1:
             from harness.experiment.side_by_side import run_side_by_side
 
-            outcome = run_side_by_side(cfg, out_dir, pool, log=say, tracker=tracker, certify=certify,
-                                       certificate_dir=sweep_root, stop_on_fatal=not multirun)
+            # the workers' imports overlap the preflight; none start when every run is done
+            check_unless_done(cfg, plan, say, before_preflight=lambda units: pool.start(units, warm=plan.modules))
+            outcome = run_side_by_side(plan, pool, log=say, tracker=tracker, stop_on_fatal=not multirun)
         else:
-            outcome = run_experiment(
-                cfg, out_dir, log=say, tracker=tracker, certify=certify, certificate_dir=sweep_root,
-                stop_on_fatal=not multirun,
-            )
+            check_unless_done(cfg, plan, say)
+            outcome = run_plan(plan, log=say, tracker=tracker, stop_on_fatal=not multirun)
         pool.close()  # before the analysis: their memory back, nothing left to run
         if narrowed or multirun:
             # One unit of a sweep: the sweep's callback (or harness.analyze) analyses all of them.
@@ -107,7 +113,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         except AnalysisError as e:
             return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
         if show_table:
-            render_table(analysis, tables=bool(cfg.tables))
+            render_table(analysis, tables=plan.tables)
         if analysis.pop("_unchanged", False):
             say("analysis unchanged: analysis.json, report.md, analysis.png and the tracker's analysis kept")
         else:
@@ -256,10 +262,3 @@ def interrupted_message() -> str:
     folder = CURRENT.get("folder")
     return (f"interrupted. {_completed_under(folder)} The run in progress was not saved. Run the same command "
             f"again to resume (completed runs are skipped): {resume_command()}")
-
-
-def _owns_certificate(cfg: DictConfig) -> bool:
-    """Within a sweep, the job that runs the first seed's first arm reruns it for the certificate."""
-    first_seed = cfg.ab.seeds[0] if len(cfg.ab.seeds) else None
-    first_arm = next(iter(cfg.ab.arms), None)
-    return (cfg.seed is None or cfg.seed == first_seed) and (cfg.arm is None or cfg.arm == first_arm)

@@ -5,8 +5,8 @@
 The loop: validate the design (ab.sequential) and every setting before anything is written; then,
 over and over, read the result files, replay the looks (harness.experiment.sequential_plan, with the
 statistics of harness.stats.sequential), and run the next batch -- the next seeds for the baseline
-and every arm still running -- with ``harness.experiment.units.run_experiment`` narrowed to each seed
-(``seed=S``, and ``arm=A`` once an arm has stopped), the units a sweep's jobs run. It stops
+and every arm still running -- with ``harness.experiment.units.run_plan``, the plan narrowed to each seed
+(``seed=S``, and ``arm=A`` once an arm has stopped: ``Plan.narrow``), the units a sweep's jobs run. It stops
 when every arm is settled (or past the failure budget), writes ``sequential.json`` (every look of
 every arm) and ``sequential.png`` (the running interval against the margin), and analyses the
 results with the looks in analysis.json. A killed run continued with the same command skips the
@@ -17,14 +17,13 @@ jobs on any launcher.
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from omegaconf import DictConfig, open_dict
-
 from harness.experiment import sequential_plan as sp
-from harness.experiment.units import ExperimentError, Outcome, arm_configs, run_experiment
+from harness.experiment.plan import ALL_DONE, Plan
+from harness.experiment.units import ExperimentError, Outcome, run_plan
 from harness.results import load_tree, read_json, write_json
 from harness.experiment.sequential_identity import IdentityWatch, expected_identity, identity_stop  # noqa: F401
 from harness.analysis.sequential_figure import write_figure  # noqa: F401 - the sweeper imports it from here
@@ -34,18 +33,12 @@ class SequentialConfigError(ExperimentError):
     """ab.sequential (or the folder's stored design) does not allow a run; the message says why."""
 
 
-def prepare(cfg: DictConfig, declaration, where: Path, *, stored: Optional[Path] = None):
-    """Validate before any run: the design, every other setting (preflight), a stored design; then
+def prepare(declaration, where: Path, *, stored: Optional[Path] = None):
+    """Validate before any run (the entry made the preflight): the design, a stored design; then
     write the declaration into ``where``.
 
-    Returns (design, baseline, arms). Raises SequentialConfigError / ExperimentError.
+    Returns (design, baseline, arms). Raises SequentialConfigError.
     """
-    from harness.config.preflight import PreflightError, preflight
-
-    try:
-        preflight(cfg, arm_configs(cfg))
-    except PreflightError as e:
-        raise ExperimentError(str(e)) from None
     try:
         design = sp.design_of(declaration)
     except ValueError as e:
@@ -61,8 +54,9 @@ def prepare(cfg: DictConfig, declaration, where: Path, *, stored: Optional[Path]
     return design, baseline, arms
 
 
-def refresh(cfg: DictConfig, root: Path, say: Callable[[str], None] = print) -> int:
-    """Move aside results of another config or code than this one's (resume's rule), failed ones too.
+def refresh(arms: dict, root: Path, say: Callable[[str], None] = print) -> int:
+    """Move aside results of another config or code than ``arms``' (arm -> config; resume's rule),
+    failed ones too.
 
     The plan reads every result file under root, so this is where a changed config or code makes
     a seed run again; a failed run of the same config and code stays (it counts as a failure).
@@ -70,7 +64,7 @@ def refresh(cfg: DictConfig, root: Path, say: Callable[[str], None] = print) -> 
     from harness.experiment.units import supersede
     from harness.results import find_result_files
 
-    ident = expected_identity(arm_configs(cfg))
+    ident = expected_identity(arms)
     moved = 0
     for path in find_result_files(root) if root.exists() else []:
         try:
@@ -86,34 +80,22 @@ def refresh(cfg: DictConfig, root: Path, say: Callable[[str], None] = print) -> 
     return moved
 
 
-def narrowed(cfg: DictConfig, seed: int, arm: Optional[str] = None) -> DictConfig:
-    """A copy of cfg narrowed to one seed (and one arm), as a sweep job is: what run_experiment runs.
-
-    ab.seeds stays as given (it is the order of seeds, and a seed past it is still a valid unit),
-    so results record the same config in process and through the sweeper.
-    """
-    sub = copy.deepcopy(cfg)
-    with open_dict(sub):
-        sub.seed = int(seed)
-        sub.arm = arm
-    return sub
-
-
-def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable[[str], None] = print, tracker=None,
-                   certify: bool = True, show_table: bool = True, pool=None):
-    """The in-process loop; returns app.Executed (outcome over every batch, the final analysis).
-    ``pool`` (workers.Workers): each batch's units side by side in its workers, else one by one."""
+def run_sequential(plan: Plan, declaration, *, say: Callable[[str], None] = print, tracker=None,
+                   show_table: bool = True, pool=None):
+    """The in-process loop (the entry made the preflight); returns app.Executed (outcome over every
+    batch, the final analysis). ``pool`` (workers.Workers): each batch's units side by side in its
+    workers, else one by one."""
     from harness.experiment.units import Executed
 
-    out_dir = Path(out_dir)
-    design, baseline, arms = prepare(cfg, declaration, out_dir)
+    out_dir, certify = plan.out_dir, plan.certify
+    design, baseline, arms = prepare(declaration, out_dir)
     metric = declaration.metric
-    budget = int(cfg.ab.sequential.max_failures)
+    budget = plan.max_failures
     say(f"sequential: looks at {_looks(design)} seeds, alpha {design.alpha:g}, margin "
         f"{design.margin if design.margin is not None else 'none (better/worse than 0)'}, {design.spending} spending")
 
-    refresh(cfg, out_dir, say)
-    watch = IdentityWatch(cfg)  # from here on, a changed config or code stops the run
+    refresh(plan.arms, out_dir, say)
+    watch = IdentityWatch(plan.arms)  # from here on, a changed config or code stops the run
     results, skipped, failed, cert = [], [], [], None
     last = p = None
     while True:
@@ -124,14 +106,14 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
         last = len(loaded)
         changed = watch.problem(loaded, out_dir)
         if changed:
-            p = identity_stop(watch, changed, p, design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline,
+            p = identity_stop(watch, changed, p, design, loaded, seeds=list(plan.all_seeds), baseline=baseline,
                               arms=arms, metric=metric, budget=budget)
-            _write(out_dir, design, p, cfg, declaration, loaded, "stopped")
+            _write(out_dir, design, p, plan, declaration, loaded, "stopped")
             return Executed(Outcome(out_dir, results, skipped, failed, cert), None,
                             f"sequential run stopped: {changed}")
-        p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms, metric=metric,
+        p = sp.plan(design, loaded, seeds=list(plan.all_seeds), baseline=baseline, arms=arms, metric=metric,
                     max_failures=budget)
-        _write(out_dir, design, p, cfg, declaration, loaded, "running")
+        _write(out_dir, design, p, plan, declaration, loaded, "running")
         _say_looks(p, say)
         if p.stopped or p.done:
             break
@@ -140,16 +122,18 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
         # seed by seed, every arm of a seed before the next seed (as a sweep's jobs would be)
         units = [(seed, arm) for seed in p.batch_seeds for arm in ([None] if every_arm else p.batch_arms)]
         if pool is not None:
-            outcome = _batch_side_by_side(cfg, out_dir, units, pool, say, tracker, certify)
+            outcome = _batch_side_by_side(plan, units, pool, say, tracker, certify)
             certify = False
             cert = outcome.certificate or cert
             results += outcome.results
             skipped += outcome.skipped
             failed += outcome.failed
             continue
-        for seed, arm in units:
-            outcome = run_experiment(narrowed(cfg, seed, arm), out_dir, log=say, tracker=tracker,
-                                     certify=certify, certificate_dir=out_dir)
+        for seed, arm in units:  # as run_experiment runs a sweep's job (its preflight made once, above)
+            unit = replace(plan.narrow(seed, arm), certify=certify, certificate_dir=out_dir)
+            if unit.all_done():
+                say(ALL_DONE)
+            outcome = run_plan(unit, log=say, tracker=tracker)
             certify = False  # one certificate per invocation, from the first batch that runs
             cert = outcome.certificate or cert
             results += outcome.results
@@ -158,7 +142,7 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
 
     loaded = load_tree(out_dir).results
     status = "stopped" if p.stopped else "settled"
-    block = _write(out_dir, design, p, cfg, declaration, loaded, status)
+    block = _write(out_dir, design, p, plan, declaration, loaded, status)
     write_figure(block, out_dir / sp.FIGURE_NAME)
     outcome = Outcome(out_dir, results, skipped, failed, cert)
     if not show_table:  # the verdict screen leads with the decisions: said once
@@ -173,7 +157,7 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
     except AnalysisError as e:
         return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
     if show_table:
-        render_table(analysis, tables=bool(cfg.tables))
+        render_table(analysis, tables=plan.tables)
     if tracker is not None:
         tracker.log_analysis(analysis, out_dir)
     say(f"results: {out_dir}  (analysis.json, report.md, analysis.png, sequential.json, sequential.png)")
@@ -182,44 +166,33 @@ def run_sequential(cfg: DictConfig, out_dir: Path, declaration, *, say: Callable
     return Executed(outcome, analysis)
 
 
-def _batch_side_by_side(cfg, out_dir: Path, units, pool, say, tracker, certify: bool) -> Outcome:
-    """One batch's units on the workers: each unit exactly as run_experiment(narrowed(cfg, seed, arm))
-    runs it in this process (the same config, so the same result files), without a preflight per
-    unit (prepare made it)."""
+def _batch_side_by_side(plan: Plan, units, pool, say, tracker, certify: bool) -> Outcome:
+    """One batch's units on the workers: each unit exactly as run_plan(plan.narrow(seed, arm)) runs
+    it in this process (the same config, so the same result files), without a preflight per unit."""
     from harness.experiment.side_by_side import certify_with, run_units
 
-    plan = []
+    todo = []
     for seed, arm in units:
-        sub = narrowed(cfg, seed, arm)
-        arms = arm_configs(sub)
-        plan += [(seed, name, sub, arms[name]) for name in ([arm] if arm is not None else list(arms))]
-    outcome = run_units(plan, out_dir, pool, log=say, tracker=tracker, progress=bool(cfg.progress))
+        sub = plan.narrow(seed, arm)
+        todo += [(seed, name, sub.arms[name]) for name in sub.arm_names]
+    outcome = run_units(todo, plan, pool, log=say, tracker=tracker)
     if certify:
-        outcome.certificate, kept = certify_with(pool, arm_configs(cfg), outcome.results, out_dir, say)
+        outcome.certificate, kept = certify_with(pool, plan.arms, outcome.results, plan.out_dir, say)
         outcome.certified_now = outcome.certificate is not None and not kept
     return outcome
 
 
-def _write(out_dir: Path, design, p, cfg, declaration, loaded, status) -> dict:
+def _write(out_dir: Path, design, p, plan: Plan, declaration, loaded, status) -> dict:
     block = sp.record(design, p, metric=declaration.metric, baseline=declaration.baseline, status=status,
                       runs=len(loaded), unit=declaration.unit)
     write_json(out_dir / sp.SEQUENTIAL_NAME, block)
-    if loaded:  # run_experiment wrote the last batch's seeds; say which seeds the folder holds
-        from harness.experiment.identity import plain
-
+    if loaded:  # run_plan wrote the last batch's seeds; say which seeds the folder holds
         seeds = sorted({r["seed"] for r in loaded if isinstance(r.get("seed"), int)})
         write_json(out_dir / "experiment.json", {
-            "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
-            "arms": {str(k): _arm_value(v) for k, v in cfg.ab.arms.items()},
-            "seeds": seeds, "sequential": True, "config": plain(cfg),
+            "experiment": plan.experiment, "factor": plan.factor, "arms": plan.declared_arms,
+            "seeds": seeds, "sequential": True, "config": plan.record,
         })
     return block
-
-
-def _arm_value(v):
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else getattr(v, "value", v)
 
 
 def _looks(design) -> str:

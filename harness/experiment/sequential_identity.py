@@ -12,10 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from omegaconf import DictConfig
-
 from harness.experiment import sequential_plan as sp
-from harness.experiment.arms import arm_configs
 
 
 def expected_identity(arms: dict) -> dict:
@@ -69,9 +66,9 @@ class IdentityWatch:
       show an edit of a file they read (repro.code_paths) or of a module a later job imports.
     """
 
-    def __init__(self, cfg: DictConfig, what: str = "sequential run"):
+    def __init__(self, arms: dict, what: str = "sequential run"):
         self.what = what  # what the message says was going on (the race sweeper: "race")
-        self.arms = arm_configs(cfg)
+        self.arms = arms  # arm -> its config (Plan.arms, or arms.arm_configs at a sweeper's entry)
         self.start = code_now(self.arms)
         self.shared_code = len({c["version"] for c in self.start.values()}) == 1
         self.expected = expected_identity(self.arms)  # what this process's runs record (refresh's rule)

@@ -1,9 +1,10 @@
 """An experiment's (seed, arm) units side by side in worker processes (workers.py): the serial
 path's contract, units at once.
 
-``run_side_by_side`` is units.run_experiment with the units handed to workers: the same preflight
-(skipped when every unit is done), the same experiment.json, the same per-unit function in each
-worker (lock, resume decision, atomic write), results in the serial order (seed by seed, arm by arm),
+``run_side_by_side`` is units.run_plan with the units handed to workers: after the same preflight at
+the entry (skipped when every unit is done; the workers' imports overlap it), the same
+experiment.json, the same per-unit function in each worker (lock, resume decision, atomic write),
+results in the serial order (seed by seed, arm by arm),
 the pairing checked per seed, the certificate's rerun in a worker. The parent logs each run's line,
 draws the progress lines, and hands each result to the tracker. A unit whose worker died is a
 failed result naming its (seed, arm) and how the worker ended, written like any failed run (resume
@@ -16,11 +17,10 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Optional
 
-from omegaconf import DictConfig
-
 from harness.experiment import units as serial
 from harness.experiment.arms import ExperimentError
 from harness.experiment.identity import config_hash
+from harness.experiment.plan import Plan
 from harness.experiment.resume import decide, run_lock
 from harness.experiment.runner import code_of, new_result
 from harness.experiment.workers import Task, Workers
@@ -40,51 +40,43 @@ class _NoBar:
 _NO_BAR = _NoBar()
 
 
-def run_side_by_side(cfg: DictConfig, out_dir, pool: Workers, *, log: Callable[[str], None] = print, tracker=None,
-                     certify: bool = True, certificate_dir=None, stop_on_fatal: bool = True) -> serial.Outcome:
-    """units.run_experiment, its units run by ``pool``'s workers. Raises what it raises."""
-    out_dir = Path(out_dir)
-    # the workers' imports overlap the preflight; none start when every run is done
-    arms, seeds, arm_names = serial.prepare(cfg, out_dir, log,
-                                            before_preflight=lambda units: pool.start(units, warm=modules_of(cfg)))
-    plan = [(seed, arm, cfg, arms[arm]) for seed in seeds for arm in arm_names]
-    outcome = run_units(plan, out_dir, pool, log=log, tracker=tracker, progress=bool(cfg.progress),
-                        stop_on_fatal=stop_on_fatal)
-    if cfg.seed is None and cfg.arm is None:
-        serial.set_aside_other_configurations(out_dir, arms, seeds, log)
-    if certify:
-        outcome.certificate, kept = certify_with(pool, arms, outcome.results, Path(certificate_dir or out_dir), log)
+def run_side_by_side(plan: Plan, pool: Workers, *, log: Callable[[str], None] = print, tracker=None,
+                     stop_on_fatal: bool = True) -> serial.Outcome:
+    """units.run_plan, its units run by ``pool``'s workers (the entry's preflight made, the workers
+    started to overlap it). Raises what it raises."""
+    serial.describe(plan)
+    units = [(seed, arm, plan.arms[arm]) for seed in plan.seeds for arm in plan.arm_names]
+    outcome = run_units(units, plan, pool, log=log, tracker=tracker, stop_on_fatal=stop_on_fatal)
+    if not plan.narrowed:
+        serial.set_aside_other_configurations(plan.out_dir, plan.arms, list(plan.seeds), log)
+    if plan.certify:
+        outcome.certificate, kept = certify_with(pool, plan.arms, outcome.results, plan.certificate_dir, log)
         outcome.certified_now = outcome.certificate is not None and not kept
     return outcome
 
 
-def modules_of(cfg) -> tuple:
-    """The modules of the training function and of every component's _target_."""
-    from harness.training.components import targets
-
-    names = [str(cfg.train.fn), *targets(cfg)]
-    return tuple(dict.fromkeys(n.rsplit(".", 1)[0] for n in names if "." in n))
-
-
-def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=None, progress: bool = False,
+def run_units(units: list[tuple], plan: Plan, pool: Workers, *, log, tracker=None,
               stop_on_fatal: bool = True) -> serial.Outcome:
-    """Run ``plan``'s units ((seed, arm, cfg, arm_cfg), in the serial order) on the workers; skip the
-    ones already done. An Outcome without a certificate."""
+    """Run ``units`` ((seed, arm, arm_cfg), in the serial order) on the workers, into ``plan``'s
+    folder with its resume, lock timeout and progress; skip the ones already done. An Outcome
+    without a certificate."""
     from harness.experiment.progress import RunProgress
 
-    results: list[Optional[dict]] = [None] * len(plan)
+    out_dir, progress = plan.out_dir, plan.progress
+    how = {"resume": plan.resume, "lock_timeout": plan.lock_timeout}
+    results: list[Optional[dict]] = [None] * len(units)
     skipped, failed, tasks = [], [], []
-    for i, (seed, arm, cfg, arm_cfg) in enumerate(plan):
+    for i, (seed, arm, arm_cfg) in enumerate(units):
         path = run_dir(out_dir, seed, arm) / RESULT_NAME
-        if cfg.resume and decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm).skip:
-            results[i], was_skipped = serial._unit(cfg, arm_cfg, out_dir, seed, arm, log, _NO_BAR, tracker)
+        if plan.resume and decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm).skip:
+            results[i], was_skipped = serial._unit(arm_cfg, out_dir, seed, arm, log, _NO_BAR, tracker, **how)
             if was_skipped:
                 skipped.append((seed, arm))
                 continue
         if results[i] is None:
-            tasks.append(Task(seed, arm, ("unit", cfg, arm_cfg, str(out_dir), seed, arm, progress), i))
+            tasks.append(Task(seed, arm, ("unit", arm_cfg, str(out_dir), seed, arm, progress, how), i))
     by_seed: dict[int, list[int]] = {}
-    for i, (seed, *_rest) in enumerate(plan):
+    for i, (seed, *_rest) in enumerate(units):
         by_seed.setdefault(seed, []).append(i)
 
     order = deque(by_seed)
@@ -108,11 +100,11 @@ def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=N
             _, close = lines.pop(task.index, (None, None))
             if close is not None:
                 close()
-            seed, arm, cfg, arm_cfg = plan[task.index]
+            seed, arm, arm_cfg = units[task.index]
             if kind == "raise":
                 raise body[0]
             if kind == "lost":
-                result, was_skipped = _lost(cfg, arm_cfg, out_dir, seed, arm, body[0], log), False
+                result, was_skipped = _lost(arm_cfg, out_dir, seed, arm, body[0], log, plan.lock_timeout), False
             else:
                 result, was_skipped = body
             results[task.index] = result
@@ -129,11 +121,11 @@ def run_units(plan: list[tuple], out_dir: Path, pool: Workers, *, log, tracker=N
     return serial.Outcome(out_dir, [r for r in results if r is not None], skipped, failed)
 
 
-def _lost(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, how: str, log) -> dict:
+def _lost(arm_cfg, out_dir: Path, seed: int, arm: str, how: str, log, lock_timeout) -> dict:
     """The failed result of a unit whose worker died, written as the serial path writes a failed
     run, unless the worker wrote its result before it died."""
     path = run_dir(out_dir, seed, arm) / RESULT_NAME
-    with run_lock(path.parent, lambda: None, timeout=cfg.get("lock_timeout"), log=log):
+    with run_lock(path.parent, lambda: None, timeout=lock_timeout, log=log):
         decision = decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm)
         if decision.skip:
             return read_result(path)

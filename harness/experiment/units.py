@@ -1,8 +1,8 @@
-"""Seeds x arms: compose each arm, guard the single factor, run, write results, check pairing.
+"""Seeds x arms: run the plan's units, write results, check pairing, certify.
 
 An experiment is the base config plus ``ab``: the ONE config path (``ab.factor``) where arms differ,
-each arm's value there, and the seeds. This module builds every arm's config and proves that the arms
-differ only under the factor; runs each (seed, arm) unless a matching result is already on disk;
+each arm's value there, and the seeds. The plan (plan.py) holds every arm's config, made and guarded
+by arms.py; this module runs each (seed, arm) unless a matching result is already on disk;
 writes ``runs/seed=S/arm=A/result.json`` atomically; and checks that arms of one seed share their
 initial weights and data order. Resume decisions live in resume.py; statistics in harness/stats/ and
 analysis.py, not here.
@@ -23,6 +23,7 @@ from harness.results import RESULT_NAME, load_steps, save_weights, read_json, re
 from harness.experiment.resume import bits_after_rerun, decide, resume_decision, run_lock, set_aside_other_configurations, supersede  # noqa: F401
 from harness.experiment.arms import (  # noqa: F401 - public here too
     ExperimentError, PairingError, arm_configs, check_ab, factor_value, pairing_expectation)
+from harness.experiment.plan import Plan, check_unless_done
 from harness.experiment.runner import code_of, run_one
 from harness.training.threads import is_auto
 
@@ -105,33 +106,12 @@ class Outcome:
     certified_now: bool = False  # the certificate's rerun ran (not kept from disk): new input for the analysis
 
 
-def prepare(cfg: DictConfig, out_dir: Path, log: Callable[[str], None],
-            before_preflight: Optional[Callable[[int], None]] = None) -> tuple:
-    """What every way of running the units does first: (arms, seeds, arm names); the preflight of
-    every value, import and the data unless every run is done (``before_preflight(units)`` first);
-    experiment.json, rewritten only when it changed (read-only media)."""
-    from harness.config.preflight import PreflightError, preflight
-
-    arms = arm_configs(cfg)
-    seeds = [cfg.seed] if cfg.seed is not None else list(cfg.ab.seeds)
-    arm_names = [cfg.arm] if cfg.arm is not None else list(arms)
-    if _all_done(cfg, arms, seeds, arm_names, out_dir):
-        log("every run is done with this config and code: nothing to check or train")
-    else:
-        if before_preflight is not None:
-            before_preflight(len(seeds) * len(arm_names))
-        try:
-            preflight(cfg, arms)
-        except PreflightError as e:
-            raise ExperimentError(str(e)) from None
-    described = {
-        "experiment": cfg.experiment_name, "factor": cfg.ab.factor,
-        "arms": {k: factor_value(v, cfg.ab.factor) for k, v in arms.items()},
-        "seeds": seeds, "config": _plain(cfg),
-    }
-    if _read_or_none(out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
-        write_json(out_dir / "experiment.json", described)
-    return arms, seeds, arm_names
+def describe(plan: Plan) -> None:
+    """What every way of running the units does first, after the entry's preflight: experiment.json,
+    rewritten only when it changed (read-only media)."""
+    described = plan.described()
+    if _read_or_none(plan.out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
+        write_json(plan.out_dir / "experiment.json", described)
 
 
 def run_experiment(
@@ -145,6 +125,8 @@ def run_experiment(
 ) -> Outcome:
     """Run every (seed, arm) not already done; write results; check pairing; certify.
 
+    Called with a composed config (tests, a condition's config, direct callers), this is an entry
+    point: the config becomes the plan here, once, and run_plan runs it.
     Raises ExperimentError on misconfiguration or a pairing violation (after writing what it has),
     and, with stop_on_fatal, on an op without a deterministic implementation in strict mode (after
     recording the run).
@@ -152,15 +134,25 @@ def run_experiment(
     out_dir = Path(out_dir)
     if is_auto(cfg.determinism.threads):  # called directly, not through execute (which resolved it)
         pin_threads(cfg, out_dir, say=log)
-    arms, seeds, arm_names = prepare(cfg, out_dir, log)
+    plan = Plan.from_config(cfg, out_dir, certify=certify, certificate_dir=certificate_dir)
+    check_unless_done(cfg, plan, log)
+    return run_plan(plan, log=log, tracker=tracker, stop_on_fatal=stop_on_fatal)
+
+
+def run_plan(plan: Plan, *, log: Callable[[str], None] = print, tracker=None, stop_on_fatal: bool = True) -> Outcome:
+    """run_experiment below its entry: the plan's units one by one in this process (the preflight
+    made by the caller)."""
     from harness.experiment.progress import RunProgress
 
+    out_dir = plan.out_dir
+    describe(plan)
     results, skipped, failed = [], [], []
-    with RunProgress(enabled=cfg.progress) as bar:
-        for seed in seeds:
+    with RunProgress(enabled=plan.progress) as bar:
+        for seed in plan.seeds:
             per_seed = []
-            for arm in arm_names:
-                result, was_skipped = _unit(cfg, arms[arm], out_dir, seed, arm, log, bar, tracker)
+            for arm in plan.arm_names:
+                result, was_skipped = _unit(plan.arms[arm], out_dir, seed, arm, log, bar, tracker,
+                                            resume=plan.resume, lock_timeout=plan.lock_timeout)
                 if was_skipped:
                     skipped.append((seed, arm))
                 results.append(result)
@@ -173,11 +165,11 @@ def run_experiment(
                         raise ExperimentError(result["error"]["message"])
             check_pairing(per_seed)
 
-    if cfg.seed is None and cfg.arm is None:
-        set_aside_other_configurations(out_dir, arms, seeds, log)
+    if not plan.narrowed:
+        set_aside_other_configurations(out_dir, plan.arms, list(plan.seeds), log)
     cert, kept = None, False
-    if certify:
-        cert, kept = _certify(arms, results, Path(certificate_dir or out_dir), log)
+    if plan.certify:
+        cert, kept = _certify(plan.arms, results, plan.certificate_dir, log)
     return Outcome(out_dir, results, skipped, failed, cert, certified_now=cert is not None and not kept)
 
 
@@ -200,15 +192,8 @@ def recorded_threads(out_dir: Path) -> Optional[int]:
     return threads if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1 else None
 
 
-def _all_done(cfg, arms, seeds, arm_names, out_dir: Path) -> bool:
-    """Whether resume would skip every unit: then the config already ran as it is, and preflight's
-    torch import, data load and component builds (seconds) would check nothing new."""
-    return bool(cfg.resume) and all(
-        decide(run_dir(out_dir, s, a) / RESULT_NAME, config_hash(arms[a]), code_of(arms[a]), s, a).skip
-        for s in seeds for a in arm_names)
-
-
-def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -> tuple[dict, bool]:
+def _unit(arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker, *, resume: bool,
+          lock_timeout) -> tuple[dict, bool]:
     """One (seed, arm): skip it if a sound, matching result exists, else run it. (result, skipped?)
 
     A lock on the run's folder makes a second process on the same folder wait for the first one's
@@ -217,8 +202,8 @@ def _unit(cfg, arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker) -
     path = run_dir(out_dir, seed, arm) / RESULT_NAME
     decision = None
     with run_lock(path.parent, lambda: log(f"seed={seed} arm={arm}: another process is running it; waiting"),
-                  timeout=cfg.get("lock_timeout"), log=log):
-        if cfg.resume:
+                  timeout=lock_timeout, log=log):
+        if resume:
             decision = decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm, config=_plain(arm_cfg))
             if decision.skip:
                 log(f"seed={seed} arm={arm}: skipped, {decision.why}")

@@ -2,7 +2,7 @@
 
 ``Workers(n)`` starts up to n processes (``python -m harness.experiment.workers``), each once: torch,
 the training code and the harness are imported once per worker, not once per unit. The parent sends
-a task (a pickled config and the unit), the worker runs it through the very function the serial path
+a task (a pickled arm config and the unit), the worker runs it through the very function the serial path
 uses (units._unit: the run lock, the resume decision, run_one, the atomic result write) and sends
 back the result; its log lines and progress steps travel to the parent, which owns the terminal,
 the progress bar, the tracker and the analysis (side_by_side.py).
@@ -37,7 +37,8 @@ PROGRESS_EVERY_S = 0.2  # a worker's progress messages, at most this often
 
 @dataclass
 class Task:
-    """One thing for a worker to do: ("unit", cfg, arm_cfg, out_dir, seed, arm) or ("rerun", arm_cfg, seed, arm)."""
+    """One thing for a worker to do: ("unit", arm_cfg, out_dir, seed, arm, progress, {resume, lock_timeout})
+    or ("rerun", arm_cfg, seed, arm)."""
 
     seed: int
     arm: str
@@ -219,9 +220,9 @@ def _do(task: tuple, replies: Connection) -> tuple:
         if kind == "unit":
             from harness.experiment.units import _unit
 
-            _, cfg, arm_cfg, out_dir, seed, arm, progress = task
-            result, skipped = _unit(cfg, arm_cfg, Path(out_dir), seed, arm, lambda m: replies.send(("log", m)),
-                                    _Bar(replies, progress), None)
+            _, arm_cfg, out_dir, seed, arm, progress, how = task
+            result, skipped = _unit(arm_cfg, Path(out_dir), seed, arm, lambda m: replies.send(("log", m)),
+                                    _Bar(replies, progress), None, **how)
             return ("done", result, skipped)
         if kind == "rerun":  # the certificate's: trained again, written nowhere
             from harness.experiment.runner import run_one

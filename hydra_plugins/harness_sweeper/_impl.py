@@ -72,9 +72,14 @@ class SequentialSweeperImpl:
         root = Path(str(self.config.hydra.sweep.dir))
         from harness.config.declaration import Declaration, DeclarationError
 
-        try:
+        from harness.experiment.plan import preflight_or_refuse
+        from harness.experiment.units import arm_configs
+
+        try:  # this sweeper is an entry point: the task config is read here, then arm configs travel
             declaration = Declaration.from_config(cfg)  # what will be analysed
-            design, baseline, arms = prepare(cfg, declaration, root)  # every check, before any job
+            arm_cfgs = arm_configs(cfg)
+            preflight_or_refuse(cfg, arm_cfgs)  # every check, before any job
+            design, baseline, arms = prepare(declaration, root)
         except DeclarationError as e:
             _fail(str(e), 2)
         except ExperimentError as e:
@@ -82,9 +87,9 @@ class SequentialSweeperImpl:
         self.declaration = declaration
         root.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, root / "multirun.yaml")
-        refresh(cfg, root, say=log.info)
+        refresh(arm_cfgs, root, say=log.info)
         self._rerun_lost(root)
-        watch = IdentityWatch(cfg)  # from here on, a changed config or code stops the sweep
+        watch = IdentityWatch(arm_cfgs)  # from here on, a changed config or code stops the sweep
         budget = int(cfg.ab.sequential.max_failures)
         log.info(f"sequential sweeper: looks at {', '.join(map(str, design.looks))} seeds; jobs in {root}")
 

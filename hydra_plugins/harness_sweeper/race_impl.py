@@ -68,7 +68,8 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         try:
             declaration = Declaration.from_config(cfg)
             design = rp.design_of(declaration, OmegaConf.to_container(cfg.ab.race))
-            preflight(cfg, arm_configs(cfg))
+            arm_cfgs = arm_configs(cfg)
+            preflight(cfg, arm_cfgs)
         except (DeclarationError, ValueError, PreflightError) as e:
             _fail(str(e), 2)
         if (root / rp.RACE_NAME).is_file():
@@ -78,9 +79,9 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         root.mkdir(parents=True, exist_ok=True)
         declaration.write(root)
         OmegaConf.save(self.config, root / "multirun.yaml")
-        refresh(cfg, root, say=log.info)
+        refresh(arm_cfgs, root, say=log.info)
         self._rerun_lost(root)  # units whose job died in an earlier race run again (_lost_units.py)
-        watch = IdentityWatch(cfg, what="race")  # from here on, a changed config or code stops the race
+        watch = IdentityWatch(arm_cfgs, what="race")  # from here on, a changed config or code stops the race
         log.info(f"race: {len(design.configs)} configurations ({', '.join(design.configs)}), looks at "
                  f"{', '.join(map(str, design.looks))} seeds, margin {design.margin:g}, alpha {design.alpha:g}")
 
