@@ -12,6 +12,7 @@ builtin is a user of the public API (harness.Run, harness.instantiate), like a r
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from .conftest import REPO
@@ -128,7 +129,8 @@ def test_rooms_say_what_they_own_and_modules_stay_short():
     for room in ROOMS:
         doc = ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text())) or ""
         assert "Owns:" in doc or room == "stats", f"harness/{room}/__init__.py says nothing of what it owns"
-        unnamed = [p.name for p in (PACKAGE / room).glob("*.py") if p.name != "__init__.py" and p.name not in doc]
+        named = set(re.findall(r"(?<![\w.])(\w+\.py)\b", doc))  # plan.py is not named by sequential_plan.py
+        unnamed = [p.name for p in (PACKAGE / room).glob("*.py") if p.name != "__init__.py" and p.name not in named]
         assert not unnamed, f"harness/{room}/__init__.py does not say what {unnamed} own"
     long = {str(p.relative_to(REPO)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
