@@ -93,7 +93,8 @@ def phases(folder: Path, overrides: list[str]) -> dict:
     from harness.config.preflight import preflight_cheap
     preflight_cheap(cfg)
     lap("cheap checks")
-    ex.pin_threads(cfg, folder, say=lambda m: None)
+    from harness.experiment.units import pin_threads
+    pin_threads(cfg, folder, say=lambda m: None)
     lap("measure the load, resolve threads")
     from harness.experiment.plan import Plan
     done = Plan.from_config(cfg, folder).all_done()  # the arms made, then every resume decision
