@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,9 @@ def test_a_grid_around_an_ab_is_analysed_per_point_in_one_folder(tmp_path, capsy
         f"optim.lr={lr}/seed={s}" for lr in ("0.01", "0.05") for s in range(3)
     ]
     assert len(load_tree(sweep).results) == 12
+    said = " ".join((proc.stdout + proc.stderr).split())
+    again = f"python -m harness.analyze {shlex.quote(str(sweep.relative_to(tmp_path)))} --grid"
+    assert f"analyse a whole tree with: {again}" in said  # the command that works on a grid, ready to paste
 
     grid = read_json(sweep / "grid.json")  # written by the sweep's callback
     assert grid["swept"] == ["optim.lr"]

@@ -8,6 +8,7 @@ Ctrl-C, which name what is safe on disk and the command that resumes.
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable, Optional
@@ -102,7 +103,8 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         pool.close()  # before the analysis: their memory back, nothing left to run
         if narrowed or multirun:
             # One unit of a sweep: the sweep's callback (or harness.analyze) analyses all of them.
-            say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {sweep_root}")
+            say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {shlex.quote(str(sweep_root))}"
+                + (" --grid" if _grid_point(out_dir, sweep_root) else ""))
             return Executed(outcome, None)
 
         from harness.analysis.analyze import AnalysisError
@@ -124,6 +126,15 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         pool.close()
         for w in tracker.close():
             log.warning(w)
+
+
+def _grid_point(out_dir: Path, sweep_root: Path) -> bool:
+    """A job folder below a grid point (``optim.lr=0.05/seed=2``, experiment/callbacks.py) rather than
+    directly in the sweep folder: the tree is then analysed with --grid."""
+    try:
+        return len(Path(out_dir).resolve().relative_to(Path(sweep_root).resolve()).parts) > 1
+    except ValueError:
+        return False
 
 
 def _ran_anything(outcome) -> bool:
