@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shlex
 
-from pathlib import Path
 
 import pytest
 from statsmodels.stats.multitest import multipletests
