@@ -46,9 +46,7 @@ def run_dir(root: str | os.PathLike, seed: int, arm: str) -> Path:
 
 def atomic_write(path: str | os.PathLike, write) -> None:
     """Write through a temporary file in the same folder, then rename: readers never see half a file.
-
-    ``write`` receives the open binary file.
-    """
+    ``write`` receives the open binary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -93,6 +91,13 @@ try:  # 2-3x faster parsing: it decides how long analysing a 10,000-file sweep t
     import orjson as _orjson
 except ImportError:  # pragma: no cover - orjson is a dependency; plain json is the fallback
     _orjson = None
+
+
+def key_bytes(obj) -> bytes:
+    """Canonical bytes (sorted keys) to group JSON-like values by: a few us for a whole config."""
+    if _orjson is None:  # pragma: no cover
+        return json.dumps(obj, sort_keys=True, default=str).encode()
+    return _orjson.dumps(obj, option=_orjson.OPT_SORT_KEYS | _orjson.OPT_NON_STR_KEYS, default=str)
 
 
 # A result.json the harness writes is well under 10 MB (10,000 steps and 10,000 per-example records:

@@ -31,19 +31,24 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.analysis.analyze import analyze  # noqa: E402
-from harness.results import SCHEMA, SCHEMA_V1, config_digest, gc_paused, load_tree, pack_steps  # noqa: E402
+from harness.results import SCHEMA, SCHEMA_V1, config_digest, gc_paused, load_tree, pack_examples, pack_steps  # noqa: E402
 
 
 def synthetic_result(seed: int, arm: str, rng: random.Random, config: dict, env: dict) -> dict:
     acc = 97.5 + rng.gauss(0, 0.4) + (0.2 if arm == "B" else 0.0)
+    n_test = 450
+    n_correct = min(n_test, round(acc * n_test / 100))
+    correct = [1] * n_correct + [0] * (n_test - n_correct)
+    rng.shuffle(correct)  # which examples a run gets right: its per-example record, as the loop writes it
     init = f"{rng.getrandbits(64) ^ seed:016x}"
     order = f"{(seed * 2654435761) & (2**64 - 1):016x}"
     return {
         "schema": SCHEMA, "experiment": "loss_ab", "seed": seed, "arm": arm,
         "factor": "loss.label_smoothing", "factor_value": 0.0 if arm == "A" else 0.1,
         "status": "completed", "error": None,
-        "metrics": {"test_accuracy": round(acc * 4.5) / 4.5, "test_loss": 0.1 + rng.random() / 10,
-                    "train_loss": rng.random(), "n_test": 450, "n_train": 1347},
+        "metrics": {"test_accuracy": 100 * n_correct / n_test, "test_loss": 0.1 + rng.random() / 10,
+                    "train_loss": rng.random(), "n_test": n_test, "n_train": 1347},
+        "examples": pack_examples(correct, metric="test_accuracy"),
         "fingerprints": {
             "init": f"{seed:016x}", "data_order": order, "final": init,
             "steps": {"loss": [f"{rng.getrandbits(32):08x}" for _ in range(440)],
@@ -55,7 +60,10 @@ def synthetic_result(seed: int, arm: str, rng: random.Random, config: dict, env:
         "timing": {"train_seconds": 1.3, "steps": 440, "steps_per_s": 338.0, "ms_per_step": 2.95, "total_seconds": 1.4},
         "config": {**config[arm], "seed": seed, "arm": arm},
         "config_hash": config[arm + "_hash"], "base_hash": config["base_hash"],
-        "code_version": "0.1.0+bench", "created": "2026-11-29T00:00:00+00:00",
+        "code_version": "0.1.0+bench",
+        "code": {"version": "0.1.0+bench", "harness": "606986ff87bb", "files": {},
+                 "packages": {"torch": "torch==2.14.1"}, "git": {}},
+        "created": "2026-11-29T00:00:00+00:00",
     }
 
 
@@ -70,7 +78,13 @@ def write_tree(root: Path, n_files: int, version: int = 2) -> None:
         config[arm] = {**plain, "loss": {**plain["loss"], "label_smoothing": value}}
         config[arm + "_hash"] = config_digest(config[arm])
     config["base_hash"] = config_digest(config["A"], exclude_factor="loss.label_smoothing")
-    env = {f"key_{i}": "value " * 4 for i in range(28)}
+    env = {"python": "3.11.7", "platform": "Linux-6.18.44-x86_64-with-glibc2.36", "machine": "x86_64",
+           "processor": "Intel(R) Xeon(R) Processor", "torch": "2.14.1+cu130", "numpy": "2.4.6", "harness": "0.1.0",
+           "device": "cpu", "device_name": "Intel(R) Xeon(R) Processor", "cuda": "13.0", "cudnn": 92400, "threads": 1,
+           "cpu_capability": "AVX512", "interop_threads": 2, "mode": "strict", "deterministic_algorithms": True,
+           "deterministic_warn_only": False, "fill_uninitialized_memory": False, "cudnn_deterministic": True,
+           "cudnn_benchmark": False, "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "cublas_set_by_harness": True,
+           "cuda_initialized_before_harness": False, "OMP_NUM_THREADS": None}  # what a CPU run records
     rng = random.Random(0)
     for i in range(n_files):
         seed, arm = divmod(i, 2)

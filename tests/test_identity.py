@@ -307,3 +307,18 @@ def test_result_files_pack_the_steps_and_version_1_is_still_read(tmp_path, capsy
     assert results.load_steps(results.run_dir(v1, 0, "A") / results.RESULT_NAME) == steps
     assert _analyze(v1, "--no-write", capsys=capsys)[0] == 0
     assert _analyze(v2, "--no-write", capsys=capsys)[0] == 0
+
+
+def test_results_of_one_identity_are_one_group_whatever_else_their_environment_records():
+    """The identity parts decide (harness.analysis.comparability): environment keys outside them
+    (the Python version, the processor name) and their order do not split a sweep."""
+    from harness.analysis.analyze import analyze
+
+    items = _items()
+    for i, r in enumerate(items):
+        r["env"].update(python=f"3.11.{i}", processor=f"cpu {i % 3}")
+        if i % 2:
+            r["env"] = dict(reversed(list(r["env"].items())))
+    a = analyze(items, bootstrap_resamples=999)
+    assert a["identity"]["consistent"] is True and len(a["identity"]["groups"]) == 1
+    assert a["comparisons"]["B"]["n_pairs"] == len(items) // 2

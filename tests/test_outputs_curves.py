@@ -132,3 +132,25 @@ def test_a_figure_that_fails_is_a_warning_naming_the_file(tmp_path, monkeypatch,
     assert not (root / "analysis.png").exists()
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(str(root / "analysis.png") in m and "NoneType" in m for m in warned), warned
+
+
+@pytest.mark.parametrize("n_runs", [1, 2, 7, 300])
+def test_runs_logged_at_the_same_steps_give_each_steps_mean_and_sd_of_those_runs_exactly(n_runs):
+    """The usual sweep (every run logs the same steps) takes a vectorised path: its numbers are
+    the ones each step's own values give, to the bit, and a non-finite value falls back to the
+    step-by-step path, which leaves that run out at that step only."""
+    rng = np.random.default_rng(n_runs)
+    steps = [10, 20, 30, 40]
+    values = rng.normal(2.0, 0.5, (n_runs, len(steps))).round(6)
+    curves = {(seed, arm): {"step": steps, "train_loss": values[seed].tolist()}
+              for seed in range(n_runs) for arm in ("A",)}
+    rs = [r for r in _results(curves, n_seeds=n_runs) if r["arm"] == "A"]
+    got = evidence.curves(_usable(rs), ["A"])["A"]["train_loss"]
+    assert got["step"] == steps and got["count"] == [n_runs] * 4 and got["n"] == n_runs
+    assert got["mean"] == [float(np.array(values[:, j]).mean()) for j in range(4)]
+    assert got["std"] == [float(np.array(values[:, j]).std(ddof=1)) if n_runs > 1 else 0.0 for j in range(4)]
+    if n_runs > 1:
+        rs[0]["curve"]["train_loss"][1] = float("nan")
+        got = evidence.curves(_usable(rs), ["A"])["A"]["train_loss"]
+        assert got["count"] == [n_runs, n_runs - 1, n_runs, n_runs]
+        assert got["mean"][1] == float(np.array(values[1:, 1]).mean())

@@ -29,18 +29,10 @@ from __future__ import annotations
 import hashlib
 import json
 
-from harness.results import NOT_IN_IDENTITY, config_digest, flatten
-
-try:  # a fast, canonical serialisation for keys and digests (10,000 results in a few ms)
-    import orjson as _orjson
-
-    def _key_bytes(obj) -> bytes:
-        return _orjson.dumps(obj, option=_orjson.OPT_SORT_KEYS | _orjson.OPT_NON_STR_KEYS, default=str)
-except ImportError:  # pragma: no cover - orjson is a dependency
-    def _key_bytes(obj) -> bytes:
-        return json.dumps(obj, sort_keys=True, default=str).encode()
+from harness.results import NOT_IN_IDENTITY, config_digest, flatten, key_bytes
 
 _DIGESTS: dict = {}  # (config without seed/arm, factor) -> (config_hash, base_hash): configs repeat
+_IDENTITIES: dict = {}  # what identity() reads, as bytes -> its identity dict
 
 # identity part -> the config path that, when it is (under) the factor, lets arms differ in it
 ENV_PARTS = {
@@ -105,7 +97,7 @@ def hashes(r) -> tuple:
         out = (recorded[0], recorded[1], None)
     else:
         factor = factor_of(r)
-        key = (_key_bytes({k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}), factor)
+        key = (key_bytes({k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}), factor)
         computed = _DIGESTS.get(key)
         if computed is None:
             if len(_DIGESTS) > 10_000:
@@ -140,20 +132,28 @@ def identity(r) -> dict:
     if cached is not None:
         return cached
     factor = factor_of(r)
-    out = {"base_hash": hashes(r)[1], "code_version": _canonical(r.get("code_version"))}
-    for part, path in ENV_PARTS.items():
-        if path is not None and factor and (_under(path, factor) or _under(factor, path)):
-            continue
-        value = _env_part(r, part)
-        if value is None and r.get("status") != "completed":
-            continue
-        out[part] = value
-    r["_identity"] = out
+    # what the parts are read from: a sweep's results share it, so each distinct one is read once
+    key = key_bytes([factor, hashes(r)[1], r.get("code_version"), r.get("env"), r.get("status") == "completed",
+                     (r.get("config") or {}).get("precision") if isinstance(r.get("config"), dict) else None])
+    out = _IDENTITIES.get(key)
+    if out is None:
+        out = {"base_hash": hashes(r)[1], "code_version": _canonical(r.get("code_version"))}
+        for part, path in ENV_PARTS.items():
+            if path is not None and factor and (_under(path, factor) or _under(factor, path)):
+                continue
+            value = _env_part(r, part)
+            if value is None and r.get("status") != "completed":
+                continue
+            out[part] = value
+        if len(_IDENTITIES) > 10_000:
+            _IDENTITIES.clear()
+        _IDENTITIES[key] = out
+    r["_identity"] = out  # shared by the results it describes: read, never changed
     return out
 
 
 def _hashable(value):
-    return value if isinstance(value, (str, int, float, bool, type(None))) else _key_bytes(value)
+    return value if isinstance(value, (str, int, float, bool, type(None))) else key_bytes(value)
 
 
 def _agrees(a: dict, b: dict) -> bool:
@@ -164,11 +164,13 @@ def group(results) -> list[list[dict]]:
     """The results split by identity, completed runs deciding the identities; a failed run joins
     the first identity it agrees with on every part it recorded (or makes its own)."""
     exact: dict[tuple, list] = {}
+    keys: dict[int, tuple] = {}
     for r in results:
         if r.get("status") == "completed":
-            key = r.get("_identity_key")
+            ident = identity(r)
+            key = keys.get(id(ident))  # results that share an identity dict share its key
             if key is None:
-                key = r["_identity_key"] = tuple((p, _hashable(v)) for p, v in identity(r).items())
+                key = keys[id(ident)] = tuple((p, _hashable(v)) for p, v in ident.items())
             exact.setdefault(key, []).append(r)
     groups = [(identity(members[0]), members) for members in exact.values()]
     for r in results:
@@ -378,7 +380,7 @@ def _what(r) -> str:
 def inputs_digest(results) -> str:
     """A digest of which runs an analysis used: an old analysis.json with another one is stale.
     (Not of where the files are: the same runs in another folder layout give the same analysis.)"""
-    rows = sorted(_key_bytes([r.get("seed"), str(r.get("arm")), hashes(r)[0],
+    rows = sorted(key_bytes([r.get("seed"), str(r.get("arm")), hashes(r)[0],
                               (r.get("fingerprints") or {}).get("final"), r.get("status"), r.get("metrics")])
                   for r in results)
     return hashlib.sha256(b"\n".join(rows)).hexdigest()[:16]

@@ -91,7 +91,11 @@ def record_of(result, spec):
     metric: the one the run's recorded config declared with examples: true (of several, the one
     the run returned), or, when that config declared none (it predates the flag), the analysed
     metric when it is declared so."""
-    return results_io.example_record(result, spec.name, unnamed=spec.examples and _owns_unnamed(result, spec))
+    records = results_io.example_records(result)
+    if any(r.get("metric") == spec.name for r in records):  # named: no need to ask who owns an unnamed one
+        return results_io.example_record(result, spec.name)
+    return results_io.example_record(result, spec.name, unnamed=bool(records) and spec.examples
+                                     and _owns_unnamed(result, spec))
 
 
 def _owns_unnamed(result, spec) -> bool:
@@ -136,8 +140,9 @@ def examples(compared, by_arm, baseline, spec):
         for who in (baseline, arm):
             rows = []
             for s in seeds:
-                result = by_arm[who][s]["result"]
-                record = record_of(result, spec)
+                run = by_arm[who][s]
+                # selection._usable_runs already read and checked the record of every usable run
+                record, read = run["record"] if "record" in run else (record_of(run["result"], spec), None)
                 if record is None or record.get("split", "test") != "test":
                     return None, {
                         "available": False,
@@ -145,8 +150,8 @@ def examples(compared, by_arm, baseline, spec):
                                    f"arm {who}): the intervals cover seed noise only, not this test set's own "
                                    f"sampling noise"),
                     }
-                given, correct = record_value(record, spec)
-                value = by_arm[who][s]["value"]
+                given, correct = read if read is not None else record_value(record, spec)
+                value = run["value"]
                 if not agrees(value, given):
                     shown_given, shown_value = two_numbers(given, value, 4)
                     return None, {
@@ -188,15 +193,13 @@ def curves(usable, arms) -> dict:
         if not isinstance(curve, Mapping) or not isinstance(curve.get("step"), list):
             return {}
         found, steps = {}, curve["step"]
-        plain_steps = set(map(type, steps)) <= _NUMBERS
+        plain_steps = set(map(type, steps)) <= _NUMBERS and all(map(math.isfinite, steps))
         for name, values in curve.items():
             if name == "step" or not isinstance(values, list):
                 continue
-            if plain_steps and set(map(type, values)) <= _NUMBERS:  # the usual case, checked at C speed
-                n = min(len(steps), len(values))
-                with np.errstate(all="ignore"):
-                    keep = np.isfinite(np.asarray(steps[:n], dtype=float)) & np.isfinite(np.asarray(values[:n], dtype=float))
-                points = {steps[i]: float(values[i]) for i in np.flatnonzero(keep).tolist()}
+            if (plain_steps and len(values) == len(steps) and set(map(type, values)) <= _NUMBERS
+                    and all(map(math.isfinite, values))):  # the usual case, checked at C speed
+                points = _Points(steps, values)
             else:
                 points = {step: float(v) for step, v in zip(steps, values)
                           if _finite_number(step) and _finite_number(v)}
@@ -218,7 +221,7 @@ def curves(usable, arms) -> dict:
 
     out: dict[str, dict] = {}
     for arm in arms:
-        per_run = []  # (name -> {step: value}, source) per run of this arm
+        per_run = []  # (name -> {step: value} or _Points, source) per run of this arm
         for (_, a), run in usable.items():
             if a != arm:
                 continue
@@ -232,22 +235,60 @@ def curves(usable, arms) -> dict:
         for name in sorted({name for points, _ in per_run for name in points}):
             runs = [points[name] for points, _ in per_run if name in points]
             sources = sorted({source for points, source in per_run if name in points})
-            steps, mean, std, count = [], [], [], []
-            for step in sorted({step for points in runs for step in points}):
-                values = np.array([points[step] for points in runs if step in points], dtype=float)
-                with np.errstate(all="ignore"):
-                    m = float(values.mean())
-                    s = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-                if not (math.isfinite(m) and math.isfinite(s)):
-                    continue
-                steps.append(step)
-                mean.append(m)
-                std.append(s)
-                count.append(len(values))
-            if steps:
-                out.setdefault(arm, {})[name] = {"step": steps, "mean": mean, "std": std, "count": count,
-                                                 "n": len(runs), "source": " and ".join(sources)}
+            summary = _same_steps_summary(runs) or _summary(runs)
+            if summary["step"]:
+                out.setdefault(arm, {})[name] = {**summary, "n": len(runs), "source": " and ".join(sources)}
     return out
+
+
+class _Points:
+    """One run's finite values of a curve at its logged steps, kept as the two lists (the usual
+    case: turned into a {step: value} dict only when runs logged at different steps)."""
+
+    __slots__ = ("steps", "values")
+
+    def __init__(self, steps, values):
+        self.steps, self.values = steps, values
+
+    def as_dict(self) -> dict:
+        return {step: float(v) for step, v in zip(self.steps, self.values)}
+
+
+def _same_steps_summary(runs) -> dict | None:
+    """_summary at C speed when every run logged the same increasing steps (a sweep's runs do);
+    None otherwise. Each step's values are one contiguous row, reduced as _summary reduces them."""
+    first = runs[0]
+    if not all(isinstance(p, _Points) for p in runs) or any(p.steps != first.steps for p in runs[1:]):
+        return None
+    steps = first.steps
+    if any(b <= a for a, b in zip(steps, steps[1:])):
+        return None
+    values = np.ascontiguousarray(np.array([p.values for p in runs], dtype=float).T)  # steps x runs
+    with np.errstate(all="ignore"):
+        mean = values.mean(axis=1)
+        std = values.std(axis=1, ddof=1) if len(runs) > 1 else np.zeros(len(steps))
+    keep = np.isfinite(mean) & np.isfinite(std)
+    if not keep.all():
+        return None
+    return {"step": list(steps), "mean": mean.tolist(), "std": std.tolist(), "count": [len(runs)] * len(steps)}
+
+
+def _summary(runs) -> dict:
+    """step, mean, std (ddof=1; 0 from one run) and count at every step some run logged."""
+    runs = [p.as_dict() if isinstance(p, _Points) else p for p in runs]
+    steps, mean, std, count = [], [], [], []
+    for step in sorted({step for points in runs for step in points}):
+        values = np.array([points[step] for points in runs if step in points], dtype=float)
+        with np.errstate(all="ignore"):
+            m = float(values.mean())
+            s = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        if not (math.isfinite(m) and math.isfinite(s)):
+            continue
+        steps.append(step)
+        mean.append(m)
+        std.append(s)
+        count.append(len(values))
+    return {"step": steps, "mean": mean, "std": std, "count": count}
 
 
 def setup(usable) -> dict:

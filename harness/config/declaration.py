@@ -282,13 +282,15 @@ def of_results(results) -> Declaration:
     """The declaration the results' recorded configs make (they must agree): for folders without
     declaration.json (written before it existed, or result files collected by hand)."""
     made, seen, read_already = None, None, set()
+    from harness.results import key_bytes
+
     for r in results:
         config = r.get("config")
         if not isinstance(config, Mapping) or not config.get("stats"):
             continue
         # from_config reads these three blocks only, and a folder's results mostly share them: each
         # distinct one is declared once (10,000 results: seconds, once per result)
-        key = json.dumps({k: config.get(k) for k in ("experiment_name", "ab", "stats")}, sort_keys=True, default=str)
+        key = key_bytes([config.get(k) for k in ("experiment_name", "ab", "stats")])
         if key in read_already:
             continue
         read_already.add(key)

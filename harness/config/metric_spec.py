@@ -8,6 +8,7 @@ is allowed when it cannot. Nothing here is guessed from a metric's name.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -25,13 +26,9 @@ def _v(x):
 
 
 def _plain(x):
-    try:
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(x):
-            return OmegaConf.to_container(x, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
+    omegaconf = sys.modules.get("omegaconf")  # a DictConfig exists only once omegaconf is imported:
+    if omegaconf is not None and omegaconf.OmegaConf.is_config(x):  # harness.analyze need not import it
+        return omegaconf.OmegaConf.to_container(x, resolve=True)
     if isinstance(x, Mapping):
         return {str(k): _plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
