@@ -1,9 +1,10 @@
 """Units side by side on one GPU: K processes training at once against one alone (issue 18, item 2).
 
 Each unit is a separate process (as a harness worker is) that trains one seed under deterministic
-mode on fixed synthetic batches and prints its wall time, its peak GPU memory and its final weights'
-fingerprint. The parent runs seed 0 alone, then K seeds at once (only as many as the measured free
-memory holds: the peak of the alone run, times K, against torch.cuda.mem_get_info), and prints
+mode on fixed synthetic batches and prints its wall time, its GPU memory as the harness measures a
+unit (harness/training/gpu_memory.py) and its final weights' fingerprint. The parent runs seed 0
+alone, then K seeds at once, K = what ``workers=auto`` on a GPU would choose from the alone run's
+measurement (harness.training.threads.gpu_workers, at most --units and the cores), and prints
   - the wall of K side by side / the wall of one alone (goal <= 3 for K = 20),
   - whether seed 0 gave the same bits alone and beside the others (it must: the same bits as one at
     a time).
@@ -25,19 +26,19 @@ import time
 
 from _bench_common import (add_common_args, build_model, header, header_lines, make_batches, make_optimizer,
                            mode_settings, torch, train_step)
+from harness.training import gpu_memory
 from harness.training.determinism import configure
+from harness.training.threads import gpu_workers
 from harness.training.fingerprint import model_fingerprint
 
 
 def one_unit(args) -> dict:
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     configure(mode_settings("deterministic", args.threads), device)
+    memory = gpu_memory.before(device)  # as the harness measures a unit (timing.gpu_memory)
     batches = make_batches(args, args.batches, device)
     model = build_model(args, device)
     optimizer = make_optimizer(model)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     for step in range(args.steps):
         x, y = batches[step % len(batches)]
@@ -45,8 +46,10 @@ def one_unit(args) -> dict:
     if device.type == "cuda":
         torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    peak = torch.cuda.max_memory_reserved() if device.type == "cuda" else 0
-    return {"seed": args.seed, "train_s": wall, "peak_bytes": peak, "final": model_fingerprint(model)}
+    final = model_fingerprint(model)
+    del model, optimizer, batches  # what a unit leaves behind when its training function returns
+    memory = gpu_memory.after(device, memory) if memory is not None else None
+    return {"seed": args.seed, "train_s": wall, "gpu_memory": memory, "final": final}
 
 
 def launch(args, seeds: list[int]) -> tuple[float, list[dict]]:
@@ -83,12 +86,9 @@ def main() -> int:
         print(line)
     alone_wall, [alone] = launch(args, [0])
     k = args.units
-    if device.type == "cuda":
-        free, total = torch.cuda.mem_get_info()
-        fit = max(1, int(0.9 * free // max(1, alone["peak_bytes"])))
-        print(f"- one unit's peak: {alone['peak_bytes'] / 2**20:.0f} MiB reserved; free {free / 2**30:.1f} of "
-              f"{total / 2**30:.1f} GiB: {fit} units fit (90% of free)")
-        k = min(k, fit)
+    if device.type == "cuda":  # the harness's own rule (workers=auto on a GPU), on the unit's measurement
+        k, why = gpu_workers(alone["gpu_memory"], cap=min(args.units, max(1, (os.cpu_count() or 1) // args.threads)))
+        print(f"- {why}")
     side_wall, reports = launch(args, list(range(k)))
     same = next(r for r in reports if r["seed"] == 0)["final"] == alone["final"]
     print(f"one alone: {alone_wall:.2f} s wall ({alone['train_s']:.2f} s training)")

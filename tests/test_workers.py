@@ -91,8 +91,8 @@ def test_auto_fills_the_free_cores_with_one_thread_units_and_one_unit_gets_every
     assert choose_threads("auto", QUIET, units=20, recorded=2).workers == 1  # the folder's count is kept
     assert choose_threads(1, QUIET, units=4, workers=8).workers == 4  # never more workers than units
     assert choose_threads(2, QUIET, units=4, workers=2).warning is not None  # 4 pinned threads on 2 cores
-    gpu = choose_threads("auto", QUIET, units=20, gpu=True)  # its memory decides, not measured here
-    assert (gpu.threads, gpu.workers) == (2, 1)
+    gpu = choose_threads("auto", QUIET, units=20, gpu=True)  # one unit first: its measured memory decides
+    assert (gpu.threads, gpu.workers, gpu.gpu_cap) == (1, 1, 2)  # the cores cap how far it may widen
     assert choose_threads(1, QUIET, units=20, workers=4, gpu=True).workers == 4  # asked for
 
 

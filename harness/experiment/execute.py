@@ -59,8 +59,8 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     if workers_problem(cfg.get("workers", "auto")):
         raise ExperimentError(workers_problem(cfg.get("workers")))
     # The resolved count is hashed with the config: before anything hashes it (units.pin_threads' rule)
-    resolve_threads(cfg, say=say, warn=log.warning if say is _say else say, in_sweep=multirun,
-                    recorded=recorded_threads(out_dir), measure=measure_load)
+    choice = resolve_threads(cfg, say=say, warn=log.warning if say is _say else say, in_sweep=multirun,
+                             recorded=recorded_threads(out_dir), measure=measure_load)
     try:
         tracker = tracking.open_tracker(cfg, out_dir, sweep_root=sweep_root)
     except tracking.TrackingConfigError as e:
@@ -70,7 +70,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
 
     # side by side (cfg.workers > 1, resolved with the threads): workers start when the first unit
     # needs one, so a no-op rerun starts none; they end with this invocation, Ctrl-C included
-    pool = Workers(int(cfg.get("workers") or 1), say=say)
+    pool = Workers(int(cfg.get("workers") or 1), grow_to=choice.gpu_cap, say=say)
     try:
         # the plan (what is run) is read from cfg here, where each way of running first needs its arms;
         # below, only the plan and the declaration travel (an arm's config to the unit runner)
@@ -80,7 +80,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
             preflight_or_refuse(cfg, plan.arms)
             return run_sequential(plan, declaration, say=say, tracker=tracker, show_table=show_table,
-                                  pool=pool if pool.n > 1 else None)
+                                  pool=pool if pool.side_by_side else None)
         if declaration.conditions:  # every (condition, seed, arm); the average across them (conditions.py)
             from harness.experiment.conditions import condition_configs, given_overrides, refuse_narrowed, run_conditions
 
@@ -91,7 +91,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
             declaration.write(out_dir, say=say)
         plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
-        if pool.n > 1:
+        if pool.side_by_side:
             from harness.experiment.side_by_side import run_side_by_side
 
             # the workers' imports overlap the preflight; none start when every run is done

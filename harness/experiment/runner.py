@@ -55,6 +55,7 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
               stop_after: Optional[int] = None) -> dict:
     """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
     (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
+    from harness.training import gpu_memory
     from harness.training.determinism import capture_environment, configure, resolve_device, settings_from
     from harness.training.run import Run
 
@@ -70,8 +71,11 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
     fn = resolve_callable(cfg.train.fn, "train.fn")
     frozen = cfg.copy()
     OmegaConf.set_readonly(frozen, True)  # the recorded config is what ran: the loop cannot change it
+    memory = gpu_memory.before(device)  # a CUDA run's memory, which workers=auto on a GPU widens by
     metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
     out = run.finish(check_metrics(metrics))
+    if memory is not None:
+        out["timing"]["gpu_memory"] = gpu_memory.after(device, memory)
     out["env"] = capture_environment(settings, device)
     return out
 

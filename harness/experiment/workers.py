@@ -72,8 +72,9 @@ class _Worker:
 class Workers:
     """Up to ``n`` worker processes, started when first needed and kept for every later ``run``."""
 
-    def __init__(self, n: int, *, say: Callable[[str], None] = print):
+    def __init__(self, n: int, *, grow_to: int = 0, say: Callable[[str], None] = print):
         self.n = max(1, int(n))
+        self.grow_to = int(grow_to)  # workers=auto on a GPU: widen up to this, once a unit measured its memory
         self._warm: tuple = ()
         self.say = say
         self._all: list[_Worker] = []
@@ -84,6 +85,23 @@ class Workers:
     def __exit__(self, *exc) -> bool:
         self.close()
         return False
+
+    @property
+    def side_by_side(self) -> bool:
+        """Whether units go to workers: more than one now, or a pool that may widen."""
+        return self.n > 1 or self.grow_to > self.n
+
+    def widen_from(self, result: dict) -> None:
+        """workers=auto on a GPU: the first unit that completed with its memory measured ran alone
+        (the pool had one worker); widen once to the units that fit (threads.gpu_workers)."""
+        memory = (result.get("timing") or {}).get("gpu_memory")
+        if self.grow_to <= self.n or result.get("status") != "completed" or not memory:
+            return
+        from harness.training.threads import gpu_workers
+
+        n, why = gpu_workers(memory, cap=self.grow_to)
+        self.n, self.grow_to = max(self.n, n), 0
+        self.say(f"seed={result.get('seed')} arm={result.get('arm')} ran alone: {why}")
 
     def _start(self) -> _Worker:
         import subprocess

@@ -4,7 +4,8 @@ Owns: run.py (the ``Run``: seeded streams, the loader and sampler, the step reco
 per-example records), batches.py (the shuffled order, tensors read a batch at a time, data nodes
 built once per process), fingerprint.py (bit-exact digests), rng.py (one generator per purpose),
 determinism.py (deterministic mode and pinned threads), threads.py (how many: the rule behind
-determinism.threads=auto, torch-free), components.py (the ``_target_`` door every
+determinism.threads=auto and workers=auto, torch-free), gpu_memory.py (what a CUDA run used of its
+device's memory, which workers=auto on a GPU widens by), components.py (the ``_target_`` door every
 model, dataset, loss and optimizer goes through, ours and a researcher's alike).
 
 May import: harness.results only. Imports neither Hydra nor wandb and knows nothing of arms: a

@@ -21,8 +21,11 @@ so with ``workers=auto`` the auto thread count is shared out among the units:
 
 and a single unit (``seed=``/``arm=`` narrowed, a one-unit experiment) gets every free core as
 threads. ``workers=N`` asks for N (never more than the units); ``auto`` threads then share the free
-cores among those N. On a GPU, ``workers=auto`` is 1: how many units fit in its memory is measured by
-scripts/gpu_check.sh, not guessed here; ``workers=N`` puts N units on the one device. The worker count is not part of any identity: the bits depend on the threads
+cores among those N. On a GPU, ``workers=auto`` measures before it shares the device: the threads
+are shared out as above (1 per unit when the units outnumber the free cores), the first unit runs
+alone in one worker and records its memory (gpu_memory.py), and the pool then widens to the units
+that fit (``gpu_workers``), at most the free cores // threads; ``workers=N`` puts N units on the one
+device as asked. The worker count is not part of any identity: the bits depend on the threads
 per unit only, so the same thread count gives the same bits serially and side by side.
 
 A sweep's jobs (``-m``) resolve on their own, possibly at the same moment, so there ``auto`` is 1:
@@ -80,6 +83,7 @@ class ThreadChoice:
     why: str  # one line for the log
     warning: Optional[str] = None  # set when the pinned threads will wait for busy cores
     workers: int = 1  # units side by side (1: serial, in this process)
+    gpu_cap: int = 0  # workers=auto on a GPU: the most the pool may widen to once a unit measured its memory
 
 
 def is_auto(value) -> bool:
@@ -134,10 +138,10 @@ def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: O
                    units: int = 1, workers=AUTO, gpu: bool = False) -> ThreadChoice:
     """The rule (module docstring), given a measured load. ``recorded``: the count this output folder's
     results were made with, if any; ``units``: the (seed, arm) units this invocation may run;
-    ``workers``: "auto" or the integer asked for; ``gpu``: the runs use a GPU (auto workers: 1,
-    since how many units fit in its memory is not measured yet: ask with workers=N)."""
+    ``workers``: "auto" or the integer asked for; ``gpu``: the runs use a GPU (auto workers: 1 to
+    start, widened up to ``gpu_cap`` by the first unit's measured memory: gpu_workers)."""
     units = max(1, int(units))
-    alone = in_sweep or units == 1 or (gpu and is_auto(workers))  # nothing to put side by side
+    alone = in_sweep or units == 1  # nothing to put side by side
     share = 1 if alone or workers == 1 else (units if is_auto(workers) else min(int(workers), units))
     if is_auto(requested):
         if recorded is not None:
@@ -149,10 +153,15 @@ def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: O
             why = f"determinism.threads=auto -> {threads} ({load.free} free core(s): {load.describe()})"
     else:
         threads, why = int(requested), f"determinism.threads={int(requested)}"
+    cap = 0
     if alone:
         n = 1
     elif is_auto(workers):  # 1-thread units only time-share a busy core; pinned threads would wait at barriers
         n = max(1, min(units, (load.free_now if threads == 1 else load.free) // threads))
+        if gpu:  # the device's memory decides too, once measured: one unit first
+            n, cap = 1, n
+            why += (f"; workers=auto on a GPU -> 1 unit first, then as many as its measured memory holds, "
+                    f"at most {cap} ({units} units, {threads} thread(s) each)")
     else:
         n = max(1, min(int(workers), units))
     if n > 1 or not alone and not is_auto(workers):
@@ -166,7 +175,30 @@ def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: O
             f"{load.free}) or determinism.threads={load.free}; the thread count is part of the bits, so "
             "results made with another count are rerun, not mixed."
         )
-    return ThreadChoice(requested, threads, why, warning, n)
+    return ThreadChoice(requested, threads, why, warning, n, cap if cap > 1 else 0)
+
+
+GPU_MEMORY_SHARE = 0.9  # of the free memory: the rest for what a measurement cannot see coming
+_GPU_MEMORY_KEYS = ("total", "used_before", "peak_reserved", "free_after")
+
+
+def gpu_workers(memory, *, cap: int) -> tuple[int, str]:
+    """(workers, why): how many units fit on the GPU side by side, from one unit's measured memory
+    (gpu_memory.py), at most ``cap``. The worker that ran it needs its peak again for its next unit;
+    each new worker is charged ``used_before`` (its context: an upper bound, since it includes what
+    others held) plus the peak; together within GPU_MEMORY_SHARE of what was free after the unit."""
+    if not isinstance(memory, dict) or any(type(memory.get(k)) is not int or memory[k] < 0 for k in _GPU_MEMORY_KEYS):
+        return 1, "workers=auto on a GPU -> 1 (the unit's memory was not measured)"
+    gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
+    used, peak, free = memory["used_before"], memory["peak_reserved"], memory["free_after"]
+    per_worker = used + peak
+    room = GPU_MEMORY_SHARE * free - peak
+    fit = 1 + max(0, int(room // per_worker)) if per_worker > 0 else cap
+    n = max(1, min(cap, fit))
+    return n, (f"workers=auto on a GPU -> {n}: the unit peaked at {gib(peak)} with {gib(used)} in use on the device "
+               f"as it began (charged to each new worker: a context and what others held), {gib(free)} of "
+               f"{gib(memory['total'])} free after it: {fit} fit in {GPU_MEMORY_SHARE:.0%} of that"
+               + (f", capped at {cap} by the free cores" if fit > cap else ""))
 
 
 def resolve_threads(cfg, *, say: Callable[[str], None] = print, warn: Optional[Callable[[str], None]] = None,
