@@ -1,5 +1,6 @@
 """Sequential mode speaks once (issue 17, item 4): a run whose config or code changes between
-batches stops without a decision, and a sweep whose analysis fails exits non-zero.
+batches stops without a decision (a sweep whose analysis fails exits non-zero: tests/test_sweeps.py,
+test_analyze_refuses_below_three_pairs_and_names_what_is_missing).
 
 The runs use the training functions of tests/sequential_fns.py (no training: a metric that is a fixed
 function of (seed, arm)) with a design small enough for a handful of runs: two arms, B 2.0 points
@@ -132,20 +133,6 @@ def test_in_process_run_stops_when_the_config_changes(tmp_path):
     assert sorted(tuple(v) for v in identities.values()) == [(0, 1, 2, 3), (0, 1, 2, 3), (4,), (4,)]
     _each_identity_named(out, err)
     _stopped_without_a_decision(out)
-
-
-def test_a_sweep_whose_analysis_fails_exits_1(tmp_path):
-    """All jobs complete, but two seeds are too few pairs for the analysis: the sweep's callback
-    says why and the process exits 1 (an exception in a Hydra callback is only a warning; SystemExit
-    is not an Exception, so Hydra's run_and_report lets it through)."""
-    sweep = tmp_path / "sweep"
-    fixed = [o for o in SMALL if not o.startswith("ab.sequential.")]
-    proc = run_cli(["-m", *fixed, "train.fn=tests.sequential_fns.paired_metric", "seed=0,1",
-                    f"hydra.sweep.dir={sweep}"])
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert f"harness: error: sweep analysis of {sweep} failed:" in proc.stderr
-    assert "seeds 0, 1" in proc.stderr and "Traceback" not in proc.stderr
-    assert len(load_tree(sweep).results) == 4 and not (sweep / "analysis.json").exists()
 
 
 def test_arms_whose_code_differs_where_it_was_shared_stop_the_run(tmp_path):

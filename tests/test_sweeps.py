@@ -107,11 +107,17 @@ def test_a_failing_job_keeps_the_others_and_is_named(tmp_path):
 
 
 def test_analyze_refuses_below_three_pairs_and_names_what_is_missing(tmp_path):
+    """All jobs complete, but two seeds are too few pairs for the analysis: the sweep's callback
+    says why and the process exits 1 (an exception in a Hydra callback is only a warning; SystemExit
+    is not an Exception, so Hydra's run_and_report lets it through). harness.analyze refuses too.
+    (Merged with test_sequential_identity.py's test_a_sweep_whose_analysis_fails_exits_1, which
+    checked the same sweep's exit and message with a training function that does not train.)"""
     sweep = tmp_path / "sweep"
     proc = run_cli(["-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep}"])
     assert proc.returncode == 1, proc.stderr[-3000:]  # every job ran; the sweep's analysis was refused
-    assert "sweep analysis of" in proc.stderr and "seeds 0, 1" in proc.stderr
-    assert not (sweep / "analysis.json").exists()
+    assert f"harness: error: sweep analysis of {sweep} failed:" in proc.stderr
+    assert "seeds 0, 1" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(load_tree(sweep).results) == 4 and not (sweep / "analysis.json").exists()
     refused = run_cli([str(sweep)], module="harness.analyze")
     assert refused.returncode == 2
     assert "seeds 0, 1" in refused.stderr and "Traceback" not in refused.stderr
