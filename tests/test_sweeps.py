@@ -33,9 +33,13 @@ def _comparable(analysis: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory):
+    """The plain run, every unit in one process: here the test's own, through the Python API (the
+    same execute as the CLI's; the sweeps below run in processes of their own)."""
+    import harness
+
     out = tmp_path_factory.mktemp("inproc")
-    proc = run_cli(FAST + PINNED + [f"hydra.run.dir={out}"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    done = harness.run(FAST + PINNED, out_dir=out, verbose=False)
+    assert done.analysis is not None and {r["status"] for r in done.results} == {"completed"}
     return out
 
 
@@ -76,9 +80,12 @@ def test_killed_sweep_resumes_only_the_missing_runs(tmp_path):
         assert path.stat().st_mtime_ns == mtime and path.read_bytes() == content
     assert (rerun.stdout + rerun.stderr).count(": skipped, completed with the same config and code") == len(before)
 
+    # what the sweep would have given unbroken: the same units in one run, in this process (the
+    # launchers give the in-process bits and analysis: test_sweep_gives_the_in_process_bits_and_verdict)
+    import harness
+
     clean = tmp_path / "clean"
-    whole = run_cli(args + [f"hydra.sweep.dir={clean}"])
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    harness.run([a for a in args if a not in ("-m", "seed=0,1,2,3")], out_dir=clean, verbose=False)
     assert _finals(sweep) == _finals(clean)
     assert read_json(sweep / "analysis.json") == read_json(clean / "analysis.json")
 
