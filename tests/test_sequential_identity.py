@@ -1,5 +1,6 @@
 """Sequential mode speaks once (issue 17, item 4): a run whose config or code changes between
-batches stops without a decision, and a sweep whose analysis fails exits non-zero.
+batches stops without a decision (a sweep whose analysis fails exits non-zero: tests/test_sweeps.py,
+test_analyze_refuses_below_three_pairs_and_names_what_is_missing).
 
 The runs use the training functions of tests/sequential_fns.py (no training: a metric that is a fixed
 function of (seed, arm)) with a design small enough for a handful of runs: two arms, B 2.0 points
@@ -67,17 +68,32 @@ def test_sweeper_on_a_process_per_job_launcher_stops_when_the_code_changes_betwe
     and seed 3 of arm A record the old code (A's seed 3 job computed its identity before editing),
     every later job the new code. The sweep must stop after that batch, exit 1, name the edited file
     and the result files of each identity, and record no decision on them.
+
+    The first look's six runs (seeds 0-2, before any edit) are made by a plain sweep of the same
+    overrides on the basic launcher, in one process, and their job folders copied into the sequential
+    sweep's folder, which resumes from them (it launches only what has no result): the same runs and
+    identity as its own jobs would record, without a new process per job for them (about 4 s each).
     """
     code = tmp_path / "code"
     code.mkdir()
     shutil.copy(REPO / "tests" / "sequential_fns.py", code / "editable_fns.py")
+    env = {"PYTHONPATH": f"{code}{os.pathsep}{REPO}"}
+    first = tmp_path / "first_look"
+    made = run_cli(["-m", *SMALL, "train.fn=editable_fns.edits_a_file", "+train.kwargs.edit_from_seed=3",
+                    "seed=0,1,2", "arm=A,B", f"hydra.sweep.dir={first}"], env=env)
+    assert made.returncode == 0, made.stderr[-3000:]
     sweep = tmp_path / "sweep"
+    for job in first.glob("seed=*,arm=*"):
+        shutil.copytree(job, sweep / job.name)
+    assert len(list(sweep.rglob("result.json"))) == 6
     proc = run_cli(["-m", "hydra/sweeper=harness_sequential", "hydra/launcher=submitit_local",
                     "hydra.sweeper.max_batch_size=1", *SMALL, "train.fn=editable_fns.edits_a_file",
-                    "+train.kwargs.edit_from_seed=3", f"hydra.sweep.dir={sweep}"],
-                   env={"PYTHONPATH": f"{code}{os.pathsep}{REPO}"}, timeout=900)
+                    "+train.kwargs.edit_from_seed=3", f"hydra.sweep.dir={sweep}"], env=env, timeout=900)
     assert proc.returncode == 1, proc.stderr[-3000:]
     err = proc.stderr
+    said = " ".join((proc.stdout + err).split())
+    # resumed: the sweeper launched only the second look's jobs, each in a process of its own
+    assert "batch of 4 job(s), seeds 3, 4" in said and "batch of 6" not in said
     assert "sequential sweep stopped: the config or code changed" in err and "Traceback" not in err
     assert "the code changed: edited: editable_fns.py (on disk since the run started, in the results)" in err
     assert "record the earlier identity (arm A seeds 3) may have been made with the changed files" in err
@@ -132,20 +148,6 @@ def test_in_process_run_stops_when_the_config_changes(tmp_path):
     assert sorted(tuple(v) for v in identities.values()) == [(0, 1, 2, 3), (0, 1, 2, 3), (4,), (4,)]
     _each_identity_named(out, err)
     _stopped_without_a_decision(out)
-
-
-def test_a_sweep_whose_analysis_fails_exits_1(tmp_path):
-    """All jobs complete, but two seeds are too few pairs for the analysis: the sweep's callback
-    says why and the process exits 1 (an exception in a Hydra callback is only a warning; SystemExit
-    is not an Exception, so Hydra's run_and_report lets it through)."""
-    sweep = tmp_path / "sweep"
-    fixed = [o for o in SMALL if not o.startswith("ab.sequential.")]
-    proc = run_cli(["-m", *fixed, "train.fn=tests.sequential_fns.paired_metric", "seed=0,1",
-                    f"hydra.sweep.dir={sweep}"])
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert f"harness: error: sweep analysis of {sweep} failed:" in proc.stderr
-    assert "seeds 0, 1" in proc.stderr and "Traceback" not in proc.stderr
-    assert len(load_tree(sweep).results) == 4 and not (sweep / "analysis.json").exists()
 
 
 def test_arms_whose_code_differs_where_it_was_shared_stop_the_run(tmp_path):

@@ -324,8 +324,10 @@ def test_bench_stats_runs_small_and_every_cell_passes(capsys):
     spec = importlib.util.spec_from_file_location("bench_stats", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    status = bench.main(["--experiments", "2000", "--bootstrap-experiments", "300", "--test-set-experiments", "100"])
+    status = bench.main(["--experiments", "2000", "--bootstrap-experiments", "300", "--test-set-experiments", "100",
+                         "--conditions-experiments", "2000"])
     out = capsys.readouterr().out
-    for section in ("### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "seeds needed on a grid of 360 points"):
+    for section in ("### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.",
+                    "seeds needed on a grid of 360 points"):
         assert section in out
     assert status == 0 and "all cells pass" in out, out

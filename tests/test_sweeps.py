@@ -33,9 +33,13 @@ def _comparable(analysis: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory):
+    """The plain run, every unit in one process: here the test's own, through the Python API (the
+    same execute as the CLI's; the sweeps below run in processes of their own)."""
+    import harness
+
     out = tmp_path_factory.mktemp("inproc")
-    proc = run_cli(FAST + PINNED + [f"hydra.run.dir={out}"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    done = harness.run(FAST + PINNED, out_dir=out, verbose=False)
+    assert done.analysis is not None and {r["status"] for r in done.results} == {"completed"}
     return out
 
 
@@ -76,9 +80,12 @@ def test_killed_sweep_resumes_only_the_missing_runs(tmp_path):
         assert path.stat().st_mtime_ns == mtime and path.read_bytes() == content
     assert (rerun.stdout + rerun.stderr).count(": skipped, completed with the same config and code") == len(before)
 
+    # what the sweep would have given unbroken: the same units in one run, in this process (the
+    # launchers give the in-process bits and analysis: test_sweep_gives_the_in_process_bits_and_verdict)
+    import harness
+
     clean = tmp_path / "clean"
-    whole = run_cli(args + [f"hydra.sweep.dir={clean}"])
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    harness.run([a for a in args if a not in ("-m", "seed=0,1,2,3")], out_dir=clean, verbose=False)
     assert _finals(sweep) == _finals(clean)
     assert read_json(sweep / "analysis.json") == read_json(clean / "analysis.json")
 
@@ -107,11 +114,17 @@ def test_a_failing_job_keeps_the_others_and_is_named(tmp_path):
 
 
 def test_analyze_refuses_below_three_pairs_and_names_what_is_missing(tmp_path):
+    """All jobs complete, but two seeds are too few pairs for the analysis: the sweep's callback
+    says why and the process exits 1 (an exception in a Hydra callback is only a warning; SystemExit
+    is not an Exception, so Hydra's run_and_report lets it through). harness.analyze refuses too.
+    (Merged with test_sequential_identity.py's test_a_sweep_whose_analysis_fails_exits_1, which
+    checked the same sweep's exit and message with a training function that does not train.)"""
     sweep = tmp_path / "sweep"
     proc = run_cli(["-m", *FAST, "seed=0,1", f"hydra.sweep.dir={sweep}"])
     assert proc.returncode == 1, proc.stderr[-3000:]  # every job ran; the sweep's analysis was refused
-    assert "sweep analysis of" in proc.stderr and "seeds 0, 1" in proc.stderr
-    assert not (sweep / "analysis.json").exists()
+    assert f"harness: error: sweep analysis of {sweep} failed:" in proc.stderr
+    assert "seeds 0, 1" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(load_tree(sweep).results) == 4 and not (sweep / "analysis.json").exists()
     refused = run_cli([str(sweep)], module="harness.analyze")
     assert refused.returncode == 2
     assert "seeds 0, 1" in refused.stderr and "Traceback" not in refused.stderr
