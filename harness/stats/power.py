@@ -204,13 +204,27 @@ def _smallest_t_n(power_at, gap: float, sd: float, one_sided_alpha: float, power
     if guess > max_seeds:
         return None
     start = max(2, int(guess) - 1)
-    while start <= max_seeds:
-        ns = np.arange(start, start + 64)
-        hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
-        if hit.size:
-            return max(min_n, int(ns[hit[0]]))
-        start += 64
-    return None
+    ns = np.arange(start, start + 64)
+    hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
+    if hit.size:  # the usual case: within 64 seeds of the normal approximation
+        return max(min_n, int(ns[hit[0]]))
+    # Far above it (a difference near the margin): the power rises with n, so the first count that
+    # reaches it is bracketed by doubling and then halved for; the counts considered are those blocks
+    # of 64 from ``start`` would have scanned, up to the last block starting at or below max_seeds.
+    def reached(n: int) -> bool:
+        return bool(np.asarray(power_at(np.array([n])))[0] >= power)
+
+    low, last = start + 63, start + 64 * ((max_seeds - start) // 64) + 63  # power(low) < power
+    if last <= low or not reached(last):
+        return None
+    step, high = 64, min(low + 64, last)
+    while not reached(high):
+        low, step = high, 2 * step
+        high = min(low + step, last)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reached(mid) else (mid, high)
+    return max(min_n, high)
 
 
 def seeds_needed(effect: float, sd: float, *, alpha: float = 0.05, power: float = POWER,
