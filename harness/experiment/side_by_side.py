@@ -108,10 +108,10 @@ def run_units(units: list[tuple], plan: Plan, pool: Workers, *, log, tracker=Non
             else:
                 result, was_skipped = body
             results[task.index] = result
-            pool.widen_from(result)  # workers=auto on a GPU: as many as the measured memory holds
             if was_skipped:  # another process ran it meanwhile
                 skipped.append((seed, arm))
             else:
+                pool.widen_from(result)  # workers=auto on a GPU: as many as a unit run now measured fits
                 if tracker is not None:
                     tracker.log_run(result)
                 if result["status"] != "completed":
