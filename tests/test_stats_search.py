@@ -68,3 +68,8 @@ def test_the_seeds_needed_are_the_block_scans_across_effects_near_and_far_from_t
     slow = [P.seeds_needed_for(e, sd, margin(m, b), n=12) for e, sd, m, b in cases]
     assert [f.to_dict() for f in fast] == [s.to_dict() for s in slow]
     assert any(f.to_settle_margin and f.to_settle_margin > 10_000 for f in fast)  # a far target is among them
+
+
+def test_no_count_at_all_when_max_seeds_is_below_the_first_one_tried():
+    assert P._smallest_t_n(_Counted(2), 10.0, 1.0, 0.025, 0.8, 1) is None
+    assert _block_scan(_Counted(2), 10.0, 1.0, 0.025, 0.8, 1) is None

@@ -204,6 +204,8 @@ def _smallest_t_n(power_at, gap: float, sd: float, one_sided_alpha: float, power
     if guess > max_seeds:
         return None
     start = max(2, int(guess) - 1)
+    if start > max_seeds:
+        return None
     ns = np.arange(start, start + 64)
     hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
     if hit.size:  # the usual case: within 64 seeds of the normal approximation
