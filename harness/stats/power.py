@@ -24,7 +24,6 @@ def _hermite_nodes():
 @functools.lru_cache(maxsize=256)
 def _chi2_nodes(df: float):
     """Nodes v and weights w with E[g(V)] ~ sum w g(v) for V chi-square with df (sum w = 1).
-
     Generalised Gauss-Laguerre up to _LAGUERRE_MAX_DF df; above, where its weights overflow to NaN
     (and a NaN power read as "no power"), Wilson-Hilferty's normal form of V / df with
     Gauss-Hermite nodes: at that many df its error is far below the digits a power is shown with.
@@ -204,18 +203,17 @@ def _smallest_t_n(power_at, gap: float, sd: float, one_sided_alpha: float, power
     if guess > max_seeds:
         return None
     start = max(2, int(guess) - 1)
-    if start > max_seeds:
+    if start > max_seeds:  # (max_seeds below 2)
         return None
     ns = np.arange(start, start + 64)
     hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
     if hit.size:  # the usual case: within 64 seeds of the normal approximation
         return max(min_n, int(ns[hit[0]]))
     # Far above it (a difference near the margin): the power rises with n, so the first count that
-    # reaches it is bracketed by doubling and then halved for; the counts considered are those blocks
-    # of 64 from ``start`` would have scanned, up to the last block starting at or below max_seeds.
+    # reaches it is bracketed by doubling, then bisected, over the counts the blocks of 64 from
+    # ``start`` would have scanned (up to the last block starting at or below max_seeds).
     def reached(n: int) -> bool:
         return bool(np.asarray(power_at(np.array([n])))[0] >= power)
-
     low, last = start + 63, start + 64 * ((max_seeds - start) // 64) + 63  # power(low) < power
     if last <= low or not reached(last):
         return None
