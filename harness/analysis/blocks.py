@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from harness import stats
+from harness.analysis.evidence import all_finite_numbers
 from harness.analysis.selection import _seed_sorted
 
 
@@ -134,22 +135,12 @@ def _test_set_block(c: stats.PairedComparison) -> dict | None:
     low, high = c.test_set.confidence_interval(c.intervals["zero"].level)
     return dict(c.test_set.to_dict(), distribution_ci=[low, high], level=c.intervals["zero"].level)
 
-_PLAIN = {int, float}  # exactly: bool and numpy scalars take the long way
-
-
-def _all_finite(numbers) -> bool:
-    try:
-        return all(map(math.isfinite, numbers))
-    except OverflowError:  # an int too large for a float: the long way keeps it
-        return False
-
-
 def _plain(obj):
     """JSON-ready: numpy scalars to Python numbers, tuples to lists, NaN and infinities to None."""
     if isinstance(obj, Mapping):  # also OmegaConf's DictConfig in ``extra``
         return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list) and set(map(type, obj)) <= _PLAIN and _all_finite(obj):
-        return list(obj)  # the usual list of Python numbers (curves, pairs): checked at C speed
+    if isinstance(obj, list) and all_finite_numbers(obj):
+        return list(obj)  # the usual list of Python numbers (curves, pairs); bools and numpy scalars go below
     if isinstance(obj, (Sequence, np.ndarray)) and not isinstance(obj, (str, bytes)):
         return [_plain(v) for v in obj]
     if isinstance(obj, (bool, np.bool_)):

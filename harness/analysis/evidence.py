@@ -27,6 +27,16 @@ def _finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def all_finite_numbers(values) -> bool:
+    """_finite_number of every item, checked at C speed (a curve, a list of pairs: the usual case)."""
+    if not set(map(type, values)) <= _NUMBERS:
+        return False
+    try:
+        return all(map(math.isfinite, values))
+    except OverflowError:  # an int too large for a float
+        return False
+
+
 def other_metrics(usable, compared, baseline, metric, declared, alpha) -> dict:
     """Each other metric with a declared direction, each arm against the baseline (paired t).
 
@@ -193,12 +203,11 @@ def curves(usable, arms) -> dict:
         if not isinstance(curve, Mapping) or not isinstance(curve.get("step"), list):
             return {}
         found, steps = {}, curve["step"]
-        plain_steps = set(map(type, steps)) <= _NUMBERS and all(map(math.isfinite, steps))
+        plain_steps = all_finite_numbers(steps)
         for name, values in curve.items():
             if name == "step" or not isinstance(values, list):
                 continue
-            if (plain_steps and len(values) == len(steps) and set(map(type, values)) <= _NUMBERS
-                    and all(map(math.isfinite, values))):  # the usual case, checked at C speed
+            if plain_steps and len(values) == len(steps) and all_finite_numbers(values):  # the usual case
                 points = _Points(steps, values)
             else:
                 points = {step: float(v) for step, v in zip(steps, values)
