@@ -97,7 +97,7 @@ def hashes(r) -> tuple:
         out = (recorded[0], recorded[1], None)
     else:
         factor = factor_of(r)
-        key = (key_bytes({k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}), factor)
+        key = (key_bytes({k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}, sort_keys=False), factor)
         computed = _DIGESTS.get(key)
         if computed is None:
             if len(_DIGESTS) > 10_000:
@@ -134,7 +134,8 @@ def identity(r) -> dict:
     factor = factor_of(r)
     # what the parts are read from: a sweep's results share it, so each distinct one is read once
     key = key_bytes([factor, hashes(r)[1], r.get("code_version"), r.get("env"), r.get("status") == "completed",
-                     (r.get("config") or {}).get("precision") if isinstance(r.get("config"), dict) else None])
+                     (r.get("config") or {}).get("precision") if isinstance(r.get("config"), dict) else None],
+                    sort_keys=False)
     out = _IDENTITIES.get(key)
     if out is None:
         out = {"base_hash": hashes(r)[1], "code_version": _canonical(r.get("code_version"))}

@@ -120,7 +120,9 @@ def _owns_unnamed(result, spec) -> bool:
 def record_value(record, spec) -> tuple:
     """(the metric its per-example record gives: example_scale x the mean outcome, the outcomes)."""
     correct = results_io.unpack_examples(record)
-    return spec.example_scale * float(correct.mean()) if correct.size else math.nan, correct
+    # the count over the size is np.mean's own float64 sum of 0s and 1s and division, to the bit,
+    # without its cost per call (a few us a run: 10,000 of them in a big sweep)
+    return spec.example_scale * (np.count_nonzero(correct) / correct.size) if correct.size else math.nan, correct
 
 
 def two_numbers(a, b, least: int = 2) -> tuple:

@@ -290,7 +290,7 @@ def of_results(results) -> Declaration:
             continue
         # from_config reads these three blocks only, and a folder's results mostly share them: each
         # distinct one is declared once (10,000 results: seconds, once per result)
-        key = key_bytes([config.get(k) for k in ("experiment_name", "ab", "stats")])
+        key = key_bytes([config.get(k) for k in ("experiment_name", "ab", "stats")], sort_keys=False)
         if key in read_already:
             continue
         read_already.add(key)

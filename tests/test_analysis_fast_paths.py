@@ -1,0 +1,77 @@
+"""The analysis's fast paths give what the plain computation gives, to the bit.
+
+Analysing 10,000 results must take seconds (scripts/bench_analyze.py), so a few per-result steps
+take shortcuts: the metric a per-example record gives is a count over the size, and the caches of
+config hashes and identities are keyed by unsorted bytes. Each shortcut is checked here against
+the plain computation it replaces.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from harness import results as results_io
+from harness.analysis import comparability
+from harness.analysis import evidence
+from harness.config.metric_spec import metric_spec
+from tests import _results_factory as F
+
+
+def test_a_records_value_is_numpys_mean_of_its_outcomes_to_the_bit():
+    rng = np.random.default_rng(7)
+    sizes = [1, 2, 3, 7, 8, 9, 360, 450, 1000, 10_000, 12_345]
+    for spec in (metric_spec("test_accuracy", {"direction": "max", "unit": "pts", "examples": True}),
+                 metric_spec("hit_rate", {"direction": "max", "unit": "%", "examples": True})):
+        for n in sizes:
+            for p in (0.0, 0.03, 0.5, 0.975, 1.0):
+                correct = rng.random(n) < p
+                record = results_io.pack_examples(correct, metric=spec.name)
+                value, outcomes = evidence.record_value(record, spec)
+                assert np.array_equal(outcomes, correct) and outcomes.dtype == bool
+                plain = spec.example_scale * float(np.asarray(correct, dtype=bool).mean())
+                assert value == plain, (spec.name, n, p, value, plain)
+                assert isinstance(value, float)
+
+
+def _reordered(mapping: dict) -> dict:
+    """The same content with the keys in reverse order (not nested: the order of ``ab.arms`` is
+    meaningful, its first arm is the baseline)."""
+    return {k: mapping[k] for k in reversed(list(mapping))}
+
+
+def test_configs_and_environments_in_another_key_order_are_the_same_identity():
+    """The hash and identity caches key by unsorted bytes (a cache miss, not a new identity): a
+    config or environment written in another key order gets the same hashes and identity, and an
+    analysis of both orders mixed is one identity with the same numbers."""
+    comparability._DIGESTS.clear()
+    comparability._IDENTITIES.clear()
+    items = F.make_results(F.accuracies(8, shift=0.4))
+    mixed = copy.deepcopy(items)
+    for r in mixed[1::2]:
+        r["config"] = _reordered(r["config"])
+        r["env"] = _reordered(r["env"])
+    for plain, other in zip(copy.deepcopy(items), mixed):
+        assert comparability.hashes(other) == comparability.hashes(plain)
+        assert comparability.identity(other) == comparability.identity(plain)
+    from harness.analysis.analyze import analyze
+
+    a = analyze(copy.deepcopy(items), bootstrap_resamples=999)
+    b = analyze(mixed, bootstrap_resamples=999)
+    assert b["identity"]["consistent"] is True and len(b["identity"]["groups"]) == 1
+    assert b["comparisons"] == a["comparisons"] and b["identity"]["inputs_digest"] == a["identity"]["inputs_digest"]
+
+
+def test_a_changed_config_is_still_caught_behind_the_cache():
+    """A config that differs in one value outside the factor is another base_hash even after the
+    cache has seen the original: the cache never answers for content it was not given."""
+    items = F.make_results(F.accuracies(6, shift=0.4))
+    for r in items:
+        comparability.hashes(r)
+    edited = copy.deepcopy(items[0])
+    edited.pop("_hashes", None)
+    edited.pop("_identity", None)
+    edited["config"]["train"] = {**edited["config"].get("train", {}), "lr": 0.123456}
+    assert comparability.hashes(edited)[1] != comparability.hashes(items[0])[1]
+    assert comparability.hashes(edited)[2] is not None  # its recorded base_hash no longer matches its config
