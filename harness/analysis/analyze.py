@@ -2,10 +2,10 @@
 
 ``analyze(results)`` takes result dicts (the contract in results.py) and returns the content of
 analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
-writes analysis.json, report.md and analysis.png beside them. The statistics live in harness/stats/,
-the other metrics, per-example records and curves are gathered in evidence.py, and the checks of
-which runs count live in selection.py; here we decide
-which values are compared with which, and refuse what cannot be compared:
+writes analysis.json, report.md and analysis.png beside them. analyze() is gather() (gather.py: the
+checks, with selection.py, comparability.py and evidence.py underneath, and what the statistics
+read, made compact) then decide() (here: the statistics of harness/stats/ and analysis.json). Which
+values are compared with which, and what is refused:
 
 - a failed run, or one whose metric is missing or not a finite number, is excluded and named;
 - a run without a partner of the same seed in the baseline arm is unpaired: dropped and named;
@@ -35,15 +35,12 @@ from harness.analysis.certificate import certificate_for
 from harness.analysis import evidence as evidence
 from harness.analysis.outputs import OutputsNotWritten, write_together  # noqa: F401 - public here too
 from harness.analysis.blocks import _arm_summary, _comparison_block, _noise_floor_block, _plain
+from harness.analysis.gather import CHOICES, Gathered, declared, gather  # noqa: F401 - CHOICES public here too
 from harness.config import declaration as declaration_io
 from harness.config.declaration import Declaration, DeclarationError
 from harness import results as results_io
 from harness.analysis.selection import PAIRED_FINGERPRINTS  # noqa: F401 - public here too
-from harness.analysis.selection import (
-    AnalysisError, _arm_order, _check_duplicates, _check_metric_exists, _check_one_configuration_per_arm,
-    _check_options, _check_pairing, _common_n_test, _describe_excluded, _drop_unpaired, _names,
-    _one_experiment, _seed_key, _seed_sorted, _sorted_entries, _usable_runs,
-)
+from harness.analysis.selection import AnalysisError, _one_experiment, _seed_sorted
 
 SCHEMA = "harness.analysis/1"
 ANALYSIS_NAME = "analysis.json"
@@ -62,83 +59,31 @@ def analyze(results: list[dict], declaration: Declaration | None = None, *, unre
     guessed from a metric's name. Results of more than one identity (comparability.py) are refused
     unless ``allow_mixed_identity``.
     """
-    results = list(results)
-    if not results:
-        raise AnalysisError("There are no results to analyse: the list of result dicts is empty.")
-    experiment, factor = _one_experiment(results)
-    decl = declared(results, declaration, choices)
-    metric, alpha, bootstrap_resamples = decl.metric, decl.alpha, decl.bootstrap_resamples
-    _check_options(metric, alpha, bootstrap_resamples)
-    arms = _arm_order(results)
-    if len(arms) < 2:
-        raise AnalysisError(
-            f"Only one arm ({arms[0]!r}) has results; an A/B comparison needs at least two arms of "
-            f"the same experiment. Point the analysis at the folder that holds all arms."
-        )
-    baseline = decl.baseline or arms[0]
-    if baseline not in arms:
-        raise AnalysisError(f"The baseline arm {baseline!r} has no results; the arms are: {_names(arms)}.")
-    others = [a for a in arms if a != baseline]
-    try:
-        ident = comparability.check(results, baseline=baseline, others=others, allow_mixed=allow_mixed_identity)
-    except comparability.IdentityError as e:
-        raise AnalysisError(str(e)) from None
-    results, copies = _check_duplicates(results)
-    ident["copies"] = copies
-    ident["inputs_digest"] = comparability.inputs_digest(results)
-    _check_one_configuration_per_arm(results, arms)
-    _check_metric_exists(results, metric)
-    if metric not in decl.metrics:
-        raise AnalysisError(decl._undeclared(metric))
-    spec = decl.primary
-    directions = decl.directions
+    return decide(gather(results, declaration, unreadable=unreadable, extra=extra,
+                         allow_mixed_identity=allow_mixed_identity, **choices))
 
-    usable, excluded = _usable_runs(results, spec)
-    verified = _check_pairing(usable)
-    usable, unpaired = _drop_unpaired(usable, baseline, others)
-    excluded = _sorted_entries(excluded + unpaired, arms)
 
+def decide(g: Gathered) -> dict:
+    """The statistics of gathered inputs (gather.py), and analysis.json's content from them."""
+    decl, arms, baseline, usable, compared = g.decl, g.arms, g.baseline, g.usable, g.compared
+    metric, alpha, spec, directions = decl.metric, decl.alpha, decl.primary, decl.directions
     by_arm = {arm: {seed: run for (seed, a), run in usable.items() if a == arm} for arm in arms}
-    compared = {}
-    too_few = []
-    for arm in others:
-        seeds = sorted(set(by_arm[baseline]) & set(by_arm[arm]), key=_seed_key)
-        compared[arm] = seeds
-        if len(seeds) < stats.MIN_PAIRS:
-            too_few.append(f"{arm} vs {baseline} has {len(seeds)} (seeds {_names(seeds) or 'none'})")
-    not_compared = []
-    if too_few and len(too_few) < len(others):
-        # Report on the comparisons that have enough pairs; name the ones that do not.
-        for arm in [a for a in others if len(compared[a]) < stats.MIN_PAIRS]:
-            seeds = compared.pop(arm)
-            not_compared.append({
-                "arm": arm, "baseline": baseline, "n_pairs": len(seeds), "seeds": list(seeds),
-                "reason": f"{len(seeds)} complete pair(s); at least {stats.MIN_PAIRS} are needed",
-            })
-    elif too_few:
-        raise AnalysisError(
-            f"Too few complete pairs: {'; '.join(too_few)}. At least {stats.MIN_PAIRS} seeds with a "
-            f"usable result in both arms are needed to estimate seed noise."
-            + (f" Excluded runs: {_describe_excluded(excluded)}." if excluded else "")
-            + " Run more seeds, or fix the failed runs and re-run them."
-        )
-
     unit = spec.suffix
     higher_is_better = spec.higher_is_better
     values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
-    n_test = _common_n_test(usable) if spec.examples else None
+    n_test = g.n_test
     try:
         chosen = stats.resolve_margin(0.0 if decl.margin is None else decl.margin,
                                       [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
                                       resolution=spec.example_scale / n_test if n_test else None)
     except ValueError as e:
         raise AnalysisError(f"Bad margin: {e}") from None
-    examples, examples_note = evidence.examples(compared, by_arm, baseline, spec)
+    examples, examples_note = g.examples
     comparisons = stats.compare_to_baseline(
         {arm: (np.array([by_arm[baseline][s]["value"] for s in seeds]),
                np.array([by_arm[arm][s]["value"] for s in seeds]))
          for arm, seeds in compared.items()},
-        margin=chosen, baseline=baseline, alpha=alpha, n_resamples=bootstrap_resamples,
+        margin=chosen, baseline=baseline, alpha=alpha, n_resamples=decl.bootstrap_resamples,
         seed=decl.bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
         examples=examples,
     )
@@ -148,8 +93,8 @@ def analyze(results: list[dict], declaration: Declaration | None = None, *, unre
         "schema": SCHEMA,
         "declaration": decl.to_dict(),
         "departures": list(decl.departures),  # empty: the declared analysis; else an alternative
-        "experiment": experiment,
-        "factor": factor,
+        "experiment": g.experiment,
+        "factor": g.factor,
         "metric": metric,
         "unit": spec.unit,
         "direction": directions[metric],
@@ -158,12 +103,12 @@ def analyze(results: list[dict], declaration: Declaration | None = None, *, unre
         "alpha": alpha,
         "baseline": baseline,
         "margin": chosen.to_dict(),
-        "arms": {arm: _arm_summary(arm, by_arm[arm], results) for arm in arms},
+        "arms": {arm: _arm_summary(arm, by_arm[arm], g.factor_values[arm]) for arm in arms},
         "noise_floor": _noise_floor_block(values, chosen, n_test, metric),
         "test_set_noise": examples_note,
-        "pairing_verified": verified,
-        "setup": evidence.setup(usable),
-        "identity": ident,
+        "pairing_verified": g.verified,
+        "setup": g.setup,
+        "identity": g.ident,
         "multiple_comparisons": {
             "method": "bonferroni",
             "comparisons": len(comparisons),
@@ -175,48 +120,18 @@ def analyze(results: list[dict], declaration: Declaration | None = None, *, unre
             arm: _comparison_block(c, compared[arm], by_arm, baseline, arm, others_reported["by_arm"].get(arm, {}))
             for arm, c in comparisons.items()
         },
-        "curves": evidence.curves(usable, arms),
+        "curves": g.curves,
         "dose_trend": evidence.dose_trend(usable, arms, alpha),  # a numeric factor with 3+ arms, else None
-        "not_compared": not_compared,
-        "excluded": excluded,
-        "unreadable": [{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
+        "not_compared": g.not_compared,
+        "excluded": g.excluded,
+        "unreadable": g.unreadable,
+        "data_unverified": g.data_unverified,  # runs whose data files were trusted without their checksums
     }
-    # runs whose data files were trusted without their checksums (data.verify=false): the report says so
-    out["data_unverified"] = sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results)
-    for key, value in (extra or {}).items():
+    for key, value in g.extra.items():
         if key in out:
             raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")
         out[key] = value
     return _plain(out)
-
-
-CHOICES = ("metric", "margin", "alpha", "baseline", "direction", "directions", "bootstrap_resamples",
-           "bootstrap_seed")
-
-
-def declared(results, declaration: Declaration | None, choices: Mapping) -> Declaration:
-    """The declaration to analyse with: the given one (else the results' own), with ``choices``
-    as an alternative. AnalysisError for a choice that is not one, or a declaration that cannot be read."""
-    unknown = sorted(set(choices) - set(CHOICES))
-    if unknown:
-        raise TypeError(f"analyze() got unexpected keyword argument(s) {', '.join(unknown)}; "
-                        f"the analysis choices are {', '.join(CHOICES)}.")
-    try:
-        decl = declaration if declaration is not None else declaration_io.of_results(results)
-        picked = {k: v for k, v in choices.items() if v is not None}
-        resampling = {k: picked.pop(k) for k in ("bootstrap_resamples", "bootstrap_seed") if k in picked}
-        if "margin" not in picked:
-            picked["margin"] = "declared"
-        decl = decl.alternative(**picked)
-    except DeclarationError as e:
-        raise AnalysisError(str(e)) from None
-    for key, value in resampling.items():
-        if value != getattr(decl, key):
-            from dataclasses import replace
-
-            decl = replace(decl, departures=decl.departures + (f"{key.replace('_', ' ')} {value} (declared: "
-                                                              f"{getattr(decl, key)})",), **{key: value})
-    return decl
 
 
 def alternative_name(choices: Mapping) -> str:

@@ -19,20 +19,9 @@ from harness.analysis.selection import _seed_sorted
 # -- output blocks ------------------------------------------------------------------------------
 
 
-def _arm_summary(arm, runs, results) -> dict:
+def _arm_summary(arm, runs, factor_value) -> dict:
     seeds = _seed_sorted(runs)
     v = np.array([runs[s]["value"] for s in seeds])
-    factor_value = None
-    for r in results:  # the arm's own record first, else what the config says the arm sets
-        if str(r.get("arm")) == arm and r.get("factor_value") is not None:
-            factor_value = r["factor_value"]
-            break
-    if factor_value is None:
-        for r in results:
-            configured = ((r.get("config") or {}).get("ab") or {}).get("arms") or {}
-            if arm in configured:
-                factor_value = configured[arm]
-                break
     return {
         "factor_value": factor_value,
         "n": len(v),

@@ -1,0 +1,176 @@
+"""What an analysis reads from its result dicts: checked, paired and made compact (``gather``).
+
+analyze() is gather() then decide(). Every check that reads the result dicts runs here, before
+any statistics, in this order: one experiment, the declaration, one identity, one run per (seed,
+arm), one configuration per arm, the metric, usable values, pairing, partners. What it returns, a
+Gathered, holds no result dict: per run only the value, the metrics, the factor's value and the
+final fingerprint, and beside them the per-example outcomes, the curves and the identity block.
+So the results can be read in another process while this one imports the statistics (scipy), and
+freed as soon as they are read (analyze.analyze_dir's ``apart``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from harness import stats
+from harness.analysis import comparability as comparability
+from harness.analysis import evidence as evidence
+from harness.analysis.selection import (
+    AnalysisError, _arm_order, _check_duplicates, _check_metric_exists, _check_one_configuration_per_arm,
+    _check_options, _check_pairing, _common_n_test, _describe_excluded, _drop_unpaired, _names,
+    _one_experiment, _seed_key, _sorted_entries, _usable_runs,
+)
+from harness.config import declaration as declaration_io
+from harness.config.declaration import Declaration, DeclarationError
+
+CHOICES = ("metric", "margin", "alpha", "baseline", "direction", "directions", "bootstrap_resamples",
+           "bootstrap_seed")
+
+
+@dataclass
+class Gathered:
+    """The checked, compact inputs of one analysis (see the module's docstring)."""
+
+    decl: Declaration
+    experiment: object
+    factor: object
+    arms: list
+    baseline: str
+    ident: dict  # analysis.json's identity block
+    usable: dict  # (seed, arm) -> {"value", "result": {seed, arm, metrics, factor_value, fingerprints.final}}
+    verified: list  # the fingerprints whose pairing was verified
+    compared: dict  # arm -> the seeds compared with the baseline
+    not_compared: list
+    excluded: list
+    n_test: int | None
+    examples: tuple  # evidence.examples: (arm -> outcome arrays, or None; the note)
+    factor_values: dict  # arm -> the factor's value
+    setup: dict
+    curves: dict
+    data_unverified: int
+    unreadable: list
+    extra: dict
+
+
+def gather(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
+           extra: dict | None = None, allow_mixed_identity: bool = False, **choices) -> Gathered:
+    """analyze()'s checks and everything it reads from ``results`` (same arguments); AnalysisError
+    when they cannot be compared."""
+    results = list(results)
+    if not results:
+        raise AnalysisError("There are no results to analyse: the list of result dicts is empty.")
+    experiment, factor = _one_experiment(results)
+    decl = declared(results, declaration, choices)
+    metric, alpha, bootstrap_resamples = decl.metric, decl.alpha, decl.bootstrap_resamples
+    _check_options(metric, alpha, bootstrap_resamples)
+    arms = _arm_order(results)
+    if len(arms) < 2:
+        raise AnalysisError(
+            f"Only one arm ({arms[0]!r}) has results; an A/B comparison needs at least two arms of "
+            f"the same experiment. Point the analysis at the folder that holds all arms."
+        )
+    baseline = decl.baseline or arms[0]
+    if baseline not in arms:
+        raise AnalysisError(f"The baseline arm {baseline!r} has no results; the arms are: {_names(arms)}.")
+    others = [a for a in arms if a != baseline]
+    try:
+        ident = comparability.check(results, baseline=baseline, others=others, allow_mixed=allow_mixed_identity)
+    except comparability.IdentityError as e:
+        raise AnalysisError(str(e)) from None
+    results, copies = _check_duplicates(results)
+    ident["copies"] = copies
+    ident["inputs_digest"] = comparability.inputs_digest(results)
+    _check_one_configuration_per_arm(results, arms)
+    _check_metric_exists(results, metric)
+    if metric not in decl.metrics:
+        raise AnalysisError(decl._undeclared(metric))
+    spec = decl.primary
+
+    usable, excluded = _usable_runs(results, spec)
+    verified = _check_pairing(usable)
+    usable, unpaired = _drop_unpaired(usable, baseline, others)
+    excluded = _sorted_entries(excluded + unpaired, arms)
+
+    by_arm = {arm: {seed: run for (seed, a), run in usable.items() if a == arm} for arm in arms}
+    compared = {}
+    too_few = []
+    for arm in others:
+        seeds = sorted(set(by_arm[baseline]) & set(by_arm[arm]), key=_seed_key)
+        compared[arm] = seeds
+        if len(seeds) < stats.MIN_PAIRS:
+            too_few.append(f"{arm} vs {baseline} has {len(seeds)} (seeds {_names(seeds) or 'none'})")
+    not_compared = []
+    if too_few and len(too_few) < len(others):
+        # Report on the comparisons that have enough pairs; name the ones that do not.
+        for arm in [a for a in others if len(compared[a]) < stats.MIN_PAIRS]:
+            seeds = compared.pop(arm)
+            not_compared.append({
+                "arm": arm, "baseline": baseline, "n_pairs": len(seeds), "seeds": list(seeds),
+                "reason": f"{len(seeds)} complete pair(s); at least {stats.MIN_PAIRS} are needed",
+            })
+    elif too_few:
+        raise AnalysisError(
+            f"Too few complete pairs: {'; '.join(too_few)}. At least {stats.MIN_PAIRS} seeds with a "
+            f"usable result in both arms are needed to estimate seed noise."
+            + (f" Excluded runs: {_describe_excluded(excluded)}." if excluded else "")
+            + " Run more seeds, or fix the failed runs and re-run them."
+        )
+
+    return Gathered(
+        decl=decl, experiment=experiment, factor=factor, arms=arms, baseline=baseline, ident=ident,
+        usable={key: _compact(run) for key, run in usable.items()}, verified=verified, compared=compared,
+        not_compared=not_compared, excluded=excluded,
+        n_test=_common_n_test(usable) if spec.examples else None,
+        examples=evidence.examples(compared, by_arm, baseline, spec),
+        factor_values={arm: _factor_value(arm, results) for arm in arms},
+        setup=evidence.setup(usable), curves=evidence.curves(usable, arms),
+        # runs whose data files were trusted without their checksums (data.verify=false): the report says so
+        data_unverified=sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results),
+        unreadable=[{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
+        extra=dict(extra or {}),
+    )
+
+
+def _compact(run: dict) -> dict:
+    """A usable run as the statistics and the blocks read it: no config, curves or step fingerprints."""
+    r = run["result"]
+    final = (r.get("fingerprints") or {}).get("final")
+    return {"value": run["value"], "result": {"seed": r.get("seed"), "arm": r.get("arm"), "metrics": r.get("metrics"),
+                                              "factor_value": r.get("factor_value"), "fingerprints": {"final": final}}}
+
+
+def _factor_value(arm, results):
+    """The arm's own record of its factor's value first, else what the config says the arm sets."""
+    for r in results:
+        if str(r.get("arm")) == arm and r.get("factor_value") is not None:
+            return r["factor_value"]
+    for r in results:
+        configured = ((r.get("config") or {}).get("ab") or {}).get("arms") or {}
+        if arm in configured:
+            return configured[arm]
+    return None
+
+
+def declared(results, declaration: Declaration | None, choices: Mapping) -> Declaration:
+    """The declaration to analyse with: the given one (else the results' own), with ``choices``
+    as an alternative. AnalysisError for a choice that is not one, or a declaration that cannot be read."""
+    unknown = sorted(set(choices) - set(CHOICES))
+    if unknown:
+        raise TypeError(f"analyze() got unexpected keyword argument(s) {', '.join(unknown)}; "
+                        f"the analysis choices are {', '.join(CHOICES)}.")
+    try:
+        decl = declaration if declaration is not None else declaration_io.of_results(results)
+        picked = {k: v for k, v in choices.items() if v is not None}
+        resampling = {k: picked.pop(k) for k in ("bootstrap_resamples", "bootstrap_seed") if k in picked}
+        if "margin" not in picked:
+            picked["margin"] = "declared"
+        decl = decl.alternative(**picked)
+    except DeclarationError as e:
+        raise AnalysisError(str(e)) from None
+    for key, value in resampling.items():
+        if value != getattr(decl, key):
+            decl = replace(decl, departures=decl.departures + (f"{key.replace('_', ' ')} {value} (declared: "
+                                                              f"{getattr(decl, key)})",), **{key: value})
+    return decl
