@@ -9,8 +9,10 @@ the plain computation it replaces.
 from __future__ import annotations
 
 import copy
+import importlib
 
 import numpy as np
+import pytest
 
 from harness import results as results_io
 from harness.analysis import comparability
@@ -75,3 +77,73 @@ def test_a_changed_config_is_still_caught_behind_the_cache():
     edited["config"]["train"] = {**edited["config"].get("train", {}), "lr": 0.123456}
     assert comparability.hashes(edited)[1] != comparability.hashes(items[0])[1]
     assert comparability.hashes(edited)[2] is not None  # its recorded base_hash no longer matches its config
+
+
+# -- reading the results in another process (analyze_dir's ``apart``, python -m harness.analyze) ----
+
+
+def _tree(tmp_path, n_seeds=8):
+    rng = np.random.default_rng(3)
+    values = F.accuracies(n_seeds, shift=0.4)
+    items = []
+    for r in F.make_results(values):  # with per-example records: their outcome arrays cross the pipe
+        correct = rng.random(F.N_TEST) < 0.5
+        k = round(r["metrics"]["test_accuracy"] * F.N_TEST / 100)
+        correct[:] = False
+        correct[rng.permutation(F.N_TEST)[:k]] = True
+        r["metrics"]["test_accuracy"] = 100 * k / F.N_TEST
+        r["examples"] = results_io.pack_examples(correct, metric="test_accuracy")
+        items.append(r)
+    return F.write_results(tmp_path / "exp", items)
+
+
+def test_reading_apart_gives_the_same_analysis_and_the_same_refusal(tmp_path):
+    from harness.analysis.analyze import AnalysisError, analyze_dir
+
+    root = _tree(tmp_path)
+    here = analyze_dir(root, write=False)
+    apart = analyze_dir(root, write=False, apart=True)
+    assert here["test_set_noise"]["available"] is True
+    assert apart == here
+
+    one_arm = tmp_path / "one_arm"
+    for path in root.glob("runs/seed=*/arm=A/result.json"):
+        target = one_arm / path.relative_to(root)
+        target.parent.mkdir(parents=True)
+        target.write_bytes(path.read_bytes())
+    with pytest.raises(AnalysisError, match="Only one arm") as here_refused:
+        analyze_dir(one_arm, write=False)
+    with pytest.raises(AnalysisError) as apart_refused:
+        analyze_dir(one_arm, write=False, apart=True)
+    assert str(apart_refused.value) == str(here_refused.value)
+
+
+def test_a_reader_that_ends_without_an_answer_is_replaced_by_reading_here(tmp_path, monkeypatch, capsys):
+    analyze_module = importlib.import_module("harness.analysis.analyze")  # the module, not the function
+    root = _tree(tmp_path)
+    here = analyze_module.analyze_dir(root, write=False)
+    monkeypatch.setattr(analyze_module, "_READER", "import sys; sys.exit(3)")
+    assert analyze_module.analyze_dir(root, write=False, apart=True) == here
+    assert "ended without an answer (exit code 3); reading them in this process instead" in capsys.readouterr().err
+
+
+def test_a_refusal_after_reading_apart_sets_the_stale_analysis_aside(tmp_path):
+    """The statistics' side refuses (here: an extra key that would overwrite the analysis's own)
+    after the results were read in the other process: outputs that described other results are
+    still moved aside, and outputs that describe these results stay."""
+    from harness.analysis.analyze import AnalysisError, analyze_dir
+
+    root = _tree(tmp_path, n_seeds=8)
+    analyze_dir(root, apart=True)
+    before = (root / "analysis.json").read_bytes()
+    with pytest.raises(AnalysisError, match="would overwrite") as refused:
+        analyze_dir(root, apart=True, extra={"schema": 1})
+    assert "moved" not in str(refused.value)
+    assert (root / "analysis.json").read_bytes() == before and not (root / "superseded").exists()
+
+    for path in root.glob("runs/seed=7/arm=*/result.json"):  # the results change: the outputs are stale
+        path.unlink()
+    with pytest.raises(AnalysisError, match="moved to superseded/analysis-"):
+        analyze_dir(root, apart=True, extra={"schema": 1})
+    (aside,) = (root / "superseded").glob("analysis-*")
+    assert (aside / "analysis.json").read_bytes() == before and not (root / "analysis.json").exists()

@@ -24,6 +24,7 @@ the same files twice gives a byte-identical analysis.json.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -149,7 +150,8 @@ def alternative_name(choices: Mapping) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,+-]", "_", ",".join(parts)) or "alternative"
 
 
-def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = None, **kw) -> dict:
+def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = None, apart: bool = False,
+                **kw) -> dict:
     """Analyse every result.json under ``root`` as declared; write analysis.json, report.md, analysis.png.
 
     The declaration is ``declaration``, else root's declaration.json, else the one the results'
@@ -162,17 +164,40 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
     as ``certificate`` when it was made for these results, else as a "not certified" record.
     When the declared analysis is refused, an earlier analysis.json, report.md and analysis.png that
     described other results are moved to superseded/analysis-<time>/ (they would look current).
+
+    ``apart``: read and check the results in another process while this one imports the statistics
+    (scipy); the same analysis, sooner on two or more cores (python -m harness.analyze does this).
     """
-    with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
-        return _analyze_dir(Path(root), write, declaration, kw)
-
-
-def _analyze_dir(root: Path, write: bool, declaration, kw: dict) -> dict:
+    root = Path(root)
     folder = root if root.is_dir() else root.parent
     if write and (folder / "race.json").is_file():  # its analysis is the race's own (harness.experiment.race)
         raise AnalysisError(f"{folder} holds a race (race.json): its analysis.json and report.md are the race's "
                             "own and are not replaced by an A/B analysis; run python -m harness.analyze on it "
                             "to reproduce them, or pass write=False.")
+    with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
+        args = (root, folder, write, declaration, kw)
+        gathered, choices, digest = _gather_apart(args) if apart else _gather_dir(*args)
+        try:
+            analysis = decide(gathered)
+        except AnalysisError as e:
+            moved = (set_aside_stale_outputs(folder, (), digest=digest)
+                     if write and not gathered.decl.is_alternative and digest is not None else None)
+            if moved:
+                raise AnalysisError(f"{e} {_moved(folder, moved)}") from None
+            raise
+    if write:
+        target = folder
+        if analysis["departures"]:
+            target = folder / ALTERNATIVES / alternative_name(choices)
+            analysis["written_to"] = target.relative_to(folder).as_posix()
+        write_outputs(analysis, target)
+    return analysis
+
+
+def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict) -> tuple[Gathered, dict, str | None]:
+    """(root's results gathered, the analysis choices in ``kw``, the inputs digest of every result read
+    when earlier outputs may have to be set aside after a refusal in decide(), else None)."""
+    kw = dict(kw)
     loaded, unreadable = _load(root, folder)
     if declaration is None:
         try:
@@ -199,21 +224,77 @@ def _analyze_dir(root: Path, write: bool, declaration, kw: dict) -> dict:
         _one_experiment(loaded.results)
         declaration = declared(loaded.results, declaration, choices)
         alternative = declaration.is_alternative
-        analysis = analyze(loaded.results, declaration, unreadable=unreadable, extra=extra, **kw)
+        gathered = gather(loaded.results, declaration, unreadable=unreadable, extra=extra, **kw)
     except AnalysisError as e:
         moved = set_aside_stale_outputs(folder, loaded.results) if write and not alternative else None
         if moved:
-            raise AnalysisError(f"{e} The earlier analysis in {folder} described other results; it was "
-                                f"moved to {moved.relative_to(folder).as_posix()}/ so that it does not "
-                                f"look current.") from None
+            raise AnalysisError(f"{e} {_moved(folder, moved)}") from None
         raise
-    if write:
-        target = folder
-        if analysis["departures"]:
-            target = folder / ALTERNATIVES / alternative_name(choices)
-            analysis["written_to"] = target.relative_to(folder).as_posix()
-        write_outputs(analysis, target)
-    return analysis
+    digest = None  # only to set earlier outputs aside, should decide() refuse: computed where they are
+    if write and not alternative and any((folder / name).is_file() for name in OUTPUT_NAMES):
+        digest = comparability.inputs_digest(loaded.results)
+    return gathered, choices, digest
+
+
+def _moved(folder: Path, moved: Path) -> str:
+    return (f"The earlier analysis in {folder} described other results; it was moved to "
+            f"{moved.relative_to(folder).as_posix()}/ so that it does not look current.")
+
+
+# The process _gather_apart starts: it takes this one's sys.path (the same harness) and the
+# arguments on stdin, and answers one pickle on stdout.
+_READER = ("import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); "
+           "from harness.analysis.analyze import _gather_for_parent; _gather_for_parent()")
+
+
+def _gather_apart(args: tuple) -> tuple[Gathered, dict, str | None]:
+    """_gather_dir(*args) in a new Python process while this one imports scipy, which decide()
+    needs next: reading and checking 10,000 results and importing scipy each take about half a
+    second. Its refusal is raised here; should that process not start, or end without an answer
+    (killed), the results are read here instead."""
+    import pickle
+    import subprocess
+
+    try:
+        reader = subprocess.Popen([sys.executable, "-c", _READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        reader.stdin.write(pickle.dumps(sys.path) + pickle.dumps(args))
+        reader.stdin.close()
+    except OSError:
+        return _gather_dir(*args)
+    from scipy import stats as _scipy_stats  # noqa: F401 - meanwhile
+
+    try:
+        ok, payload = pickle.load(reader.stdout)
+    except Exception:  # EOFError, UnpicklingError: it ended without an answer
+        ok, payload = None, None
+    reader.stdout.close()
+    code = reader.wait()
+    if ok is None:
+        print(f"harness.analyze: the process reading the results ended without an answer (exit code "
+              f"{code}); reading them in this process instead.", file=sys.stderr)
+        return _gather_dir(*args)
+    if not ok:
+        raise payload
+    return payload
+
+
+def _gather_for_parent() -> None:
+    """The reading process's side of _gather_apart."""
+    import os
+    import pickle
+
+    answer_to = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr: stdout carries only the answer
+    sys.stdout = sys.stderr
+    args = pickle.load(sys.stdin.buffer)
+    with results_io.gc_paused():
+        try:
+            answer = (True, _gather_dir(*args))
+        except Exception as e:  # a refusal (AnalysisError, ResultsError) or an OSError: raised in the parent
+            answer = (False, e)
+        pickle.dump(answer, answer_to, protocol=pickle.HIGHEST_PROTOCOL)
+        answer_to.flush()
+    os._exit(0)  # answered: freeing the 10,000 results it was read from would only delay the parent
 
 
 ALTERNATIVES = "alternatives"  # alternative analyses go to alternatives/<choices>/, never over the declared files
@@ -249,18 +330,19 @@ def _load(root: Path, folder: Path):
 OUTPUT_NAMES = (ANALYSIS_NAME, REPORT_NAME, FIGURE_NAME)
 
 
-def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES) -> Path | None:
+def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES, *, digest: str | None = None) -> Path | None:
     """Move earlier analysis outputs that describe other results than ``results`` aside.
 
-    They stay where they are when analysis.json's inputs digest matches these results (the
-    analysis was refused for another reason, e.g. a bad option). Returns the folder they went to.
+    They stay where they are when analysis.json's inputs digest matches these results' (or the
+    ``digest`` given: comparability.inputs_digest of them), i.e. the analysis was refused for
+    another reason, e.g. a bad option. Returns the folder they went to.
     """
     present = [folder / name for name in names if (folder / name).is_file()]
     if not present:
         return None
     try:
         old = results_io.read_json(folder / names[0])
-        if (old.get("identity") or {}).get("inputs_digest") == comparability.inputs_digest(results):
+        if (old.get("identity") or {}).get("inputs_digest") == (digest or comparability.inputs_digest(results)):
             return None
     except (OSError, ValueError, AttributeError):
         pass

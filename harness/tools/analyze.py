@@ -118,7 +118,11 @@ def main(argv=None) -> int:
                           "analysis into its own folder" + (f" ({analysis['written_to']}/ there)" if analysis.get("written_to") else ""))
                 return 0
         else:
-            analysis = analyze_dir(args.dir, allow_mixed_identity=args.allow_mixed_identity, **options)
+            from harness.training.threads import measure_load
+
+            # with a second core free now, the results are read in another process while this one imports scipy
+            analysis = analyze_dir(args.dir, allow_mixed_identity=args.allow_mixed_identity,
+                                   apart=measure_load(samples=1).free_now >= 2, **options)
     except (AnalysisError, ResultsError) as e:
         print(f"harness.analyze: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
