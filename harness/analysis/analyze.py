@@ -255,6 +255,8 @@ def _gather_apart(args: tuple) -> tuple[Gathered, dict, str | None]:
     import pickle
     import subprocess
 
+    if not sys.executable:  # an embedded interpreter: no Python to start
+        return _gather_dir(*args)
     try:
         reader = subprocess.Popen([sys.executable, "-c", _READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         reader.stdin.write(pickle.dumps(sys.path) + pickle.dumps(args))
