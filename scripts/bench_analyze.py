@@ -2,7 +2,7 @@
 
 Writes a synthetic tree of N result files (default 10,000: 5,000 seeds x 2 arms) of realistic size
 (440 per-step fingerprints, a 44-point curve, a full config and environment, like the default
-experiment's), then times, in this process: finding and parsing the files, the analysis, and the
+experiment's; the folder's declaration.json, as the harness writes it), then times, in this process: finding and parsing the files, the analysis, and the
 whole ``python -m harness.analyze DIR --no-write`` command in a subprocess (imports included).
 Target: the command in <= 2 s.
 
@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.analysis.analyze import analyze  # noqa: E402
+from harness.config.declaration import Declaration, read as read_declaration  # noqa: E402
 from harness.results import SCHEMA, SCHEMA_V1, config_digest, gc_paused, load_tree, pack_examples, pack_steps  # noqa: E402
 
 
@@ -85,6 +86,8 @@ def write_tree(root: Path, n_files: int, version: int = 2) -> None:
            "deterministic_warn_only": False, "fill_uninitialized_memory": False, "cudnn_deterministic": True,
            "cudnn_benchmark": False, "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "cublas_set_by_harness": True,
            "cuda_initialized_before_harness": False, "OMP_NUM_THREADS": None}  # what a CPU run records
+    # the declaration every folder the harness writes holds (execute.py), as an analysis reads it
+    Declaration.from_config(cfg).write(root)
     rng = random.Random(0)
     for i in range(n_files):
         seed, arm = divmod(i, 2)
@@ -112,7 +115,7 @@ def measure(root: Path, n_files: int, version: int) -> dict:
         t0 = time.perf_counter()
         loaded = load_tree(root)
         t1 = time.perf_counter()
-        analysis = analyze(loaded.results)
+        analysis = analyze(loaded.results, read_declaration(root))  # as analyze_dir reads it
         t2 = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t3 = time.perf_counter()
