@@ -130,8 +130,8 @@ def measure(root: Path, n_files: int, version: int) -> dict:
     print(f"  analysis          : {t2 - t1:6.2f} s  ({analysis['comparisons']['B']['n_pairs']} pairs, verdict {verdict})")
     print(f"  harness.analyze   : {t4 - t3:6.2f} s  wall, whole command in a subprocess (target <= 2 s)")
     print(f"  ratio to target   : {(t4 - t3) / 2.0:.2f}")
-    # The command reads the results in a second process while it imports scipy (analyze_dir's apart):
-    # the same work read in one process, alternated three times, the medians compared.
+    # The command computes the statistics in a second process, which imports scipy while the results
+    # are read (analyze_dir's apart): against all in one process, alternated three times, medians compared.
     walls = {True: [], False: []}
     for _ in range(3):
         for apart in (True, False):
@@ -141,7 +141,7 @@ def measure(root: Path, n_files: int, version: int) -> dict:
             subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, check=True, env=env)
             walls[apart].append(time.perf_counter() - t)
     apart, here = (sorted(walls[k])[1] for k in (True, False))
-    print(f"  read apart / here : {apart:6.2f} s / {here:.2f} s (median of 3, alternated): {apart / here:.2f}x")
+    print(f"  apart / one process: {apart:5.2f} s / {here:.2f} s (median of 3, alternated): {apart / here:.2f}x")
     return {"size": size, "parse": t1 - t0, "command": t4 - t3}
 
 

@@ -2,14 +2,14 @@
 
 Analysing 10,000 results must take seconds (scripts/bench_analyze.py), so a few per-result steps
 take shortcuts: the metric a per-example record gives is a count over the size, and the caches of
-config hashes and identities are keyed by unsorted bytes. Each shortcut is checked here against
-the plain computation it replaces.
+config hashes and identities are keyed by unsorted bytes; and python -m harness.analyze computes
+the statistics in a second process, which imports scipy while the results are read. Each is
+checked here against the plain computation it replaces.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 
 import numpy as np
 import pytest
@@ -79,7 +79,7 @@ def test_a_changed_config_is_still_caught_behind_the_cache():
     assert comparability.hashes(edited)[2] is not None  # its recorded base_hash no longer matches its config
 
 
-# -- reading the results in another process (analyze_dir's ``apart``, python -m harness.analyze) ----
+# -- the statistics in another process, which imports scipy meanwhile (analyze_dir's ``apart``) ----
 
 
 def _tree(tmp_path, n_seeds=8):
@@ -97,7 +97,7 @@ def _tree(tmp_path, n_seeds=8):
     return F.write_results(tmp_path / "exp", items)
 
 
-def test_reading_apart_gives_the_same_analysis_and_the_same_refusal(tmp_path):
+def test_statistics_apart_give_the_same_analysis_and_the_same_refusal(tmp_path):
     from harness.analysis.analyze import AnalysisError, analyze_dir
 
     root = _tree(tmp_path)
@@ -118,19 +118,21 @@ def test_reading_apart_gives_the_same_analysis_and_the_same_refusal(tmp_path):
     assert str(apart_refused.value) == str(here_refused.value)
 
 
-def test_a_reader_that_ends_without_an_answer_is_replaced_by_reading_here(tmp_path, monkeypatch, capsys):
-    analyze_module = importlib.import_module("harness.analysis.analyze")  # the module, not the function
+def test_a_statistics_process_that_ends_without_an_answer_is_replaced_by_computing_here(tmp_path, monkeypatch, capsys):
+    from harness.analysis import decide
+    from harness.analysis.analyze import analyze_dir
+
     root = _tree(tmp_path)
-    here = analyze_module.analyze_dir(root, write=False)
-    monkeypatch.setattr(analyze_module, "_READER", "import sys; sys.exit(3)")
-    assert analyze_module.analyze_dir(root, write=False, apart=True) == here
-    assert "ended without an answer (exit code 3); reading them in this process instead" in capsys.readouterr().err
+    here = analyze_dir(root, write=False)
+    monkeypatch.setattr(decide, "_STATISTICS", "import sys; sys.exit(3)")
+    assert analyze_dir(root, write=False, apart=True) == here
+    assert "ended without an answer (exit code 3); computing them in this process instead" in capsys.readouterr().err
 
 
-def test_a_refusal_after_reading_apart_sets_the_stale_analysis_aside(tmp_path):
-    """The statistics' side refuses (here: an extra key that would overwrite the analysis's own)
-    after the results were read in the other process: outputs that described other results are
-    still moved aside, and outputs that describe these results stay."""
+def test_a_refusal_of_the_statistics_process_sets_the_stale_analysis_aside(tmp_path):
+    """The statistics process refuses (here: an extra key that would overwrite the analysis's own)
+    and the refusal is raised here: outputs that described other results are moved aside, and
+    outputs that describe these results stay."""
     from harness.analysis.analyze import AnalysisError, analyze_dir
 
     root = _tree(tmp_path, n_seeds=8)

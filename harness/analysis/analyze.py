@@ -24,30 +24,26 @@ the same files twice gives a byte-identical analysis.json.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
-
-from harness import stats
 from harness.analysis import comparability as comparability
 from harness.analysis.certificate import certificate_for
-from harness.analysis import evidence as evidence
 from harness.analysis.outputs import OutputsNotWritten, write_together  # noqa: F401 - public here too
-from harness.analysis.blocks import _arm_summary, _comparison_block, _noise_floor_block, _plain
+from harness.analysis.decide import SCHEMA, StatisticsApart, decide  # noqa: F401 - SCHEMA public here too
 from harness.analysis.gather import CHOICES, Gathered, declared, gather  # noqa: F401 - CHOICES public here too
 from harness.config import declaration as declaration_io
 from harness.config.declaration import Declaration, DeclarationError
 from harness import results as results_io
 from harness.analysis.selection import PAIRED_FINGERPRINTS  # noqa: F401 - public here too
-from harness.analysis.selection import AnalysisError, _one_experiment, _seed_sorted
+from harness.analysis.selection import AnalysisError, _one_experiment
 
-SCHEMA = "harness.analysis/1"
 ANALYSIS_NAME = "analysis.json"
 REPORT_NAME = "report.md"
 FIGURE_NAME = "analysis.png"
 CERTIFICATE_NAME = "certificate.json"
+
+
 def analyze(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
             extra: dict | None = None, allow_mixed_identity: bool = False, **choices) -> dict:
     """The analysis dict (analysis.json) of result dicts; AnalysisError when they cannot be compared.
@@ -62,77 +58,6 @@ def analyze(results: list[dict], declaration: Declaration | None = None, *, unre
     """
     return decide(gather(results, declaration, unreadable=unreadable, extra=extra,
                          allow_mixed_identity=allow_mixed_identity, **choices))
-
-
-def decide(g: Gathered) -> dict:
-    """The statistics of gathered inputs (gather.py), and analysis.json's content from them."""
-    decl, arms, baseline, usable, compared = g.decl, g.arms, g.baseline, g.usable, g.compared
-    metric, alpha, spec, directions = decl.metric, decl.alpha, decl.primary, decl.directions
-    by_arm = {arm: {seed: run for (seed, a), run in usable.items() if a == arm} for arm in arms}
-    unit = spec.suffix
-    higher_is_better = spec.higher_is_better
-    values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
-    n_test = g.n_test
-    try:
-        chosen = stats.resolve_margin(0.0 if decl.margin is None else decl.margin,
-                                      [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
-                                      resolution=spec.example_scale / n_test if n_test else None)
-    except ValueError as e:
-        raise AnalysisError(f"Bad margin: {e}") from None
-    examples, examples_note = g.examples
-    comparisons = stats.compare_to_baseline(
-        {arm: (np.array([by_arm[baseline][s]["value"] for s in seeds]),
-               np.array([by_arm[arm][s]["value"] for s in seeds]))
-         for arm, seeds in compared.items()},
-        margin=chosen, baseline=baseline, alpha=alpha, n_resamples=decl.bootstrap_resamples,
-        seed=decl.bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
-        examples=examples,
-    )
-    others_reported = evidence.other_metrics(usable, compared, baseline, metric, directions, alpha)
-
-    out = {
-        "schema": SCHEMA,
-        "declaration": decl.to_dict(),
-        "departures": list(decl.departures),  # empty: the declared analysis; else an alternative
-        "experiment": g.experiment,
-        "factor": g.factor,
-        "metric": metric,
-        "unit": spec.unit,
-        "direction": directions[metric],
-        "higher_is_better": higher_is_better,
-        "directions": {name: directions[name] for name in [metric, *others_reported["metrics"]]},
-        "alpha": alpha,
-        "baseline": baseline,
-        "margin": chosen.to_dict(),
-        "arms": {arm: _arm_summary(arm, by_arm[arm], g.factor_values[arm]) for arm in arms},
-        "noise_floor": _noise_floor_block(values, chosen, n_test, metric),
-        "test_set_noise": examples_note,
-        "pairing_verified": g.verified,
-        "setup": g.setup,
-        "identity": g.ident,
-        "multiple_comparisons": {
-            "method": "bonferroni",
-            "comparisons": len(comparisons),
-            "note": "with k comparisons with the baseline each claim is tested at alpha / k, and the "
-                    "intervals that decide claims ('intervals') are at that level; 't.ci' is the "
-                    "unadjusted (1 - alpha) interval. Other metrics: Holm over all their comparisons",
-        },
-        "comparisons": {
-            arm: _comparison_block(c, compared[arm], by_arm, baseline, arm, others_reported["by_arm"].get(arm, {}))
-            for arm, c in comparisons.items()
-        },
-        "curves": g.curves,
-        "dose_trend": evidence.dose_trend(usable, arms, alpha),  # a numeric factor with 3+ arms, else None
-        "not_compared": g.not_compared,
-        "excluded": g.excluded,
-        "unreadable": g.unreadable,
-        "data_unverified": g.data_unverified,  # runs whose data files were trusted without their checksums
-    }
-    for key, value in g.extra.items():
-        if key in out:
-            raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")
-        out[key] = value
-    return _plain(out)
 
 
 def alternative_name(choices: Mapping) -> str:
@@ -165,8 +90,8 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
     When the declared analysis is refused, an earlier analysis.json, report.md and analysis.png that
     described other results are moved to superseded/analysis-<time>/ (they would look current).
 
-    ``apart``: read and check the results in another process while this one imports the statistics
-    (scipy); the same analysis, sooner on two or more cores (python -m harness.analyze does this).
+    ``apart``: compute the statistics in a second Python process, which imports scipy while this one
+    reads the results; the same analysis, sooner with a second core free (python -m harness.analyze).
     """
     root = Path(root)
     folder = root if root.is_dir() else root.parent
@@ -174,17 +99,21 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
         raise AnalysisError(f"{folder} holds a race (race.json): its analysis.json and report.md are the race's "
                             "own and are not replaced by an A/B analysis; run python -m harness.analyze on it "
                             "to reproduce them, or pass write=False.")
-    with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
-        args = (root, folder, write, declaration, kw)
-        gathered, choices, digest = _gather_apart(args) if apart else _gather_dir(*args)
+    statistics = StatisticsApart() if apart else None  # it imports scipy while the results are read here
+    try:
+        with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
+            gathered, choices, digest = _gather_dir(root, folder, write, declaration, kw)
         try:
-            analysis = decide(gathered)
+            analysis = statistics.decide(gathered) if statistics else decide(gathered)
         except AnalysisError as e:
             moved = (set_aside_stale_outputs(folder, (), digest=digest)
                      if write and not gathered.decl.is_alternative and digest is not None else None)
             if moved:
                 raise AnalysisError(f"{e} {_moved(folder, moved)}") from None
             raise
+    finally:
+        if statistics:
+            statistics.close()
     if write:
         target = folder
         if analysis["departures"]:
@@ -239,64 +168,6 @@ def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict) ->
 def _moved(folder: Path, moved: Path) -> str:
     return (f"The earlier analysis in {folder} described other results; it was moved to "
             f"{moved.relative_to(folder).as_posix()}/ so that it does not look current.")
-
-
-# The process _gather_apart starts: it takes this one's sys.path (the same harness) and the
-# arguments on stdin, and answers one pickle on stdout.
-_READER = ("import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); "
-           "from harness.analysis.analyze import _gather_for_parent; _gather_for_parent()")
-
-
-def _gather_apart(args: tuple) -> tuple[Gathered, dict, str | None]:
-    """_gather_dir(*args) in a new Python process while this one imports scipy, which decide()
-    needs next: reading and checking 10,000 results and importing scipy each take about half a
-    second. Its refusal is raised here; should that process not start, or end without an answer
-    (killed), the results are read here instead."""
-    import pickle
-    import subprocess
-
-    if not sys.executable:  # an embedded interpreter: no Python to start
-        return _gather_dir(*args)
-    try:
-        reader = subprocess.Popen([sys.executable, "-c", _READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        reader.stdin.write(pickle.dumps(sys.path) + pickle.dumps(args))
-        reader.stdin.close()
-    except OSError:
-        return _gather_dir(*args)
-    from scipy import stats as _scipy_stats  # noqa: F401 - meanwhile
-
-    try:
-        ok, payload = pickle.load(reader.stdout)
-    except Exception:  # EOFError, UnpicklingError: it ended without an answer
-        ok, payload = None, None
-    reader.stdout.close()
-    code = reader.wait()
-    if ok is None:
-        print(f"harness.analyze: the process reading the results ended without an answer (exit code "
-              f"{code}); reading them in this process instead.", file=sys.stderr)
-        return _gather_dir(*args)
-    if not ok:
-        raise payload
-    return payload
-
-
-def _gather_for_parent() -> None:
-    """The reading process's side of _gather_apart."""
-    import os
-    import pickle
-
-    answer_to = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything printed goes to stderr: stdout carries only the answer
-    sys.stdout = sys.stderr
-    args = pickle.load(sys.stdin.buffer)
-    with results_io.gc_paused():
-        try:
-            answer = (True, _gather_dir(*args))
-        except Exception as e:  # a refusal (AnalysisError, ResultsError) or an OSError: raised in the parent
-            answer = (False, e)
-        pickle.dump(answer, answer_to, protocol=pickle.HIGHEST_PROTOCOL)
-        answer_to.flush()
-    os._exit(0)  # answered: freeing the 10,000 results it was read from would only delay the parent
 
 
 ALTERNATIVES = "alternatives"  # alternative analyses go to alternatives/<choices>/, never over the declared files

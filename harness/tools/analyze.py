@@ -120,7 +120,7 @@ def main(argv=None) -> int:
         else:
             from harness.training.threads import measure_load
 
-            # with a second core free now, the results are read in another process while this one imports scipy
+            # with a second core free now, a second process imports scipy for the statistics while the results are read
             analysis = analyze_dir(args.dir, allow_mixed_identity=args.allow_mixed_identity,
                                    apart=measure_load(samples=1).free_now >= 2, **options)
     except (AnalysisError, ResultsError) as e:
