@@ -149,3 +149,17 @@ def test_a_refusal_of_the_statistics_process_sets_the_stale_analysis_aside(tmp_p
         analyze_dir(root, apart=True, extra={"schema": 1})
     (aside,) = (root / "superseded").glob("analysis-*")
     assert (aside / "analysis.json").read_bytes() == before and not (root / "analysis.json").exists()
+
+
+def test_a_statistics_process_not_needed_is_ended_and_leaves_nothing_behind():
+    """A refusal while the results are read (or Ctrl-C) ends the process that waits for them."""
+    import os
+    import signal
+
+    from harness.analysis.decide import StatisticsApart
+
+    statistics = StatisticsApart()
+    pid = statistics.process.pid
+    assert statistics.close() == -signal.SIGKILL
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -93,7 +93,9 @@ def decide(g: Gathered) -> dict:
 
 # The process StatisticsApart starts: it takes this one's sys.path (the same harness), imports
 # scipy, then takes a Gathered on stdin and answers decide()'s result, one pickle on stdout.
-_STATISTICS = ("import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); "
+# Ctrl-C is the parent's to handle (it ends this process): no second traceback from here.
+_STATISTICS = ("import pickle, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+               "sys.path[:] = pickle.load(sys.stdin.buffer); "
                "from harness.analysis.decide import _decide_for_parent; _decide_for_parent()")
 
 
