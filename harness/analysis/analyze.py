@@ -4,8 +4,8 @@
 analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
 writes analysis.json, report.md and analysis.png beside them. analyze() is gather() (gather.py: the
 checks, with selection.py, comparability.py and evidence.py underneath, and what the statistics
-read, made compact) then decide() (here: the statistics of harness/stats/ and analysis.json). Which
-values are compared with which, and what is refused:
+read, made compact) then decide() (decide.py: the statistics of harness/stats/ and analysis.json's
+content). Which values are compared with which, and what is refused:
 
 - a failed run, or one whose metric is missing or not a finite number, is excluded and named;
 - a run without a partner of the same seed in the baseline arm is unpaired: dropped and named;
