@@ -44,3 +44,100 @@ def run_cli(args: list[str], cwd: Path | None = None, env: dict | None = None, t
 @pytest.fixture
 def compose_fn():
     return compose_cfg
+
+
+# -- Tests run in parallel (pytest-xdist: -n 2 in pyproject.toml), except those marked solo --------
+#
+# On 2 cores, a run pinned to 2 threads while another process is busy waits at every OpenMP barrier
+# for a time slice (15-135x slower: the thread trap, NOTES.md), and threads=auto resolves from the
+# load of the moment, which the other xdist worker changes. So a test marked ``solo`` (more than one
+# pinned thread, or a decision taken from the machine's load) runs while the other worker runs
+# nothing: every test holds a shared lock from its setup (module fixtures included) to its teardown,
+# a solo test holds it exclusively, and a turnstile lets a waiting solo test in before the other
+# worker's next test. Solo tests form one xdist group (one worker, one after another), and a run of
+# them keeps the lock from one to the next. Without xdist (-n0, -p no:xdist) nothing is locked.
+
+SOLO_WHY = ("solo: runs while no other xdist worker runs a test (more than 1 pinned thread, or a decision "
+            "taken from the machine's load)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", SOLO_WHY)
+
+
+def _is_solo(item) -> bool:
+    return item is not None and item.get_closest_marker("solo") is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    for item in items:  # tryfirst: before xdist reads the groups (--dist loadgroup)
+        if _is_solo(item):
+            item.add_marker(pytest.mark.xdist_group("solo"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """On the xdist controller: one folder for this run's locks, handed to every worker."""
+    import tempfile
+
+    config = node.config
+    if getattr(config, "_harness_lock_dir", None) is None:
+        config._harness_lock_dir = tempfile.mkdtemp(prefix="harness-pytest-locks-")
+    node.workerinput["harness_lock_dir"] = config._harness_lock_dir
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    if getattr(config, "_harness_lock_dir", None):
+        shutil.rmtree(config._harness_lock_dir, ignore_errors=True)
+
+
+class _MachineShare:
+    """This worker's side of the shared/exclusive lock on the machine (flock, one file per lock)."""
+
+    def __init__(self, folder: str):
+        self.turnstile = open(Path(folder) / "turnstile", "a")
+        self.machine = open(Path(folder) / "machine", "a")
+        self.alone = False  # holding the machine exclusively (a run of solo tests)
+
+    def enter(self, solo: bool):
+        import fcntl
+
+        if self.alone:
+            return
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        fcntl.flock(self.machine, fcntl.LOCK_EX if solo else fcntl.LOCK_SH)
+        if solo:
+            self.alone = True
+        else:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+
+    def leave(self, keep: bool):
+        import fcntl
+
+        if self.alone and keep:
+            return
+        fcntl.flock(self.machine, fcntl.LOCK_UN)
+        if self.alone:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+            self.alone = False
+
+
+_share: list[_MachineShare] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    folder = getattr(item.config, "workerinput", {}).get("harness_lock_dir")
+    if folder is None:  # not an xdist worker: the tests run one after another anyway
+        return (yield)
+    if not _share:
+        _share.append(_MachineShare(folder))
+    share, solo = _share[0], _is_solo(item)
+    share.enter(solo)
+    try:
+        return (yield)
+    finally:
+        share.leave(keep=solo and _is_solo(nextitem))

@@ -295,6 +295,7 @@ def test_the_reason_shows_enough_digits_to_tell_the_values_apart():
 # -- 4. the noise audit: any declared metric ------------------------------------------------------
 
 
+@pytest.mark.solo  # the noise audit reruns with 2 and 3 threads: the counts are the point
 def test_the_noise_audit_reads_a_users_metric_and_its_unit_from_the_declaration(conf_dir, tmp_path, capsys):
     out_dir = tmp_path / "audit"
     code = noise_audit.main(["--config-dir", str(conf_dir), "--repeats", "2", "--out", str(out_dir), *TINY,
@@ -308,6 +309,7 @@ def test_the_noise_audit_reads_a_users_metric_and_its_unit_from_the_declaration(
     assert "final val_loss" in text and "test_accuracy" not in text
 
 
+@pytest.mark.solo  # the noise audit reruns with 2 and 3 threads: the counts are the point
 def test_the_noise_audit_takes_train_loss_of_a_users_loop(conf_dir, tmp_path, capsys):
     out_dir = tmp_path / "audit"
     code = noise_audit.main(["--config-dir", str(conf_dir), "--repeats", "2", "--out", str(out_dir),

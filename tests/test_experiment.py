@@ -78,6 +78,7 @@ def test_augmentation_is_paired_and_reproducible(tmp_path):
     assert one[(0, "A")]["fingerprints"]["final"] != plain[(0, "A")]["fingerprints"]["final"]
 
 
+@pytest.mark.solo  # trains with 2 threads: the count is the point
 def test_thread_count_changes_the_bits_and_the_same_count_does_not(tmp_path):
     args = ["ab.seeds=[0]", "arm=A", "train.max_steps=5"]
     t1 = _by_key(_run(tmp_path / "t1", args + ["determinism.threads=1"], certify=False))[(0, "A")]

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harness.tools import golden
 
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "determinism.threads=1"]
 
 
+@pytest.mark.solo  # replays with 2 threads: the count is the point
 def test_stored_op_stream_names_the_op_where_the_rerun_parts(tmp_path, capsys):
     path = tmp_path / "golden.json"
     assert golden.main(["save", str(path), "--ops", *TINY]) == 0
@@ -39,6 +42,7 @@ def test_without_a_stored_stream_both_sides_are_replayed_here_and_it_says_so(tmp
     assert "aten.native_layer_norm.default [forward]" in out and "(256, 1e-05) vs (256, 0.001)" in out
 
 
+@pytest.mark.solo  # replays with 2 threads: the count is the point
 def test_a_stream_stored_by_the_other_recorder_is_compared_with_a_replay_by_that_recorder(tmp_path, capsys):
     """A golden saved on a torch without PyTorch's DebugMode stores our own recorder's stream (which
     also sees detach ops); the check must replay with that recorder, not the one this torch prefers,

@@ -37,6 +37,7 @@ def test_unchanged_is_identical(golden_file, capsys):
     assert "golden check passed" in capsys.readouterr().out
 
 
+@pytest.mark.solo  # reruns with 2 threads: the count is the point
 def test_thread_count_change_is_equivalent_within_the_margin(golden_file, capsys):
     # the thread count is the point here: 2 threads add the same sums in another order
     assert golden.main(["check", str(golden_file), "determinism.threads=2"]) == golden_stats.EXIT_EQUIVALENT
@@ -54,6 +55,7 @@ def test_a_planted_regression_is_changed_and_named_worse(golden_file, capsys):
     assert "optim.lr (0.05 -> 0.005)" in out
 
 
+@pytest.mark.solo  # reruns with 2 threads: the count is the point
 def test_check_ops_names_where_the_bits_first_part(golden_file, capsys):
     assert golden.main(["check", str(golden_file), "determinism.threads=2", "--ops"]) == golden_stats.EXIT_EQUIVALENT
     out = capsys.readouterr().out

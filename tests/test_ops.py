@@ -15,6 +15,10 @@ from harness.tools import diff, golden, ops
 
 from .conftest import compose_cfg
 
+# The runs fixture trains with 2 threads (the thread count is the point) and the others with auto:
+# every test here runs alone under xdist (tests/conftest.py).
+pytestmark = pytest.mark.solo
+
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "repro.save_weights=true"]
 

@@ -147,7 +147,8 @@ def test_a_wheel_installs_with_its_configs_and_runs_from_another_folder(tmp_path
                            text=True, cwd=work, env=env)
     assert where.stdout.strip().startswith(str(site))  # the wheel's copy, not the checkout
     proc = subprocess.run([sys.executable, "-m", "harness", "+experiment=loss_ab", "ab.seeds=[0,1,2]", "train.max_steps=5",
-                           "data.train_limit=128", "logger=none", "progress=false", "repro.certificate=false"],
+                           "data.train_limit=128", "logger=none", "progress=false", "repro.certificate=false",
+                           "determinism.threads=1"],
                           capture_output=True, text=True, cwd=work, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(list((work / "outputs" / "loss_ab").rglob("result.json"))) == 6

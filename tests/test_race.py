@@ -25,6 +25,9 @@ from harness.results import load_tree, read_json
 from .conftest import REPO, compose_cfg, run_cli
 from .sequential_fns import paired_value
 
+# One xdist worker for the module: each worker would run the reference race fixture (~11 s) itself.
+pytestmark = pytest.mark.xdist_group("test_race")
+
 SHIFTS = {"shift_0.0": 0.0, "shift_2.0": 2.0, "shift_-1.0": -1.0}
 SD, MARGIN, MIN, STEP, MAX = 0.5, 1.0, 4, 2, 15  # drops at the first two looks (4 and 6 seeds): 16 runs
 PLAIN = [  # everything but the sweeper and the swept key: also the plain run's settings

@@ -51,6 +51,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 # -- harness.diff -------------------------------------------------------------------------------
 
 
+@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_one_vs_two_threads_names_the_first_divergent_step_and_a_growing_butterfly(runs, tmp_path, capsys):
     plot, report_path = tmp_path / "butterfly.png", tmp_path / "diff.json"
     code = diff.main([str(runs["threads1"]), str(runs["threads2"]), "--plot", str(plot), "--json", str(report_path)])
@@ -73,6 +74,7 @@ def test_diff_one_vs_two_threads_names_the_first_divergent_step_and_a_growing_bu
     assert "features.0.weight" in out and str(plot) in out
 
 
+@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_same_thread_count_is_identical(runs, capsys):
     code = diff.main([str(runs["threads2"]), str(runs["threads2_again"] / "result.json")])
     assert code == 0
@@ -80,6 +82,7 @@ def test_diff_same_thread_count_is_identical(runs, capsys):
     assert not (runs["threads2"] / diff.PLOT_NAME).exists()  # nothing to draw for identical runs
 
 
+@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_without_weights_still_finds_the_step_and_says_what_is_missing(runs, capsys):
     code = diff.main([str(runs["plain"]), str(runs["threads2"]), "--no-plot"])
     out = capsys.readouterr().out
@@ -88,6 +91,7 @@ def test_diff_without_weights_still_finds_the_step_and_says_what_is_missing(runs
     assert "first differ at step" in out
 
 
+@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_missing_path_is_bad_input(runs):
     proc = run_cli(["/no/such/run", str(runs["threads1"])], module="harness.diff", timeout=120)
     assert proc.returncode == 2
@@ -95,6 +99,7 @@ def test_diff_missing_path_is_bad_input(runs):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_folder_with_several_runs_or_none_is_bad_input(runs, tmp_path, capsys):
     assert diff.main([str(runs["threads1"].parent), str(runs["threads1"])]) == 2
     assert "holds 4 runs" in capsys.readouterr().err
@@ -102,6 +107,7 @@ def test_diff_folder_with_several_runs_or_none_is_bad_input(runs, tmp_path, caps
     assert "no result.json in this folder" in capsys.readouterr().err
 
 
+@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_unreadable_weights_is_bad_input(runs, tmp_path, capsys):
     (tmp_path / "result.json").write_text((runs["threads1"] / "result.json").read_text())
     (tmp_path / "weights.pt").write_bytes(b"not a torch file")
@@ -156,6 +162,7 @@ def test_golden_check_fails_on_a_changed_hyperparameter_and_names_the_step(golde
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.solo  # reruns with 2 threads: the count is the point
 def test_golden_check_names_a_different_stack(golden_file, capsys):
     assert golden.main(["check", str(golden_file), "determinism.threads=2"]) == 1
     out = capsys.readouterr().out
@@ -193,7 +200,7 @@ def test_golden_bad_input(tmp_path, capsys):
 
 
 def test_audit_finds_put_in_the_module_that_calls_it():
-    proc = run_cli(["--config-dir", str(TEST_CONF), "model=put", "logger=none"], module="harness.audit")
+    proc = run_cli(["--config-dir", str(TEST_CONF), "model=put", "logger=none", "determinism.threads=1"], module="harness.audit")
     assert proc.returncode == 1, proc.stderr
     assert "1 op without a deterministic implementation" in proc.stdout
     assert "1. put_  [forward, aten.put_.default, 1 call]" in proc.stdout
@@ -202,13 +209,13 @@ def test_audit_finds_put_in_the_module_that_calls_it():
 
 
 def test_audit_default_model_is_clean():
-    proc = run_cli(["logger=none"], module="harness.audit")
+    proc = run_cli(["logger=none", "determinism.threads=1"], module="harness.audit")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "clean: every op has a deterministic implementation" in proc.stdout
 
 
 def test_audit_places_a_backward_op_in_the_module_whose_backward_called_it(capsys):
-    assert audit.main(["--config-dir", str(TEST_CONF), "model=backward_put", "logger=none"]) == 1
+    assert audit.main(["--config-dir", str(TEST_CONF), "model=backward_put", "logger=none", "determinism.threads=1"]) == 1
     out = capsys.readouterr().out
     assert "put_  [backward, aten.put_.default, 1 call]" in out
     assert "called from: pool (tests.models_for_audit.RowMax)" in out
@@ -231,6 +238,7 @@ def test_ways_out_cover_the_known_cuda_offenders():
 # -- harness.noise_audit ------------------------------------------------------------------------
 
 
+@pytest.mark.solo  # reruns with 2 and 3 threads: the counts are the point
 def test_noise_audit_table_json_and_plot(tmp_path, capsys):
     out_dir = tmp_path / "audit"
     code = noise_audit.main(["--repeats", "2", "--out", str(out_dir), *SMALL, "determinism.threads=1"])

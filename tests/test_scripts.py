@@ -97,6 +97,7 @@ def test_bench_summary_is_the_ratio_of_medians():
     assert det["round_overhead_pct"] == pytest.approx([20.0, 10.0])
 
 
+@pytest.mark.solo  # trains with 2 threads: the count is the point
 def test_replicate_divergence_finds_the_thread_pair_and_not_the_deterministic_one(tmp_path):
     proc = run_script("replicate_divergence.py", *TOY, "--steps", "3", "--threads-b", "2", "--out", str(tmp_path))
 

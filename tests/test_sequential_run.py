@@ -25,6 +25,7 @@ SYN = [
     "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0",
     "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.6", "+ab.arms.C=-6.0",
     "ab.sequential.max_seeds=20", "stats.margin=null",
+    "determinism.threads=1",  # auto resolves from the load of the moment (tests of auto: test_threads.py)
 ]
 SEQ = SYN + ["ab.sequential.enabled=true"]
 

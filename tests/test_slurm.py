@@ -38,9 +38,11 @@ def _up() -> bool:
     return any(s.rstrip("*") in ("idle", "mixed", "allocated") for s in states)
 
 
-pytestmark = pytest.mark.skipif(not _up(), reason=(
+# One xdist worker, one test after another: the node has this machine's CPUs, and a second test's
+# jobs (two of which hold their CPU until the test ends them) would queue behind the first's.
+pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.skipif(not _up(), reason=(
     "no SLURM cluster is up: start a one-node cluster with `sudo scripts/slurm_local.sh start` (Debian's "
-    "slurmctld, slurmd, munge, and slurmdbd on MariaDB for sacct; it prints the SLURM_CONF to export), then run tests/test_slurm.py"))
+    "slurmctld, slurmd, munge, and slurmdbd on MariaDB for sacct; it prints the SLURM_CONF to export), then run tests/test_slurm.py"))]
 
 ENV = {"SLURM_CONF": CONF}
 # The node of slurm_local.sh has this machine's CPUs, no GPU and no memory limit configured.

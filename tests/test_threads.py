@@ -104,6 +104,7 @@ def test_resume_compares_the_resolved_count_and_a_folder_keeps_its_own(tmp_path)
     assert "seed=0 arm=A: skipped, completed with the same config and code" in log, log
 
 
+@pytest.mark.solo  # trains with 2 threads: the warning about them is the point
 def test_the_warning_comes_before_the_first_run(tmp_path, monkeypatch):
     monkeypatch.setattr(th, "measure_load", lambda: ONE_BUSY)
     said = []

@@ -150,7 +150,8 @@ def subprocess_env(**extra) -> dict:
 
 def run_harness(out: Path, *overrides: str, env: dict) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "harness", "+experiment=loss_ab", "ab.seeds=[0,1,2]", "train.epochs=1",
-           f"hydra.run.dir={out}", "progress=false", "logger.wandb.history_every=1", *overrides]
+           f"hydra.run.dir={out}", "progress=false", "logger.wandb.history_every=1",
+           "determinism.threads=1", *overrides]  # auto could pin 2 threads, then share the cores (the thread trap)
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -381,7 +382,7 @@ def test_unreachable_server_is_paid_once_per_sweep_and_loses_no_result(tmp_path)
     # two jobs (one per arm, three seeds each), each with its own tracker, then the sweep's analysis
     cmd = [sys.executable, "-m", "harness", "-m", "+experiment=loss_ab", "ab.seeds=[0,1,2]", "arm=A,B",
            "train.max_steps=10", "data.train_limit=256", "progress=false", "repro.certificate=false",
-           "logger.wandb.mode=online", "logger.wandb.init_timeout=3", f"hydra.sweep.dir={sweep}"]
+           "logger.wandb.mode=online", "logger.wandb.init_timeout=3", "determinism.threads=1", f"hydra.sweep.dir={sweep}"]
     done = subprocess.run(cmd, cwd=REPO, env=subprocess_env(HOME=str(tmp_path / "home"), **UNREACHABLE),
                           capture_output=True, text=True, timeout=600)
     log = done.stdout + done.stderr

@@ -75,6 +75,7 @@ def test_an_alternative_margin_leaves_the_declared_files_untouched(experiment):
     assert alt["margin"]["source"] == "auto" and alt["metric"] == "q"
 
 
+@pytest.mark.solo  # the noise audit reruns with 2 and 3 threads: the counts are the point
 def test_noise_audit_and_golden_work_with_the_declared_metric(tmp_path):
     tiny = ["ab.seeds=[0,1]", "train.max_steps=15"]
     proc = _cli(["--repeats", "2", "--out", str(tmp_path / "audit"), "--config-dir", str(PROJECT / "conf"),
