@@ -102,7 +102,8 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
     statistics = StatisticsApart() if apart else None  # it imports scipy while the results are read here
     try:
         with results_io.gc_paused():  # millions of objects without cycles: see results.gc_paused
-            gathered, choices, digest = _gather_dir(root, folder, write, declaration, kw)
+            gathered, choices, digest = _gather_dir(root, folder, write, declaration, kw,
+                                                    hand_over=statistics.send if statistics else None)
         try:
             analysis = statistics.decide(gathered) if statistics else decide(gathered)
         except AnalysisError as e:
@@ -123,9 +124,11 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
     return analysis
 
 
-def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict) -> tuple[Gathered, dict, str | None]:
+def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict,
+                hand_over=None) -> tuple[Gathered, dict, str | None]:
     """(root's results gathered, the analysis choices in ``kw``, the inputs digest of every result read
-    when earlier outputs may have to be set aside after a refusal in decide(), else None)."""
+    when earlier outputs may have to be set aside after a refusal in decide(), else None).
+    ``hand_over(gathered)`` is called before the results read are let go."""
     kw = dict(kw)
     loaded, unreadable = _load(root, folder)
     if declaration is None:
@@ -162,6 +165,8 @@ def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict) ->
     digest = None  # only to set earlier outputs aside, should decide() refuse: computed where they are
     if write and not alternative and any((folder / name).is_file() for name in OUTPUT_NAMES):
         digest = comparability.inputs_digest(loaded.results)
+    if hand_over is not None:
+        hand_over(gathered)
     return gathered, choices, digest
 
 
