@@ -5,8 +5,8 @@ any statistics, in this order: one experiment, the declaration, one identity, on
 arm), one configuration per arm, the metric, usable values, pairing, partners. What it returns, a
 Gathered, holds no result dict: per run only the value, the metrics, the factor's value and the
 final fingerprint, and beside them the per-example outcomes, the curves and the identity block.
-So the results can be read in another process while this one imports the statistics (scipy), and
-freed as soon as they are read (analyze.analyze_dir's ``apart``).
+So it can be handed to a second process that has imported the statistics (scipy) meanwhile
+(decide.StatisticsApart, analyze_dir's ``apart``), and the results freed once it is made.
 """
 
 from __future__ import annotations
