@@ -162,3 +162,17 @@ def test_an_alternative_metric_never_borrows_the_primary_metrics_margin(user_con
     assert declared.alternative(metric="val_bpc").margin == 0.02  # the declared metric keeps its own
     auto = Declaration.from_config(compose_cfg(["+experiment=bpc_ab"], config_dirs=[user_conf]))
     assert auto.alternative(metric="val_acc").margin == "auto"  # auto is estimated from each metric's data
+
+
+# -- the noise audit keeps out of the thread trap -------------------------------------------------
+
+
+def test_the_noise_audit_runs_only_thread_counts_the_free_cores_keep_busy():
+    from harness.tools.noise_runs import thread_counts, threads_note
+
+    assert thread_counts(1, 2, free=2) == ([2], [3])  # 2 cores: 3 pinned threads would wait at barriers
+    assert thread_counts(1, 2, free=1) == ([], [2, 3])
+    assert thread_counts(2, 3, free=16) == ([1, 3, 4], [])
+    note = threads_note({"thread_counts": [2], "thread_counts_skipped": [3], "free_cores": 2})
+    assert "ran 2; skipped 3" in note and "2 free core(s)" in note
+    assert threads_note({"thread_counts": [1, 3], "thread_counts_skipped": [], "free_cores": 8}) == ""
