@@ -5,48 +5,85 @@ pseudo-random odd int64 per position (so swapped values change the digest too).
 Integer addition wraps modulo 2**64 and is associative, so the digest does not depend on the order
 in which a parallel reduction adds; any changed bit changes it (with overwhelming probability).
 Per-step digests stay on the device in a buffer and are copied to the host once, at the end.
+
+Memory: the digest works through ``CHUNK`` elements at a time, so it needs a temporary int64 per
+element of a chunk, never per parameter of the model (at 1B parameters that was +16 GB). Position
+i weighs ``table[i % CHUNK] + 2 * STRIDE * (i // CHUNK)``: the fixed table for every position a
+model below CHUNK elements has (its digest is the one earlier versions gave), an odd weight for all.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from typing import Iterable, Optional
 
 import torch
 
 _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
 _WEIGHTS: dict[torch.device, torch.Tensor] = {}
+CHUNK = 1 << 22  # elements a digest kernel reads at once: a 32 MiB int64 temporary at most
+_STRIDE = 0x1F3D5B79  # odd: blocks of CHUNK positions get distinct weights
+ALIGN_BYTES = 256  # packed parameters start at multiples of this, as allocations do (see flatten_parameters)
 
 
 def _weights(n: int, device: torch.device) -> torch.Tensor:
-    """Fixed odd int64 weights for positions 0..n-1 (cached per device, grown as needed)."""
+    """The fixed odd int64 weights of positions 0..n-1, n <= CHUNK (cached per device, grown as needed)."""
     w = _WEIGHTS.get(device)
     if w is None or w.numel() < n:
         g = torch.Generator().manual_seed(0x5EED)
-        size = max(n, 1024)
+        size = min(max(n, 1024), CHUNK)  # randint draws serially on the CPU: a longer table keeps the prefix
         w = (torch.randint(-(2**62), 2**62, (size,), generator=g, dtype=torch.int64) * 2 + 1).to(device)
         _WEIGHTS[device] = w
     return w[:n]
 
 
+def _wrap(x: int) -> int:
+    """x modulo 2**64 as a signed int64 (the wrapping int64 arithmetic the digest is in)."""
+    return (x + 2**63) % 2**64 - 2**63
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The flat integer view of a tensor's values (a copy only when it is not contiguous)."""
+    t = t.detach().reshape(-1)
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        t = t.view(_INT_VIEW[t.element_size()])
+    return t
+
+
+def _segment(bits: torch.Tensor, start: int, acc: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """acc + sum of bits[k] * weight(start + k), one chunk of positions at a time."""
+    pos, n = 0, bits.numel()
+    while pos < n:
+        at = start + pos
+        offset, block = at % CHUNK, at // CHUNK
+        m = min(n - pos, CHUNK - offset)
+        part = bits[pos : pos + m]
+        s = (part * _weights(offset + m, part.device)[offset:]).sum()  # promotes to int64, one chunk
+        if block:  # the weight's block term, summed once: sum(b * (w + c)) = sum(b * w) + c * sum(b)
+            s = s + part.sum(dtype=torch.int64) * _wrap(2 * _STRIDE * block)
+        acc = s if acc is None else acc + s
+        pos += m
+    return acc
+
+
 def tensors_digest(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
     """Position-weighted int64 sum of the bits of all tensors, one per element size. On device.
 
-    Tensors of one element size are concatenated first, so a model costs a handful of kernels
-    whatever its number of parameters. A weight is odd, hence invertible modulo 2**64: any single
-    changed value always changes the digest; several can cancel only by a 2**-64 accident.
+    The tensors of one element size are taken as one sequence (positions run on from one tensor to
+    the next); a weight is odd, hence invertible modulo 2**64: any single changed value always
+    changes the digest; several can cancel only by a 2**-64 accident.
     """
-    groups: dict[int, list[torch.Tensor]] = {}
+    sums: dict[int, Optional[torch.Tensor]] = {}
+    ends: dict[int, int] = {}
+    devices: dict[int, torch.device] = {}
     for t in tensors:
-        t = t.detach().reshape(-1)
-        if t.dtype.is_floating_point or t.dtype.is_complex:
-            t = t.view(_INT_VIEW[t.element_size()])
-        groups.setdefault(t.element_size(), []).append(t.to(torch.int64) if t.element_size() != 8 else t)
-    sums = []
-    for size in sorted(groups):
-        b = torch.cat(groups[size]) if len(groups[size]) > 1 else groups[size][0]
-        sums.append((b * _weights(b.numel(), b.device)).sum())
-    return torch.stack(sums)
+        b = _bits(t)
+        size = b.element_size()
+        sums[size] = _segment(b, ends.get(size, 0), sums.get(size))
+        ends[size] = ends.get(size, 0) + b.numel()
+        devices.setdefault(size, b.device)
+    return torch.stack([sums[s] if sums[s] is not None else torch.zeros((), dtype=torch.int64, device=devices[s])
+                        for s in sorted(sums)])
 
 
 def state_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -68,23 +105,35 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     return hexdigest(tensors_digest(state_tensors(model)))
 
 
-def flatten_parameters(params: list[torch.Tensor]) -> torch.Tensor | None:
-    """Move parameters of one dtype and device into one contiguous buffer (each becomes a view).
+def _aligned(offset: int, element_size: int) -> int:
+    step = max(1, ALIGN_BYTES // element_size)
+    return -(-offset // step) * step
 
-    The values, shapes and strides stay the same, so the numerics do not change; the step digest
-    then reads one buffer instead of gathering every tensor (a few kernels a step, not dozens).
-    Returns the buffer, or None when the parameters do not share a dtype and device.
+
+def flatten_parameters(params: list[torch.Tensor]) -> torch.Tensor | None:
+    """Move parameters of one dtype and device into one buffer (each becomes a view of it).
+
+    The values, shapes and strides stay the same, and each parameter starts ALIGN_BYTES-aligned as
+    its own allocation did (zeros in between), so cuBLAS/cuDNN pick the same kernels as unpacked;
+    the step digest then reads one buffer instead of gathering every tensor. Returns the buffer, or
+    None when the parameters do not share a dtype and device or one is not contiguous.
     """
     if not params or len({(p.dtype, p.device) for p in params}) != 1 or not all(p.is_contiguous() for p in params):
         return None
-    flat = torch.empty(sum(p.numel() for p in params), dtype=params[0].dtype, device=params[0].device)
-    offset = 0
+    size = params[0].element_size()
+    starts, end = [], 0
+    for p in params:
+        starts.append(_aligned(end, size))
+        end = starts[-1] + p.numel()
+    step = _aligned(1, size)
+    flat = torch.zeros(end + step, dtype=params[0].dtype, device=params[0].device)
+    shift = (-flat.data_ptr() % ALIGN_BYTES) // size  # the CPU allocator aligns to 64 bytes only
+    flat = flat[shift : shift + end]
     with torch.no_grad():
-        for p in params:
-            n = p.numel()
-            flat[offset : offset + n].copy_(p.reshape(-1))
-            p.data = flat[offset : offset + n].view_as(p)
-            offset += n
+        for p, start in zip(params, starts):
+            view = flat[start : start + p.numel()]
+            view.copy_(p.reshape(-1))
+            p.data = view.view_as(p)
     return flat
 
 
@@ -92,21 +141,33 @@ class StepRecorder:
     """Collects the loss bits and parameter digest of every step in device buffers.
 
     Nothing is copied to the host until ``finish``: a step costs a few small kernels and no sync.
+    A parameter that left the storage it was watched in (``model.to(dtype or device)``, ``.half()``,
+    channels_last) is followed: from that step on the digest reads the parameters themselves.
     """
 
     def __init__(self, params: list[torch.Tensor], max_steps: int, device: torch.device):
         self.params = params
-        # One contiguous buffer when possible (the harness flattens its model's parameters).
-        self.flat = _shared_buffer(params)
-        if self.flat is not None:
+        self.flat: Optional[torch.Tensor] = None
+        self._pointers = [p.data_ptr() for p in params]  # where each parameter lived when watched
+        packed = _packed(params)  # one buffer when possible (the harness packs its model's parameters)
+        if packed is not None and packed[0].numel() <= CHUNK:  # larger: read in chunks, no per-position table
+            self.flat, starts = packed
             view = _INT_VIEW[self.flat.element_size()] if self.flat.dtype.is_floating_point else self.flat.dtype
             self.flat_bits = self.flat.view(view)
-            self.flat_weights = _weights(self.flat.numel(), self.flat.device)
+            # the weight of each packed position (0 in the padding): one kernel a step, the same digest
+            self.flat_weights = torch.zeros(self.flat.numel(), dtype=torch.int64, device=self.flat.device)
+            logical = 0
+            for p, start in zip(params, starts):
+                self.flat_weights[start : start + p.numel()] = _weights(logical + p.numel(), self.flat.device)[logical:]
+                logical += p.numel()
         width = self._digest().numel()
         max_steps = max(1, int(max_steps))
         self.losses = torch.empty(max_steps, dtype=torch.float32, device=device)
         self.digests = torch.empty(max_steps, width, dtype=torch.int64, device=device)
+        self._done: list[torch.Tensor] = []  # rows of an earlier width (before a conversion changed it)
+        self._base = 0  # the steps whose rows are in _done
         self.steps = 0
+        self.followed_at: Optional[int] = None  # the first step recorded after the parameters moved
 
     def _digest(self) -> torch.Tensor:
         if self.flat is None:
@@ -114,35 +175,62 @@ class StepRecorder:
         # int32 bits times int64 weights promotes to int64: the same digest as tensors_digest
         return (self.flat_bits * self.flat_weights).sum().reshape(1)
 
+    def _follow(self) -> None:
+        """A pointer check (no device sync): a packed parameter that moved is read where it lives now."""
+        if self.flat is not None and any(p.data_ptr() != at for p, at in zip(self.params, self._pointers)):
+            self.flat = self.flat_bits = self.flat_weights = None
+            self.followed_at = self.steps + 1
+            width = self._digest().numel()
+            if width != self.digests.shape[1]:
+                self._done.append(self.digests[: self.steps - self._base])
+                self._base = self.steps
+                self.digests = torch.empty(len(self.losses), width, dtype=torch.int64, device=self.digests.device)
+
+    def replaced(self, model: torch.nn.Module) -> Optional[str]:
+        """Why the model's parameters are no longer the watched ones (new Parameter objects), or None."""
+        current = list(model.parameters())
+        if len(current) == len(self.params) and all(a is b for a, b in zip(current, self.params)):
+            return None
+        return (f"after run.watch(model) the model's parameters were replaced by new Parameter objects "
+                f"({len(current)} now, {len(self.params)} watched), so the per-step digests read tensors that no "
+                f"longer train. This happens with load_state_dict(..., assign=True), with "
+                f"torch.__future__.set_overwrite_module_params_on_conversion(True) before model.to(...), or when "
+                f"a module is swapped. Call run.watch(model) after such a conversion (a plain model.to(dtype or "
+                f"device) or .half() after run.watch is followed).")
+
     @torch.no_grad()
     def record(self, loss: torch.Tensor) -> None:
+        self._follow()
         if self.steps == len(self.losses):  # a loop that did not say how many steps: grow, amortised
             self.losses = torch.cat([self.losses, torch.empty_like(self.losses)])
             self.digests = torch.cat([self.digests, torch.empty_like(self.digests)])
         self.losses[self.steps] = loss.detach()
-        self.digests[self.steps] = self._digest()
+        self.digests[self.steps - self._base] = self._digest()
         self.steps += 1
 
     def finish(self) -> dict:
         """Host-side lists: loss bits (8 hex digits) and parameter digest (16 hex) per step."""
         losses = self.losses[: self.steps].cpu()
-        digests = self.digests[: self.steps].cpu().numpy()
+        rows = [r for d in self._done for r in d.cpu().numpy()]
+        rows += list(self.digests[: self.steps - self._base].cpu().numpy())
         loss_hex = [format(v & 0xFFFFFFFF, "08x") for v in losses.view(torch.int32).tolist()]
-        param_hex = [hexdigest(row) for row in digests]
+        param_hex = [hexdigest(row) for row in rows]
         return {"loss": loss_hex, "params": param_hex, "loss_values": losses.tolist()}
 
 
-def _shared_buffer(params: list[torch.Tensor]) -> torch.Tensor | None:
-    """The buffer the parameters are consecutive views of (see flatten_parameters), else None."""
+def _packed(params: list[torch.Tensor]) -> tuple[torch.Tensor, list[int]] | None:
+    """The buffer the parameters are ordered, non-overlapping views of (see flatten_parameters) and
+    each one's start in it, else None."""
     if not params:
         return None
     base = params[0]
     storage = base.untyped_storage().data_ptr()
-    offset = base.storage_offset()
+    starts, end = [], base.storage_offset()
     for p in params:
-        if p.untyped_storage().data_ptr() != storage or p.storage_offset() != offset or not p.is_contiguous() \
+        if p.untyped_storage().data_ptr() != storage or p.storage_offset() < end or not p.is_contiguous() \
                 or p.dtype != base.dtype:
             return None
-        offset += p.numel()
-    total = offset - base.storage_offset()
-    return base.detach().as_strided((total,), (1,), base.storage_offset())
+        starts.append(p.storage_offset() - base.storage_offset())
+        end = p.storage_offset() + p.numel()
+    total = end - base.storage_offset()
+    return base.detach().as_strided((total,), (1,), base.storage_offset()), starts

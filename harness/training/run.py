@@ -190,6 +190,7 @@ class Run:
         if self.steps <= self._keep:
             self._step_weights.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in self._params]))
         if self.steps % self._check_every == 0 or self.steps == self._total:
+            self._check_watched()
             self._check_finite()
         if self._stop_after is not None and self.steps >= self._stop_after:
             raise StopRun(self.steps)
@@ -245,6 +246,12 @@ class Run:
 
     # -- the harness's side ----------------------------------------------------------------------
 
+    def _check_watched(self) -> None:
+        """New Parameter objects since run.watch (a walk over the modules, so not every step)."""
+        why = self._recorder.replaced(self._model) if self._model is not None else None
+        if why is not None:
+            raise RunUsageError(why)
+
     def _check_finite(self) -> None:
         losses = self._recorder.losses[: self.steps]
         bad = (~torch.isfinite(losses)).nonzero()
@@ -267,6 +274,7 @@ class Run:
             )
         if self.steps == 0:
             raise RunUsageError("the training function never called run.step(loss): no step was recorded.")
+        self._check_watched()
         self._check_finite()
         steps = self._recorder.finish()
         final = model_fingerprint(self._model) if self._model is not None else _params_fp(self._params)
