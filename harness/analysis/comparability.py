@@ -43,6 +43,9 @@ ENV_PARTS = {
     "env.threads": "determinism.threads",
     "env.determinism_mode": "determinism.mode",
     "env.precision": "precision",
+    # TF32 and reduced-precision matmuls change float32 bits (harness/training/math_modes.py)
+    "env.math_modes": ("determinism.float32_matmul_precision", "determinism.tf32_cudnn"),
+    "env.math_environment": None,  # the variables and cuDNN/cuBLAS versions that decide them
 }
 PARTS = ("base_hash", "code_version", *ENV_PARTS)
 _LABELS = {
@@ -55,6 +58,8 @@ _LABELS = {
     "env.threads": "threads (env.threads)",
     "env.determinism_mode": "determinism mode (env.mode)",
     "env.precision": "precision",
+    "env.math_modes": "math modes: TF32 and float32 matmul precision (env.math_modes)",
+    "env.math_environment": "math environment: TF32/cuBLAS variables, cuDNN and cuBLAS versions (env.math_environment)",
 }
 
 
@@ -122,6 +127,10 @@ def _env_part(r, part):
         return env.get("mode")
     if part == "env.precision":
         return env.get("precision", (r.get("config") or {}).get("precision"))
+    if part == "env.math_modes" and env.get("math_modes") is not None:
+        # pinned, and what the training function switched them to, as one short text
+        modes = {**env["math_modes"], **{f"{k} at end": v for k, v in (env.get("math_modes_at_end") or {}).items()}}
+        return ", ".join(f"{k}={v}" for k, v in modes.items())
     return env.get(part[len("env."):])
 
 
@@ -140,7 +149,8 @@ def identity(r) -> dict:
     if out is None:
         out = {"base_hash": hashes(r)[1], "code_version": _canonical(r.get("code_version"))}
         for part, path in ENV_PARTS.items():
-            if path is not None and factor and (_under(path, factor) or _under(factor, path)):
+            paths = path if isinstance(path, tuple) else (path,)
+            if factor and any(p is not None and (_under(p, factor) or _under(factor, p)) for p in paths):
                 continue
             value = _env_part(r, part)
             if value is None and r.get("status") != "completed":

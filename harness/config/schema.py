@@ -28,6 +28,12 @@ class Precision(Enum):
     bf16 = "bf16"  # bf16 autocast around forward and loss; weights and optimizer stay fp32
 
 
+class MatmulPrecision(Enum):  # torch.set_float32_matmul_precision
+    highest = "highest"  # float32 matmuls in float32
+    high = "high"  # TF32 in CUDA matmuls (and in oneDNN's on CPUs that have it)
+    medium = "medium"  # TF32 on CUDA; bf16 inside oneDNN's float32 matmuls on CPUs that have it
+
+
 @dataclass
 class DeterminismConfig:
     mode: Mode = Mode.strict
@@ -45,6 +51,10 @@ class DeterminismConfig:
     # suspected read of uninitialized memory: such a read then gives NaN.
     fill_uninitialized_memory: bool = False
     cudnn_benchmark: bool = False  # only allowed with mode=off
+    # Math modes, pinned in every unit and restored after it (harness/training/math_modes.py): they
+    # change the bits of a float32 run, and a report's "fp32" means float32 unless these say TF32.
+    float32_matmul_precision: MatmulPrecision = MatmulPrecision.highest
+    tf32_cudnn: bool = False  # TF32 in cuDNN convolutions and RNNs (PyTorch's own default is on)
 
 
 BUILTIN_LOOP = "harness.builtin.loop.train"  # TrainConfig.fn's default

@@ -56,13 +56,24 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
               stop_after: Optional[int] = None) -> dict:
     """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
     (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
-    from harness.training import gpu_memory
-    from harness.training.determinism import capture_environment, configure, resolve_device, settings_from
-    from harness.training.run import Run
+    from harness.training import math_modes
+    from harness.training.determinism import configure, resolve_device, settings_from
 
     settings = settings_from(cfg)
     device = resolve_device(_value(cfg.device))
-    configure(settings, device)  # modes and threads, before anything touches a tensor
+    found = math_modes.read()  # put back after the unit: the next one in this process starts clean
+    try:
+        configure(settings, device)  # modes and threads, before anything touches a tensor
+        return _train_pinned(cfg, seed, settings, device, math_modes.read(), progress, init_hook, stop_after)
+    finally:
+        math_modes.restore(found)
+
+
+def _train_pinned(cfg, seed, settings, device, pinned, progress, init_hook, stop_after) -> dict:
+    from harness.training import gpu_memory
+    from harness.training.determinism import capture_environment
+    from harness.training.run import Run
+
     run = Run(
         seed, device, _value(cfg.precision), check_every=int(cfg.train.log_every), progress=progress,
         init_hook=init_hook, keep_step_weights=int(cfg.repro.keep_step_weights),
@@ -77,7 +88,7 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
     out = run.finish(check_metrics(metrics))
     if memory is not None:
         out["timing"]["gpu_memory"] = gpu_memory.after(device, memory)
-    out["env"] = capture_environment(settings, device)
+    out["env"] = capture_environment(settings, device, pinned)
     return out
 
 

@@ -16,6 +16,7 @@ import harness  # sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 # torch is imported inside the functions: importing this module (the CLI does, for spread_over_gpus)
 # stays cheap, so a bad value is refused before torch's seconds of import.
 
+from harness.training import math_modes
 from harness.training.threads import choose_threads, is_auto, measure_load
 
 MODES = ("strict", "warn", "off")
@@ -31,6 +32,8 @@ class Settings:
     threads: int = 2
     fill_uninitialized_memory: bool = False  # see DeterminismConfig in config.py
     cudnn_benchmark: bool = False
+    float32_matmul_precision: str = "highest"  # see harness/training/math_modes.py
+    tf32_cudnn: bool = False
 
 
 def settings_from(cfg) -> Settings:
@@ -39,11 +42,14 @@ def settings_from(cfg) -> Settings:
     threads = d.threads
     if is_auto(threads):  # a config no experiment resolved (a script, a tool): the rule, measured now
         threads = choose_threads(threads, measure_load()).threads
+    precision = getattr(d, "float32_matmul_precision", "highest")  # absent in configs older than the key
     return Settings(
         mode=getattr(d.mode, "value", d.mode),
         threads=int(threads),
         fill_uninitialized_memory=bool(d.fill_uninitialized_memory),
         cudnn_benchmark=bool(d.cudnn_benchmark),
+        float32_matmul_precision=str(getattr(precision, "value", precision)),
+        tf32_cudnn=bool(getattr(d, "tf32_cudnn", False)),
     )
 
 
@@ -104,6 +110,7 @@ def configure(settings: Settings, device: torch.device | None = None) -> None:
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
     torch.utils.deterministic.fill_uninitialized_memory = settings.fill_uninitialized_memory
+    math_modes.pin(settings.float32_matmul_precision, settings.tf32_cudnn)
 
 
 def check_cublas_workspace() -> None:
@@ -137,8 +144,10 @@ def explain_nondeterministic_op(error: BaseException) -> str | None:
     )
 
 
-def capture_environment(settings: Settings, device: torch.device) -> dict:
-    """Everything that decides the bits of a run, for result.json."""
+def capture_environment(settings: Settings, device: torch.device, pinned: dict | None = None) -> dict:
+    """Everything that decides the bits of a run, for result.json. ``pinned``: the math modes the
+    unit was pinned to (math_modes.read() after configure); those in force now are added when a
+    training function changed them."""
     import torch
 
     cuda = device.type == "cuda"
@@ -169,9 +178,11 @@ def capture_environment(settings: Settings, device: torch.device) -> dict:
         "cuda_initialized_before_harness": harness.CUDA_INITIALIZED_FIRST,
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
     }
-    if cuda:
-        env["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
-        env["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
+    now = math_modes.read()
+    env["math_modes"] = pinned if pinned is not None else now
+    if pinned is not None and now != pinned:
+        env["math_modes_at_end"] = now  # the training function switched them: part of the identity too
+    env["math_environment"] = math_modes.environment()
     return env
 
 

@@ -1,0 +1,15 @@
+"""A training function that switches float32 matmul to bf16/TF32 (a process-wide setting), for
+tests/test_math_modes.py."""
+
+from __future__ import annotations
+
+import torch
+
+
+def switches_matmul_precision(cfg, run, precision: str = "medium") -> dict:
+    torch.set_float32_matmul_precision(precision)
+    with run.init():
+        weight = torch.randn(4, 4)
+    run.watch([weight], total_steps=1)
+    run.step((weight @ weight).sum())
+    return {"test_accuracy": 50.0}

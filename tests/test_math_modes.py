@@ -1,0 +1,67 @@
+"""Math modes (TF32, float32 matmul precision): pinned from the config in every unit, recorded in the
+environment, restored after the unit, and part of a result's identity."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from harness.analysis.comparability import IdentityError, check, identity
+from harness.experiment.runner import train_one
+from harness.experiment.units import arm_configs
+from harness.training import math_modes
+
+from .conftest import FAST, compose_cfg
+
+ONE = [o for o in FAST if not o.startswith("ab.seeds")] + ["ab.seeds=[0]"]
+
+
+def _arm(*extra):
+    return arm_configs(compose_cfg(ONE + ["train.fn=tests.math_fns.switches_matmul_precision", *extra]))["A"]
+
+
+def test_a_training_fn_that_switches_precision_does_not_leak_into_the_next_unit():
+    before = math_modes.read()
+    first = train_one(_arm(), 0)
+    assert first["env"]["math_modes"]["float32_matmul_precision"] == "highest"  # what the unit was pinned to
+    assert first["env"]["math_modes_at_end"]["float32_matmul_precision"] == "medium"  # what the fn did
+    assert math_modes.read() == before  # put back after the unit
+    torch.set_float32_matmul_precision("medium")  # even a leak from outside the harness
+    try:
+        second = train_one(_arm("+train.kwargs.precision=highest"), 0)
+    finally:
+        math_modes.restore(before)
+    assert second["env"]["math_modes"]["float32_matmul_precision"] == "highest"
+    assert second["env"]["math_modes"]["cudnn_conv"] == "ieee" and "math_modes_at_end" not in second["env"]
+    assert set(math_modes.ENV_VARS) <= set(second["env"]["math_environment"])
+
+
+def test_the_config_sets_tf32_and_a_typo_fails_at_compose():
+    before = math_modes.read()
+    try:
+        out = train_one(_arm("determinism.float32_matmul_precision=high", "determinism.tf32_cudnn=true",
+                             "+train.kwargs.precision=high"), 0)
+    finally:
+        math_modes.restore(before)
+    modes = out["env"]["math_modes"]
+    assert (modes["float32_matmul_precision"], modes["cuda_matmul"], modes["cudnn_conv"]) == ("high", "tf32", "tf32")
+    with pytest.raises(Exception, match="float32_matmul_precision"):
+        compose_cfg(ONE + ["determinism.float32_matmul_precision=hihg"])
+
+
+def _result(seed, arm, modes):
+    return {"seed": seed, "arm": arm, "factor": "optim.lr", "status": "completed", "base_hash": "b",
+            "code_version": "c", "config": None, "env": {"device": "cpu", "torch": "2.14.1", "math_modes": modes}}
+
+
+def test_results_that_differ_only_in_a_recorded_math_mode_are_mixed_identities():
+    ieee = math_modes.read()
+    tf32 = {**copy.deepcopy(ieee), "cuda_matmul": "tf32"}
+    same = [_result(0, "A", ieee), _result(0, "B", ieee)]
+    assert identity(same[0]) == identity(same[1])
+    mixed = [_result(0, "A", ieee), _result(0, "B", ieee), _result(1, "A", tf32), _result(1, "B", tf32)]
+    assert identity(mixed[0]) != identity(mixed[2])
+    with pytest.raises(IdentityError, match="math modes"):
+        check(mixed, baseline="A", others=["B"])
