@@ -13,3 +13,14 @@ def switches_matmul_precision(cfg, run, precision: str = "medium") -> dict:
     run.watch([weight], total_steps=1)
     run.step((weight @ weight).sum())
     return {"test_accuracy": 50.0}
+
+
+def puts_values(cfg, run) -> dict:
+    """Tensor.put_ has no deterministic implementation on CPU: strict refuses it, warn only warns."""
+    with run.init():
+        weight = torch.zeros(8)
+    run.watch([weight], total_steps=2)
+    for _ in range(2):
+        weight.put_(torch.tensor([1, 3]), torch.tensor([1.0, 2.0]))
+        run.step(weight.sum())
+    return {"test_accuracy": 50.0}

@@ -65,3 +65,14 @@ def test_results_that_differ_only_in_a_recorded_math_mode_are_mixed_identities()
     assert identity(mixed[0]) != identity(mixed[2])
     with pytest.raises(IdentityError, match="math modes"):
         check(mixed, baseline="A", others=["B"])
+
+
+def test_mode_warn_stores_the_warnings_it_raised_in_the_result():
+    from harness.experiment.runner import run_one
+
+    arm = arm_configs(compose_cfg(ONE + ["train.fn=tests.math_fns.puts_values", "determinism.mode=warn"]))["A"]
+    with pytest.warns(UserWarning, match="put_"):  # still shown to the user
+        result, _ = run_one(arm, 0, "A")
+    assert result["status"] == "completed", result["error"]
+    (kept,) = result["determinism_warnings"]
+    assert "put_" in kept["message"] and kept["count"] == 2

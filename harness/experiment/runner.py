@@ -8,8 +8,10 @@ its reason, never a raise, so a sweep's other jobs and the files on disk stay in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+import warnings
 import traceback
 from datetime import datetime, timezone
 from typing import Callable, Optional
@@ -84,12 +86,38 @@ def _train_pinned(cfg, seed, settings, device, pinned, progress, init_hook, stop
     frozen = cfg.copy()
     OmegaConf.set_readonly(frozen, True)  # the recorded config is what ran: the loop cannot change it
     memory = gpu_memory.before(device)  # a CUDA run's memory, which workers=auto on a GPU widens by
-    metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
+    with _warnings_kept(settings.mode == "warn") as kept:
+        metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
     out = run.finish(check_metrics(metrics))
+    if kept:
+        out["determinism_warnings"] = kept  # mode=warn ran ops that may change the bits: which ones
     if memory is not None:
         out["timing"]["gpu_memory"] = gpu_memory.after(device, memory)
     out["env"] = capture_environment(settings, device, pinned)
     return out
+
+
+@contextlib.contextmanager
+def _warnings_kept(keep: bool):
+    """mode=warn: the nondeterministic-op warnings raised inside, as [{message, count}] (shown too)."""
+    kept: list[dict] = []
+    if not keep:
+        yield kept
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield kept
+        finally:
+            counts: dict[str, int] = {}
+            for w in caught:
+                text = str(w.message)
+                if "deterministic" in text:
+                    first = text.strip().splitlines()[0]
+                    counts[first] = counts.get(first, 0) + 1
+            kept.extend({"message": m, "count": n} for m, n in counts.items())
+    for w in caught:  # the caller's filters decide what is shown, as if nothing had caught them
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def new_result(arm_cfg: DictConfig, seed: int, arm: str) -> dict:
