@@ -43,9 +43,8 @@ ENV_PARTS = {
     "env.threads": "determinism.threads",
     "env.determinism_mode": "determinism.mode",
     "env.precision": "precision",
-    # TF32 and reduced-precision matmuls change float32 bits (harness/training/math_modes.py)
-    "env.math_modes": ("determinism.float32_matmul_precision", "determinism.tf32_cudnn"),
-    "env.math_environment": None,  # the variables and cuDNN/cuBLAS versions that decide them
+    "env.math_modes": ("determinism.float32_matmul_precision", "determinism.tf32_cudnn"),  # TF32: other bits
+    "env.math_environment": None,
 }
 PARTS = ("base_hash", "code_version", *ENV_PARTS)
 _LABELS = {
@@ -127,8 +126,7 @@ def _env_part(r, part):
         return env.get("mode")
     if part == "env.precision":
         return env.get("precision", (r.get("config") or {}).get("precision"))
-    if part == "env.math_modes" and env.get("math_modes") is not None:
-        # pinned, and what the training function switched them to, as one short text
+    if part == "env.math_modes" and env.get("math_modes") is not None:  # pinned, and as the fn left them
         modes = {**env["math_modes"], **{f"{k} at end": v for k, v in (env.get("math_modes_at_end") or {}).items()}}
         return ", ".join(f"{k}={v}" for k, v in modes.items())
     return env.get(part[len("env."):])

@@ -70,7 +70,11 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
 
     # side by side (cfg.workers > 1, resolved with the threads): workers start when the first unit
     # needs one, so a no-op rerun starts none; they end with this invocation, Ctrl-C included
-    pool = Workers(int(cfg.get("workers") or 1), grow_to=choice.gpu_cap, say=say)
+    from harness.training.gpus import visible
+    from harness.training.threads import uses_gpu
+
+    pool = Workers(int(cfg.get("workers") or 1), grow_to=choice.gpu_cap, say=say,
+                   gpus=visible() if uses_gpu(cfg) else ())  # side by side: spread over the GPUs CUDA sees
     try:
         # the plan (what is run) is read from cfg here, where each way of running first needs its arms;
         # below, only the plan and the declaration travel (an arm's config to the unit runner)

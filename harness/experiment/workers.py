@@ -72,9 +72,12 @@ class _Worker:
 class Workers:
     """Up to ``n`` worker processes, started when first needed and kept for every later ``run``."""
 
-    def __init__(self, n: int, *, grow_to: int = 0, say: Callable[[str], None] = print):
+    def __init__(self, n: int, *, grow_to: int = 0, say: Callable[[str], None] = print, gpus: tuple = ()):
+        self.gpus = list(gpus)  # CUDA_VISIBLE_DEVICES entries: worker k gets gpus[k % len] (training/gpus.py)
         self.n = max(1, int(n))
         self.grow_to = int(grow_to)  # workers=auto on a GPU: widen up to this, once a unit measured its memory
+        if self.grow_to > self.n and len(self.gpus) > 1:  # one first unit alone on each GPU, measured there
+            self.n = min(len(self.gpus), self.grow_to)
         self._warm: tuple = ()
         self.say = say
         self._all: list[_Worker] = []
@@ -99,7 +102,7 @@ class Workers:
             return
         from harness.training.threads import gpu_workers
 
-        n, why = gpu_workers(memory, cap=self.grow_to)
+        n, why = gpu_workers(memory, cap=self.grow_to, devices=max(1, len(self.gpus)))
         self.n, self.grow_to = max(self.n, n), 0
         self.say(f"seed={result.get('seed')} arm={result.get('arm')} ran alone: {why}")
 
@@ -108,7 +111,9 @@ class Workers:
 
         task_r, task_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        env = dict(os.environ)
+        from harness.training.gpus import worker_env
+
+        env = worker_env(len(self._all), self.gpus, os.environ)  # one GPU per worker, round robin
         root = str(Path(__file__).resolve().parents[2])  # this very harness, whoever's cwd the worker has
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         proc = subprocess.Popen(

@@ -3,9 +3,11 @@
 Owns: run.py (the ``Run``: seeded streams, the loader and sampler, the step recorder, logs,
 per-example records), batches.py (the shuffled order, tensors read a batch at a time, data nodes
 built once per process), fingerprint.py (bit-exact digests), rng.py (one generator per purpose),
-determinism.py (deterministic mode and pinned threads), threads.py (how many: the rule behind
+determinism.py (deterministic mode and pinned threads), math_modes.py (TF32 and float32 matmul
+precision: pinned per unit, recorded, restored), threads.py (how many: the rule behind
 determinism.threads=auto and workers=auto, torch-free), gpu_memory.py (what a CUDA run used of its
-device's memory, which workers=auto on a GPU widens by), components.py (the ``_target_`` door every
+device's memory, which workers=auto on a GPU widens by), gpus.py (the GPUs CUDA will see, found without
+a context; one per side-by-side worker), components.py (the ``_target_`` door every
 model, dataset, loss and optimizer goes through, ours and a researcher's alike).
 
 May import: harness.results only. Imports neither Hydra nor wandb and knows nothing of arms: a

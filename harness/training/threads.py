@@ -182,9 +182,9 @@ GPU_MEMORY_SHARE = 0.9  # of the free memory: the rest for what a measurement ca
 _GPU_MEMORY_KEYS = ("total", "used_before", "peak_reserved", "free_after")
 
 
-def gpu_workers(memory, *, cap: int) -> tuple[int, str]:
-    """(workers, why): how many units fit on the GPU side by side, from one unit's measured memory
-    (gpu_memory.py), at most ``cap``. The worker that ran it needs its peak again for its next unit;
+def gpu_workers(memory, *, cap: int, devices: int = 1) -> tuple[int, str]:
+    """(workers, why): how many units fit on the GPUs side by side, from one unit's measured memory
+    (gpu_memory.py): as many on each of ``devices`` (workers spread over them), at most ``cap``. The worker that ran it needs its peak again for its next unit;
     each new worker is charged ``used_before`` (its context: an upper bound, since it includes what
     others held) plus the peak; together within GPU_MEMORY_SHARE of what was free after the unit."""
     if not isinstance(memory, dict) or any(type(memory.get(k)) is not int or memory[k] < 0 for k in _GPU_MEMORY_KEYS):
@@ -193,9 +193,10 @@ def gpu_workers(memory, *, cap: int) -> tuple[int, str]:
     used, peak, free = memory["used_before"], memory["peak_reserved"], memory["free_after"]
     per_worker = used + peak
     room = GPU_MEMORY_SHARE * free - peak
-    fit = 1 + max(0, int(room // per_worker)) if per_worker > 0 else cap
+    fit = (1 + max(0, int(room // per_worker)) if per_worker > 0 else cap) * max(1, devices)
     n = max(1, min(cap, fit))
-    return n, (f"workers=auto on a GPU -> {n}: the unit peaked at {gib(peak)} with {gib(used)} in use on the device "
+    where = f" ({fit // max(1, devices)} on each of {devices} GPUs)" if devices > 1 else ""
+    return n, (f"workers=auto on a GPU -> {n}{where}: the unit peaked at {gib(peak)} with {gib(used)} in use on the device "
                f"as it began (charged to each new worker: a context and what others held), {gib(free)} of "
                f"{gib(memory['total'])} free after it: {fit} fit in {GPU_MEMORY_SHARE:.0%} of that"
                + (f", capped at {cap} by the free cores" if fit > cap else ""))
@@ -252,6 +253,8 @@ def units_of(cfg) -> int:
 
 def uses_gpu(cfg) -> bool:
     """Whether the runs will use a GPU, decided without importing torch: device=cuda, or device=auto
-    on a machine with an NVIDIA device node."""
+    where CUDA will see a GPU (CUDA_VISIBLE_DEVICES and the driver's count, no context: gpus.py)."""
+    from harness.training.gpus import visible
+
     device = str(getattr(cfg.get("device"), "value", cfg.get("device")) or "auto").lower()
-    return device.startswith("cuda") or (device == "auto" and os.path.exists("/dev/nvidia0"))
+    return device.startswith("cuda") or (device == "auto" and bool(visible()))
