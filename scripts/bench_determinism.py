@@ -97,6 +97,32 @@ def measure(cells: list[Cell], args, device: torch.device) -> dict[tuple[str, st
     return times
 
 
+def measure_isolated(args) -> dict[tuple[str, str], list[list[float]]]:
+    """--isolate: each mode measured in a process of its own (all its rounds), so cudnn.benchmark's
+    cached plans, or anything else one mode leaves in a process, cannot reach another mode's rows.
+    The rounds of different modes then no longer alternate in time: a drift of the machine shows as
+    a difference, which the per-round spread of the second table makes visible."""
+    import subprocess
+    import sys
+    import tempfile
+
+    common_args = ["--device", args.device, "--model", args.model, "--batch", str(args.batch),
+                   "--channels", str(args.channels), "--image-size", str(args.image_size),
+                   "--classes", str(args.classes), "--threads", str(args.threads), "--seed", str(args.seed),
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--repeats", str(args.repeats),
+                   "--clock", args.clock, "--precisions", ",".join(args.precisions), "--profile-steps", "0"]
+    times = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in args.modes:
+            path = os.path.join(tmp, f"{mode}.json")
+            print(f"mode {mode}: in its own process", flush=True)
+            subprocess.run([sys.executable, os.path.abspath(__file__), *common_args, "--modes", mode,
+                            "--times-to", path], check=True)
+            with open(path) as f:
+                times.update({tuple(k.split("/")): v for k, v in json.load(f).items()})
+    return times
+
+
 def profile_fill(cells: list[Cell], args, device: torch.device) -> dict[str, dict]:
     """Time spent filling uninitialized memory, per step, attributed by torch.profiler.
 
@@ -229,6 +255,9 @@ def parse_args(argv=None):
         "--modes", default=",".join(common.MODE_LABELS),
         help=f"comma-separated, the first is the baseline: {','.join(common.MODE_LABELS)}",
     )
+    parser.add_argument("--isolate", action="store_true",
+                        help="measure each mode in a process of its own (scripts/gpu_check.sh does)")
+    parser.add_argument("--times-to", default=None, help=argparse.SUPPRESS)  # --isolate's child: write times
     args = parser.parse_args(argv)
     args.precisions = args.precisions.split(",")
     args.modes = args.modes.split(",")
@@ -255,10 +284,19 @@ def main(argv=None) -> None:
     head.update(steps=args.steps, warmup=args.warmup, repeats=args.repeats, baseline=args.modes[0], clock=clock)
 
     batches = common.make_batches(args, N_BATCHES, device)
-    cells = [Cell(m, p, args, device, batches) for p in args.precisions for m in args.modes]
-    times = measure(cells, args, device)
-    summary = summarize(times, args.modes, args.precisions)
     both_deterministic = {"deterministic", "deterministic_nofill"} <= set(args.modes)
+    if args.isolate:  # the parent builds only what the fill profile needs, and runs no timed mode itself
+        cells = [Cell(m, p, args, device, batches) for p in args.precisions for m in args.modes
+                 if both_deterministic and m.startswith("deterministic")]
+        times = measure_isolated(args)
+    else:
+        cells = [Cell(m, p, args, device, batches) for p in args.precisions for m in args.modes]
+        times = measure(cells, args, device)
+    if args.times_to:
+        with open(args.times_to, "w") as f:
+            json.dump({f"{m}/{p}": rounds for (m, p), rounds in times.items()}, f)
+        return
+    summary = summarize(times, args.modes, args.precisions)
     fill = profile_fill(cells, args, device) if args.profile_steps > 0 and both_deterministic else None
 
     lines = [f"# Cost of deterministic mode — {args.model} on {device.type}", ""]

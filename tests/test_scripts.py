@@ -157,3 +157,37 @@ def test_gpu_check_needs_an_outdir():
     assert "usage" in proc.stderr
     syntax = subprocess.run(["bash", "-n", str(SCRIPTS / "gpu_check.sh")], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
+
+
+def _gpu_check(tmp_path, env=None):
+    full = {**os.environ, **(env or {})}
+    full.pop("PYTHONPATH", None)
+    proc = subprocess.run(["bash", str(SCRIPTS / "gpu_check.sh"), "--dry-run", str(tmp_path)], cwd=ROOT, env=full,
+                          capture_output=True, text=True, timeout=400)
+    rows = [line.split("\t") for line in (tmp_path / "steps.tsv").read_text().splitlines()[1:]]
+    return proc, {r[0]: r[3] for r in rows}
+
+
+ALL_STEPS = ["env", "preflight", "cost", "divergence", "side_by_side_cnn", "side_by_side_resnet"]
+
+
+def test_gpu_check_records_a_timed_out_step_and_runs_the_next(tmp_path):
+    # every measuring step gets 1 s: each times out (python alone takes longer), is recorded, and the
+    # next one still runs; the table is left and the exit status says a step did not finish
+    budgets = {f"GPU_CHECK_TIMEOUT_{s.upper()}": "1" for s in ALL_STEPS[2:]}
+    proc, status = _gpu_check(tmp_path, budgets)
+    assert list(status) == ALL_STEPS, proc.stdout + proc.stderr
+    assert status["preflight"] == "ok"
+    assert all(status[s] == "timed out" for s in ALL_STEPS[2:]), status
+    assert proc.returncode == 1 and "side_by_side_resnet  1" in proc.stdout  # the table, at the end
+
+
+@pytest.mark.solo  # a minute of training on the CPU: the dry run walks every step, tiny
+def test_gpu_check_dry_run_walks_every_step_within_its_budget(tmp_path):
+    proc, status = _gpu_check(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert status == dict.fromkeys(ALL_STEPS, "ok")  # each within its own timeout; together <= 270 s
+    assert "missing: nothing" in (tmp_path / "env.txt").read_text()
+    cost = json.loads((tmp_path / "determinism_cost.json").read_text())
+    assert len(cost["times_ms"]) == 8  # every mode x precision, each mode measured in its own process
+    assert "seed 0 alone and side by side: the same bits" in (tmp_path / "side_by_side.txt").read_text()
