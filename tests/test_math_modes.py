@@ -76,3 +76,15 @@ def test_mode_warn_stores_the_warnings_it_raised_in_the_result():
     assert result["status"] == "completed", result["error"]
     (kept,) = result["determinism_warnings"]
     assert "put_" in kept["message"] and kept["count"] == 2
+
+
+def test_the_cublas_workspace_is_refused_only_where_torch_needs_it(monkeypatch):
+    from harness.training.determinism import DeterminismError, check_cublas_workspace
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")
+    check_cublas_workspace("2.14.1")  # a workspace per handle and stream: deterministic whatever the value
+    check_cublas_workspace("2.10.0+cu128")
+    with pytest.raises(DeterminismError, match="CUBLAS_WORKSPACE_CONFIG"):
+        check_cublas_workspace("2.9.1")  # shared workspaces: only :4096:8 or :16:8 are deterministic
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    check_cublas_workspace("2.9.1")

@@ -113,8 +113,20 @@ def configure(settings: Settings, device: torch.device | None = None) -> None:
     math_modes.pin(settings.float32_matmul_precision, settings.tf32_cudnn)
 
 
-def check_cublas_workspace() -> None:
-    """cuBLAS reads CUBLAS_WORKSPACE_CONFIG when CUDA creates its first handle; later is too late."""
+def check_cublas_workspace(torch_version: str | None = None) -> None:
+    """Refuse a cuBLAS workspace setting only where it breaks determinism.
+
+    Before torch 2.10, cuBLAS shared one workspace between streams unless CUBLAS_WORKSPACE_CONFIG
+    was ':4096:8' or ':16:8' (read when CUDA creates its first handle; later is too late). Since
+    (pytorch PR #161749) torch gives each handle and stream a workspace of its own, which cuBLAS
+    documents as enough: any value is deterministic. The value still sizes the workspace, so it may
+    choose other kernels: it is recorded in the identity (env.math_environment), not refused.
+    """
+    import torch
+
+    version = torch_version or torch.__version__
+    if tuple(int(p) for p in re.findall(r"\d+", version)[:2]) >= (2, 10):
+        return
     value = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     if value not in (":4096:8", ":16:8"):
         raise DeterminismError(
