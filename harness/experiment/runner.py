@@ -81,6 +81,7 @@ def _train_pinned(cfg, seed, settings, device, pinned, progress, init_hook, stop
         init_hook=init_hook, keep_step_weights=int(cfg.repro.keep_step_weights),
         save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
         metrics=declared_metrics(cfg) if cfg.get("stats") is not None else None,  # declared: whose examples
+        stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise_sources)
     )
     fn = resolve_callable(cfg.train.fn, "train.fn")
     frozen = cfg.copy()
