@@ -88,3 +88,13 @@ def test_the_cublas_workspace_is_refused_only_where_torch_needs_it(monkeypatch):
         check_cublas_workspace("2.9.1")  # shared workspaces: only :4096:8 or :16:8 are deterministic
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
     check_cublas_workspace("2.9.1")
+
+
+def test_float32_math_keeps_the_config_hash_of_results_made_before_the_keys():
+    from harness.results import config_digest
+
+    config = {"determinism": {"mode": "strict", "threads": 1}, "optim": {"lr": 0.1}}
+    pinned = {"determinism": {**config["determinism"], "float32_matmul_precision": "highest", "tf32_cudnn": False}}
+    assert config_digest({**config, **pinned}) == config_digest(config)
+    tf32 = {"determinism": {**pinned["determinism"], "tf32_cudnn": True}}
+    assert config_digest({**config, **tf32}) != config_digest(config)  # TF32 is another configuration

@@ -198,6 +198,9 @@ def load_steps(result_or_path) -> dict:
     return out
 
 
+_FLOAT32_MATH = {("float32_matmul_precision", "highest"), ("tf32_cudnn", False)}
+
+
 def config_digest(config: dict, exclude_factor: str | None = None) -> str:
     """config_hash (and, with exclude_factor, base_hash) of a plain resolved config dict.
 
@@ -209,6 +212,8 @@ def config_digest(config: dict, exclude_factor: str | None = None) -> str:
     d = {k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}
     if not any(v is not None for v in (d.get("seeds") or {}).values()):
         d.pop("seeds", None)  # no stream set apart: the identity (and bits) of a run before seeds.* existed
+    if isinstance(d.get("determinism"), dict):  # float32 math, as before these keys: a CPU run's hash and bits
+        d["determinism"] = {k: v for k, v in d["determinism"].items() if (k, v) not in _FLOAT32_MATH}
     if isinstance(d.get("repro"), dict):
         d["repro"] = {k: v for k, v in d["repro"].items() if k not in REPRO_NOT_IN_IDENTITY}
     if exclude_factor:
