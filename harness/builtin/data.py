@@ -255,13 +255,19 @@ def _synthetic(num_train: int, num_test: int, num_classes: int, channels: int, s
 def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Random translation (pad = size/8, zero fill) and horizontal flip, per example.
 
-    The draws are made on the CPU from the augment stream, so they do not depend on the device.
+    The draws are made on the CPU from the augment stream, so they do not depend on the device, and
+    travel in one copy (from pinned memory, not blocking the host, on CUDA) instead of three.
     """
     b, _, h, w = x.shape
     pad = max(1, h // 8)
-    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(x.device)
-    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(x.device)
-    flip = (torch.rand(b, generator=generator) < 0.5).to(x.device)
+    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
+    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
+    flip = torch.rand(b, generator=generator) < 0.5
+    draws = torch.stack([dy, dx, flip.long()])
+    if x.device.type == "cuda":
+        draws = draws.pin_memory()
+    dy, dx, flip = draws.to(x.device, non_blocking=True).unbind(0)
+    flip = flip.bool()
     padded = F.pad(x, (pad, pad, pad, pad))
     rows = dy[:, None] + torch.arange(h, device=x.device)[None, :]
     cols = dx[:, None] + torch.arange(w, device=x.device)[None, :]
