@@ -24,3 +24,16 @@ def puts_values(cfg, run) -> dict:
         weight.put_(torch.tensor([1, 3]), torch.tensor([1.0, 2.0]))
         run.step(weight.sum())
     return {"test_accuracy": 50.0}
+
+
+def reports_pid(cfg, run) -> dict:
+    """A tiny run whose metric says which process trained it."""
+    import os
+
+    with run.init():
+        weight = torch.randn(4)
+    run.watch([weight], total_steps=2)
+    for _ in range(2):
+        weight.mul_(0.5)
+        run.step(weight.sum())
+    return {"test_accuracy": 50.0, "pid": os.getpid()}

@@ -4,7 +4,7 @@ Owns: execute.py (one invocation, Hydra-free, and the exits a user sees), plan.p
 invocation runs, read from the composed config once at the entry point; below it, only the plan, the
 declaration and each arm's read-only config travel), arms.py (each arm's config and the
 single-factor guard), units.py (run the units, write result files, check the pairing, the
-certificate), runner.py (one unit: the training function through the Run), resume.py and
+certificate), rerun.py (the certificate's rerun in a fresh process, on a GPU), runner.py (one unit: the training function through the Run), resume.py and
 identity.py (what may be skipped: config and code identity), sequential.py, sequential_plan.py and
 sequential_identity.py (seeds in batches until settled), race_plan.py and race.py (racing K
 configurations: the looks and drops; the race folder's analysis.json, report.md and race.png),

@@ -23,7 +23,9 @@ from harness.experiment.identity import config_hash
 from harness.experiment.plan import Plan
 from harness.experiment.resume import decide, run_lock
 from harness.experiment.runner import code_of, new_result
+from harness.experiment.rerun import rerun_fresh
 from harness.experiment.workers import Task, Workers
+from harness.training.threads import uses_gpu
 from harness.results import RESULT_NAME, read_result, run_dir, write_json, write_result
 
 
@@ -150,11 +152,14 @@ def certify_with(pool: Workers, arms, results, out_dir: Path, log) -> tuple[Opti
     if kept is not None:
         log(f"{kept['line']} (certificate.json kept: made for this very result, config and code)")
         return kept, True
-    task = Task(first["seed"], first["arm"], ("rerun", arms[first["arm"]], first["seed"], first["arm"]))
-    [(_, kind, body)] = list(pool.run([task], on_log=log))
-    if kind == "raise":
-        raise body[0]
-    again = body[0] if kind == "done" else {"status": "failed", "error": {"message": f"its worker {body[0]}"}}
+    if uses_gpu(arms[first["arm"]]):  # not a worker that ran the unit's shapes: a fresh process (rerun.py)
+        again = rerun_fresh(arms[first["arm"]], first["seed"], first["arm"])
+    else:
+        task = Task(first["seed"], first["arm"], ("rerun", arms[first["arm"]], first["seed"], first["arm"]))
+        [(_, kind, body)] = list(pool.run([task], on_log=log))
+        if kind == "raise":
+            raise body[0]
+        again = body[0] if kind == "done" else {"status": "failed", "error": {"message": f"its worker {body[0]}"}}
     if again["status"] != "completed":
         cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
                 "first_divergent_step": None, "final_equal": False,

@@ -25,7 +25,8 @@ from harness.experiment.arms import (  # noqa: F401 - public here too
     ExperimentError, PairingError, arm_configs, check_ab, factor_value, pairing_expectation)
 from harness.experiment.plan import Plan, check_unless_done
 from harness.experiment.runner import code_of, run_one
-from harness.training.threads import is_auto
+from harness.experiment.rerun import rerun_fresh
+from harness.training.threads import is_auto, uses_gpu
 
 # Errors every unit would meet the same way: the first one stops the experiment (its failed result is
 # kept), rather than every unit training only to fail: an op without a deterministic implementation,
@@ -243,7 +244,10 @@ def _certify(arms, results, out_dir, log) -> tuple[Optional[dict], bool]:
         log(f"{kept['line']} (certificate.json kept: made for this very result, config and code)")
         return kept, True
     arm_cfg = arms[first["arm"]]
-    again, _ = run_one(arm_cfg, first["seed"], first["arm"])
+    if uses_gpu(arm_cfg):  # a process that ran the unit keeps its cuDNN plans: rerun where none are (rerun.py)
+        again = rerun_fresh(arm_cfg, first["seed"], first["arm"])
+    else:
+        again, _ = run_one(arm_cfg, first["seed"], first["arm"])
     if again["status"] != "completed":
         cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
                 "first_divergent_step": None, "final_equal": False,
