@@ -98,3 +98,19 @@ def test_float32_math_keeps_the_config_hash_of_results_made_before_the_keys():
     assert config_digest({**config, **pinned}) == config_digest(config)
     tf32 = {"determinism": {**pinned["determinism"], "tf32_cudnn": True}}
     assert config_digest({**config, **tf32}) != config_digest(config)  # TF32 is another configuration
+
+
+def test_the_report_says_tf32_when_float32_math_was_not_float32():
+    from harness.analysis.evidence import setup
+
+    def usable(device, **modes):
+        env = {"device": device, "mode": "strict", "threads": 1,
+               "math_modes": {"cuda_matmul": "ieee", "cudnn_conv": "ieee", "cudnn_rnn": "ieee",
+                              "mkldnn_matmul": "ieee", **modes}}
+        return {(0, "A"): {"result": {"env": env, "config": {"precision": "fp32"}}}}
+
+    assert setup(usable("cuda:0"))["precision"] == ["fp32"]
+    assert setup(usable("cuda:0", cuda_matmul="tf32", cudnn_conv="tf32"))["precision"] == [
+        "fp32 (TF32 in matmul, TF32 in cuDNN)"]
+    assert setup(usable("cpu", cudnn_conv="tf32"))["precision"] == ["fp32"]  # no cuDNN on a CPU run
+    assert setup(usable("cpu", mkldnn_matmul="bf16"))["precision"] == ["fp32 (bf16 allowed in oneDNN matmul)"]

@@ -313,11 +313,24 @@ def setup(usable) -> dict:
         device = env.get("device")
         if env.get("device_name"):
             device = f"{device} ({env['device_name']})"
-        for key, value in (("determinism", mode), ("device", device), ("precision", config.get("precision")),
+        for key, value in (("determinism", mode), ("device", device), ("precision", _precision(config, env)),
                            ("threads", env.get("threads"))):
             if value is not None:
                 found[key].add(str(value))
     return {key: sorted(values) for key, values in found.items()}
+
+
+def _precision(config, env):
+    """The precision as a reader should take it: "fp32" only when float32 math was float32
+    (env.math_modes, harness/training/math_modes.py), else what was allowed inside it."""
+    precision, modes = config.get("precision"), env.get("math_modes") or {}
+    cuda = str(env.get("device", "")).startswith("cuda")
+    inside = [what for what, on in (
+        ("TF32 in matmul", cuda and modes.get("cuda_matmul") == "tf32"),
+        ("TF32 in cuDNN", cuda and "tf32" in (modes.get("cudnn_conv"), modes.get("cudnn_rnn"))),
+        (f"{modes.get('mkldnn_matmul')} allowed in oneDNN matmul", not cuda and modes.get("mkldnn_matmul") in ("tf32", "bf16")),
+    ) if on]
+    return f"{precision} ({', '.join(inside)})" if precision is not None and inside else precision
 
 
 def _doses(usable, arms) -> list:
