@@ -37,3 +37,11 @@ def reports_pid(cfg, run) -> dict:
         weight.mul_(0.5)
         run.step(weight.sum())
     return {"test_accuracy": 50.0, "pid": os.getpid()}
+
+
+def sticky_cuda_error(cfg, run, bad_seed: int = 0) -> dict:
+    """reports_pid, except that ``bad_seed`` fails as a kernel that broke the CUDA context would."""
+    if run.seed == bad_seed:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+                           "asynchronously reported at some other API call")
+    return reports_pid(cfg, run)

@@ -33,6 +33,21 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 PROGRESS_EVERY_S = 0.2  # a worker's progress messages, at most this often
+# CUDA errors after which the process's context is unusable: every later kernel fails the same way
+STICKY_CUDA_ERRORS = ("an illegal memory access was encountered", "device-side assert triggered",
+                      "unspecified launch failure", "misaligned address", "an illegal instruction was encountered",
+                      "uncorrectable ECC error encountered")
+
+
+def broke_its_context(reply: tuple) -> bool:
+    """Whether a unit's reply is a failed result with a sticky CUDA error: its worker must not run
+    another unit (it is replaced; the unit's failed result is rerun by resume)."""
+    result = reply[1] if len(reply) > 1 and reply[0] == "done" else None
+    if not isinstance(result, dict) or result.get("status") != "failed":
+        return False
+    error = result.get("error") or {}
+    text = f"{error.get('message', '')} {error.get('detail', '')}"
+    return "CUDA" in text and any(e in text for e in STICKY_CUDA_ERRORS)
 
 
 @dataclass
@@ -174,7 +189,13 @@ class Workers:
                     continue
                 del busy[conn]
                 worker.task = None
-                idle.append(worker)
+                if broke_its_context(message):  # it exits by itself; a fresh one takes the next unit
+                    self._forget(worker)
+                    worker.death()
+                    on_log(f"seed={task.seed} arm={task.arm}: a CUDA error broke its worker's CUDA context; "
+                           "the worker was replaced, and this failed unit is rerun by resume")
+                else:
+                    idle.append(worker)
                 yield task, message[0], message[1:]
 
     def _forget(self, worker: _Worker) -> None:
@@ -309,7 +330,12 @@ def main(argv: list[str]) -> int:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(0)
-            replies.send(_do(task, replies))
+            reply = _do(task, replies)
+            replies.send(reply)
+            if broke_its_context(reply):  # nothing more can run on this context
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(3)
     except (EOFError, BrokenPipeError):  # the parent is gone or closed the pool
         return 0
 
