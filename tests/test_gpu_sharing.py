@@ -59,16 +59,23 @@ def test_auto_on_a_gpu_starts_one_worker_that_may_widen_and_an_asked_count_is_ke
     assert choose_threads("auto", sixteen, units=20).gpu_cap == 0  # CPU: the cores decide at once
 
 
-def test_the_pool_widens_once_from_the_first_measured_unit_and_never_from_a_cpu_or_failed_one():
+def test_the_pool_is_sized_per_arm_from_measured_units_and_never_from_a_cpu_or_failed_one():
     lines = []
     pool = Workers(1, grow_to=6, say=lines.append)
     pool.widen_from({"status": "failed", "timing": {}})
     pool.widen_from({"status": "completed", "timing": {"train_seconds": 1.0}})  # a CPU run: nothing measured
-    assert (pool.n, pool.grow_to, lines) == (1, 6, [])
+    assert (pool.n, lines) == (1, [])
     pool.widen_from({"status": "completed", "seed": 0, "arm": "A", "timing": {"gpu_memory": _memory(peak=10.0)}})
-    assert (pool.n, pool.grow_to) == (6, 0) and len(lines) == 1 and "seed=0 arm=A" in lines[0]
-    pool.widen_from({"status": "completed", "timing": {"gpu_memory": _memory(peak=100.0)}})
-    assert pool.n == 6 and len(lines) == 1  # decided once, on the unit that ran alone
+    assert pool.n == 6 and len(lines) == 1 and "seed=0 arm=A" in lines[0]
+    pool.widen_from({"status": "completed", "seed": 1, "arm": "A", "timing": {"gpu_memory": _memory(peak=100.0)}})
+    assert pool.n == 6 and len(lines) == 1  # an arm is decided once, on its first measured unit
+    # arm B trains a bigger model: measured too, and the most demanding arm decides
+    pool.widen_from({"status": "completed", "seed": 0, "arm": "B", "timing": {"gpu_memory": _memory(peak=40.0)}})
+    assert pool.n == 1 + int((0.9 * 139 - 40) // 40.5) == 3 and "most demanding arm" in lines[-1]
+    # out of memory all the same: one fewer side by side from now on, the unit named
+    pool.widen_from({"status": "failed", "seed": 2, "arm": "B",
+                     "error": {"message": "CUDA out of memory. Tried to allocate 2.00 GiB"}})
+    assert pool.n == 2 and "seed=2 arm=B ran out of GPU memory" in lines[-1]
 
 
 def with_pid(cfg, run, shift: float = 0.0) -> dict:

@@ -93,6 +93,7 @@ class Workers:
         self.grow_to = int(grow_to)  # workers=auto on a GPU: widen up to this, once a unit measured its memory
         if self.grow_to > self.n and len(self.gpus) > 1:  # one first unit alone on each GPU, measured there
             self.n = min(len(self.gpus), self.grow_to)
+        self._fits: dict = {}  # arm -> the units its measured memory lets share the GPUs (widen_from)
         self._warm: tuple = ()
         self.say = say
         self._all: list[_Worker] = []
@@ -110,16 +111,30 @@ class Workers:
         return self.n > 1 or self.grow_to > self.n
 
     def widen_from(self, result: dict) -> None:
-        """workers=auto on a GPU: the first unit that completed with its memory measured ran alone
-        (the pool had one worker); widen once to the units that fit (threads.gpu_workers)."""
+        """workers=auto on a GPU: size the pool from measurements, per arm. The first completed unit of
+        each arm with its memory measured says how many units of that arm fit (threads.gpu_workers);
+        the most demanding arm measured so far decides, so an arm with a bigger model or batch shrinks
+        the pool when it is measured. A unit that ran out of GPU memory shrinks it by one (the unit is
+        a failed unit: resume reruns it)."""
+        if self.grow_to <= 1:
+            return
         memory = (result.get("timing") or {}).get("gpu_memory")
-        if self.grow_to <= self.n or result.get("status") != "completed" or not memory:
+        head = f"seed={result.get('seed')} arm={result.get('arm')}"
+        if result.get("status") == "failed" and "CUDA out of memory" in str((result.get("error") or {}).get("message")):
+            self.n = max(1, self.n - 1)
+            self.say(f"{head} ran out of GPU memory: {self.n} unit(s) side by side from now on (resume reruns it)")
+            return
+        if result.get("status") != "completed" or not memory or result.get("arm") in self._fits:
             return
         from harness.training.threads import gpu_workers
 
-        n, why = gpu_workers(memory, cap=self.grow_to, devices=max(1, len(self.gpus)))
-        self.n, self.grow_to = max(self.n, n), 0
-        self.say(f"seed={result.get('seed')} arm={result.get('arm')} ran alone: {why}")
+        self._fits[result.get("arm")], why = gpu_workers(memory, cap=self.grow_to, devices=max(1, len(self.gpus)))
+        n = min(self._fits.values())
+        if n != self.n:
+            first = len(self._fits) == 1
+            self.say(f"{head} {'ran alone' if first else 'measured'}: {why}"
+                     + ("" if first else f"; the most demanding arm measured decides: {n}"))
+        self.n = n
 
     def _start(self) -> _Worker:
         import subprocess
@@ -159,7 +174,7 @@ class Workers:
         idle = [w for w in self._all if w.task is None]
         busy: dict[Connection, _Worker] = {}
         while pending or busy:
-            while pending and (idle or len(self._all) < self.n):
+            while pending and len(busy) < self.n:  # n may shrink (widen_from): the extra workers wait idle
                 worker = idle.pop() if idle else self._start()
                 task = pending.popleft()
                 try:
