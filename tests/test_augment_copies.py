@@ -56,3 +56,30 @@ def test_the_draws_reach_the_device_in_one_copy():
     with _Copies() as copies:
         augment(x, torch.Generator().manual_seed(7))
     assert copies.to_meta == 1
+
+
+class _Asked(Exception):
+    pass
+
+
+def test_the_builtin_loop_reads_pinned_batches_on_cuda_only():
+    from harness.builtin import loop
+    from harness.experiment.units import arm_configs
+    from harness.training.run import Run
+
+    from .conftest import FAST, compose_cfg
+
+    cfg = arm_configs(compose_cfg(FAST))["A"]
+    asked = {}
+
+    class Probe(Run):  # stops the loop where it asks for its batches
+        def loader(self, dataset, batch_size, **kwargs):
+            asked[self.device.type] = kwargs.get("pin_memory", False)
+            raise _Asked
+
+    for device in ("cuda", "cpu"):  # no GPU needed: the loop asks before anything touches the device
+        try:
+            loop.train(cfg, Probe(0, device))
+        except _Asked:
+            pass
+    assert asked == {"cuda": True, "cpu": False}

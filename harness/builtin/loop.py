@@ -23,7 +23,9 @@ def train(cfg, run: Run) -> dict:
 
     # -- data: in memory, loaded once per process; the batch order comes from the data_order stream
     ds = run.dataset(cfg.data)
-    loader = run.loader(TensorBatches(ds.train_x, ds.train_y), batch_size, num_workers=int(cfg.train.num_workers))
+    # on CUDA, batches come from pinned memory, so the non_blocking copies below do not block the host
+    loader = run.loader(TensorBatches(ds.train_x, ds.train_y), batch_size, num_workers=int(cfg.train.num_workers),
+                        pin_memory=run.device.type == "cuda")
     steps_per_epoch = len(loader)
     total_steps = int(cfg.train.max_steps or int(cfg.train.epochs) * steps_per_epoch)
     epochs = -(-total_steps // steps_per_epoch)
