@@ -114,3 +114,23 @@ def test_the_report_says_tf32_when_float32_math_was_not_float32():
         "fp32 (TF32 in matmul, TF32 in cuDNN)"]
     assert setup(usable("cpu", cudnn_conv="tf32"))["precision"] == ["fp32"]  # no cuDNN on a CPU run
     assert setup(usable("cpu", mkldnn_matmul="bf16"))["precision"] == ["fp32 (bf16 allowed in oneDNN matmul)"]
+
+
+def test_the_cuda_libraries_are_an_identity_part_of_gpu_runs_only():
+    modes = math_modes.read()
+    cpu = [_result(0, "A", modes), _result(0, "B", modes)]
+    cpu[1]["env"]["math_environment"] = {"cublas_version": "other"}
+    assert identity(cpu[0]) == identity(cpu[1])  # a CPU run uses neither cuBLAS nor cuDNN
+    gpu = [_result(0, "A", modes), _result(0, "B", modes)]
+    for r, version in zip(gpu, (91000, 92400)):
+        r["env"].update(device="cuda:0", math_environment={"cudnn_version": version})
+    assert identity(gpu[0]) != identity(gpu[1])
+
+
+def test_a_math_mode_that_is_the_factor_may_differ_between_arms():
+    ieee = {**math_modes.read(), "cudnn_conv": "ieee"}
+    tf32 = {**ieee, "cudnn_conv": "tf32"}
+    a, b = _result(0, "A", ieee), _result(0, "B", tf32)
+    assert identity(a) != identity(b)
+    a, b = ({**r, "factor": "determinism.tf32_cudnn"} for r in (_result(0, "A", ieee), _result(0, "B", tf32)))
+    assert identity(a) == identity(b)

@@ -43,7 +43,7 @@ ENV_PARTS = {
     "env.threads": "determinism.threads",
     "env.determinism_mode": "determinism.mode",
     "env.precision": "precision",
-    "env.math_modes": ("determinism.float32_matmul_precision", "determinism.tf32_cudnn"),  # TF32: other bits
+    "env.math_modes": "determinism.float32_matmul_precision|determinism.tf32_cudnn",  # either lets arms differ
     "env.math_environment": None,
 }
 PARTS = ("base_hash", "code_version", *ENV_PARTS)
@@ -126,6 +126,8 @@ def _env_part(r, part):
         return env.get("mode")
     if part == "env.precision":
         return env.get("precision", (r.get("config") or {}).get("precision"))
+    if part == "env.math_environment":  # CUDA libraries and their variables: they decide GPU bits only
+        return env.get("math_environment") if str(env.get("device", "")).startswith("cuda") else None
     if part == "env.math_modes" and env.get("math_modes") is not None:  # pinned, and as the fn left them
         modes = {**env["math_modes"], **{f"{k} at end": v for k, v in (env.get("math_modes_at_end") or {}).items()}}
         return ", ".join(f"{k}={v}" for k, v in modes.items())
@@ -147,8 +149,7 @@ def identity(r) -> dict:
     if out is None:
         out = {"base_hash": hashes(r)[1], "code_version": _canonical(r.get("code_version"))}
         for part, path in ENV_PARTS.items():
-            paths = path if isinstance(path, tuple) else (path,)
-            if factor and any(p is not None and (_under(p, factor) or _under(factor, p)) for p in paths):
+            if path is not None and factor and any(_under(p, factor) or _under(factor, p) for p in path.split("|")):
                 continue
             value = _env_part(r, part)
             if value is None and r.get("status") != "completed":
