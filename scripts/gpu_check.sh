@@ -50,7 +50,7 @@ printf 'step\tbudget_s\tseconds\tstatus\n' >"$steps"
 
 # Budgets (s): they add up to 480 on a GPU and 270 in a dry run, so the whole check fits its promise.
 if [ $dry = 1 ]; then
-  declare -A budget=([env]=10 [preflight]=40 [cost]=60 [divergence]=40 [side_by_side_cnn]=60 [side_by_side_resnet]=60)
+  declare -A budget=([env]=10 [preflight]=30 [cost]=100 [divergence]=40 [side_by_side_cnn]=45 [side_by_side_resnet]=45)
 else
   declare -A budget=([env]=10 [preflight]=40 [cost]=150 [divergence]=90 [side_by_side_cnn]=80 [side_by_side_resnet]=110)
 fi
@@ -146,10 +146,10 @@ if [ $dry = 1 ]; then  # the same steps and scripts, tiny: a digits-shaped small
     --profile-steps 0 --isolate --out "$out"
   run_step divergence "" "$py" scripts/replicate_divergence.py "${tiny[@]}" --steps 3 --out "$out"
   run_step side_by_side_cnn "$out/side_by_side.txt" "$py" scripts/gpu_side_by_side.py "${tiny[@]}" --units 2 \
-    --steps 3 --timeout 50
+    --steps 3 --timeout 40
   if has torchvision; then
     run_step side_by_side_resnet "$out/side_by_side.txt" "$py" scripts/gpu_side_by_side.py --device cpu \
-      --model resnet18 --image-size 8 --batch 2 --threads 1 --units 2 --steps 1 --timeout 50
+      --model resnet18 --image-size 8 --batch 2 --threads 1 --units 2 --steps 1 --timeout 40
   else
     skip side_by_side_resnet "torchvision is missing"
   fi
