@@ -4,6 +4,7 @@ folders are named by what they hold."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from harness.config.schema import Config
@@ -17,8 +18,39 @@ def compose_error(e: Exception) -> str:
     return " ".join(text.split()).rstrip(".") + "."
 
 
+_WHOLE = ("ab.arms", "ab.conditions")  # a mapping given for these is exactly their entries
+_FLAT_LIST = re.compile(r"\[([^\[\]{}'\"]*)\]")
+
+
+def _quote_items(m) -> str:
+    items = [i.strip() for i in m.group(1).split(",")]
+    return "[" + ", ".join(f'"{i}"' if "=" in i else i for i in items) + "]"
+
+
+def typed_overrides(overrides) -> list:
+    """The overrides as a user writes them, in the form Hydra's grammar takes.
+
+    A condition is a list of overrides, written as in the yaml (``ab.conditions={a: [data=digits],
+    b: [data=synthetic]}``, ``+ab.conditions.c=[model.width=32]``); Hydra's grammar takes no ``=``
+    in an unquoted list item ("no viable alternative at input"), so those items are quoted. And
+    ``ab.conditions={...}`` sets them all, new names included: given as ``++`` (a struct node takes
+    no new key), and replace_whole_arms keeps exactly these.
+    """
+    out = []
+    for text in map(str, overrides):
+        key, eq, value = text.partition("=")
+        name = key.lstrip("+~")
+        if eq and (name == "ab.conditions" or name.startswith("ab.conditions.")):
+            value = _FLAT_LIST.sub(_quote_items, value)
+            if key == "ab.conditions" and value.lstrip().startswith("{"):
+                key = "++ab.conditions"
+        out.append(f"{key}{eq}{value}")
+    return out
+
+
 def replace_whole_arms(cfg, overrides) -> None:
-    """``ab.arms={A: 0.0}`` on the command line means exactly these arms.
+    """``ab.arms={A: 0.0}`` on the command line means exactly these arms (and ``ab.conditions={...}``
+    exactly these conditions).
 
     Hydra merges a mapping given for a mapping key, so the experiment's own arms would silently
     stay; an override that assigns ab.arms as a whole (not ab.arms.B=..., +ab.arms.C=...) replaces them.
@@ -26,13 +58,14 @@ def replace_whole_arms(cfg, overrides) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf, open_dict
 
-    for text in overrides:
-        if not str(text).split("=", 1)[0].lstrip("+") == "ab.arms":
+    for text in typed_overrides(overrides):
+        key = str(text).split("=", 1)[0].lstrip("+")
+        if key not in _WHOLE:
             continue
         value = OverridesParser.create().parse_override(str(text)).value()
         if isinstance(value, dict):
             with open_dict(cfg):
-                cfg.ab.arms = OmegaConf.create(value)
+                OmegaConf.update(cfg, key, OmegaConf.create(value), merge=False)
 
 
 def factor_override_problem(cfg, overrides) -> Optional[str]:
@@ -91,7 +124,7 @@ def compose(overrides=(), config_dirs=(), return_hydra_config: bool = False):
     from hydra import initialize_config_module
 
     register_configs()
-    overrides = list(overrides)
+    overrides = typed_overrides(overrides)
     dirs = [os.path.abspath(os.fspath(d)) for d in config_dirs]
     if dirs:
         overrides = ["hydra.searchpath=[" + ",".join(f"file://{d}" for d in dirs) + "]"] + overrides
@@ -107,5 +140,9 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
-    # Group files merge onto this schema, so they can only set keys it has.
-    cs.store(name="harness_schema", node=Config)
+    # Group files merge onto this schema, so they can only set keys it has. The arms are the user's
+    # names: ab.arms={a: {lr: 0.01}, b: {...}} names new arms, which a struct node refuses ("Key 'a'
+    # is not in struct"); replace_whole_arms then makes them exactly the arms.
+    schema = OmegaConf.structured(Config)
+    OmegaConf.set_struct(schema.ab.arms, False)
+    cs.store(name="harness_schema", node=schema)
