@@ -88,7 +88,16 @@ def run_dir(config: DictConfig) -> Path:
 
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        check_writable(run_dir(config))
+        from harness.experiment.execute import CURRENT
+
+        folder = run_dir(config)
+        check_writable(folder)
+        # Hydra creates the folder next (.hydra/, the log); a refusal before training removes it again,
+        # with the parents created for it (outputs/<experiment>/): the topmost folder that is new
+        new = folder.resolve()
+        while not new.parent.exists():
+            new = new.parent
+        CURRENT["created"] = None if new.exists() else new
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from hydra.core.global_hydra import GlobalHydra
