@@ -121,7 +121,7 @@ class Declaration:
         elif arms and str(baseline) not in arms:
             problems.append(f"stats.baseline={baseline!r} is not an arm; the arms are {', '.join(arms)}.")
         metrics = {}
-        for name, entry in (s.get("metrics") or {}).items():
+        for name, entry in declared_metrics({"stats": s, "train": _plain(cfg.get("train") or {})}).items():
             try:
                 metrics[str(name)] = metric_spec(str(name), entry)
             except DeclarationError as e:
@@ -306,6 +306,18 @@ def of_results(results) -> Declaration:
                                "analyse; write a declaration.json (harness.config.declaration) or pass the metric and "
                                "its direction explicitly.")
     return made
+
+
+def declared_metrics(cfg: Mapping) -> dict:
+    """name -> stats.metrics entry: what the config declares; when it declares none (null) and runs
+    the built-in loop, the built-in loop's metrics (schema.builtin_loop_metrics); else none."""
+    from harness.config.schema import BUILTIN_LOOP, builtin_loop_metrics
+
+    declared = (cfg.get("stats") or {}).get("metrics")
+    if declared is not None:
+        return dict(declared)
+    fn = (cfg.get("train") or {}).get("fn", BUILTIN_LOOP)
+    return builtin_loop_metrics() if fn == BUILTIN_LOOP else {}
 
 
 def _schema_defaults(group: str) -> dict:
