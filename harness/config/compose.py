@@ -109,6 +109,28 @@ def _dirname(override_dirname: str, *job) -> str:
     return "/".join(part for part in (name, held or "all") if part)
 
 
+# Keys that change no bit of any run and no run's identity (results.NOT_IN_IDENTITY): they never name
+# the output folder, so adding workers=1 or logger=none to a command resumes its folder instead of
+# training every unit again in a new one. seed/arm name a sweep's job folder instead.
+NOT_IN_NAME = ("seed", "arm", "resume", "lock_timeout", "progress", "tables", "workers", "logger", "experiment",
+               "+experiment")
+
+
+def not_in_name(task_overrides, sequential=False, sweeper="") -> list:
+    """hydra.job.config.override_dirname.exclude_keys for these overrides: NOT_IN_NAME, every
+    ``logger.*`` key, and the analysis-only ``stats.*`` keys where the runs are the same whatever
+    they say (not under a sequential or racing design, which decides from them which runs to make).
+    A changed ``stats.*`` key on a finished folder is a changed declaration: re-analysed, not retrained."""
+    design = bool(sequential) or any(n in str(sweeper) for n in ("Sequential", "Race"))
+    keys = list(NOT_IN_NAME)
+    for text in task_overrides or ():
+        key = str(text).split("=", 1)[0].lstrip("+~")
+        root = key.split(".", 1)[0]
+        if (root == "logger" or (root == "stats" and not design)) and key not in keys:
+            keys.append(key)
+    return keys
+
+
 CONFIG_MODULE = "harness.conf"  # the configs shipped inside the package (pkg://harness.conf)
 
 
@@ -137,6 +159,8 @@ def register_configs() -> None:
 
     if not OmegaConf.has_resolver("harness_dirname"):
         OmegaConf.register_new_resolver("harness_dirname", _dirname)
+    if not OmegaConf.has_resolver("harness_not_in_name"):
+        OmegaConf.register_new_resolver("harness_not_in_name", not_in_name)
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
