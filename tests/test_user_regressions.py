@@ -146,3 +146,33 @@ def test_a_record_that_cannot_be_attributed_stops_at_the_first_unit_said_once(us
     assert len(written) == 1  # the first unit's failed result, kept; no other unit trained
     result = json.loads(next((tmp_path / "out").rglob("result.json")).read_text())
     assert result["status"] == "failed" and result["error"]["type"] == "RunUsageError"
+
+
+# -- a margin belongs to the metric it was declared for -----------------------------------------
+
+
+def test_an_alternative_metric_never_borrows_the_primary_metrics_margin(user_conf):
+    cfg = compose_cfg(["+experiment=bpc_ab", "stats.margin=0.02"], config_dirs=[user_conf])
+    declared = Declaration.from_config(cfg)
+    assert declared.margin == 0.02
+    other = declared.alternative(metric="val_acc")
+    assert other.margin is None
+    assert any("val_bpc's" in d and "0.02" in d for d in other.departures), other.departures
+    assert declared.alternative(metric="val_acc", margin=0.5).margin == 0.5  # one given for it is its own
+    assert declared.alternative(metric="val_bpc").margin == 0.02  # the declared metric keeps its own
+    auto = Declaration.from_config(compose_cfg(["+experiment=bpc_ab"], config_dirs=[user_conf]))
+    assert auto.alternative(metric="val_acc").margin == "auto"  # auto is estimated from each metric's data
+
+
+# -- the noise audit keeps out of the thread trap -------------------------------------------------
+
+
+def test_the_noise_audit_runs_only_thread_counts_the_free_cores_keep_busy():
+    from harness.tools.noise_runs import thread_counts, threads_note
+
+    assert thread_counts(1, 2, free=2) == ([2], [3])  # 2 cores: 3 pinned threads would wait at barriers
+    assert thread_counts(1, 2, free=1) == ([], [2, 3])
+    assert thread_counts(2, 3, free=16) == ([1, 3, 4], [])
+    note = threads_note({"thread_counts": [2], "thread_counts_skipped": [3], "free_cores": 2})
+    assert "ran 2; skipped 3" in note and "2 free core(s)" in note
+    assert threads_note({"thread_counts": [1, 3], "thread_counts_skipped": [], "free_cores": 8}) == ""

@@ -200,7 +200,12 @@ class Declaration:
                 departures.append(f"direction of {target} {direction} (declared: {old.direction if old else 'none'})")
                 metrics[target] = replace(old, direction=direction) if old else MetricSpec(target, direction)
         changes["metrics"] = metrics  # an undeclared target is refused by the analysis, after it is found
-        if margin != "declared":
+        if margin == "declared" and target != self.metric and _number(self.margin):
+            # A margin is in its metric's units: another metric gets none of its own (issue 33).
+            departures.append(f"margin none for {target} (the declared margin {self.margin:g} is "
+                              f"{self.metric}'s; give one for {target} with --margin)")
+            changes["margin"] = None
+        elif margin != "declared":
             margin = float(margin) if _number(margin) else margin
             if margin != self.margin:
                 departures.append(f"margin {_margin_words(margin)} (declared: {_margin_words(self.margin)})")
