@@ -1,16 +1,19 @@
-"""The commands the docs show, read out of their fenced code blocks (for tests/test_docs_commands.py).
+"""The commands the docs show, read out of their fenced blocks and code spans (for
+tests/test_docs_commands.py).
 
-A command is a line of a fenced block that starts with ``python -m harness`` (after an optional ``$ ``
-prompt, ``VAR=value`` assignments and ``pip install -e . &&``); a trailing ``\\`` continues it on the
-next line, and ``# ...`` ends it. In a block that uses ``$ `` prompts, only the prompted lines are
-commands (the rest is their output). A line with a placeholder (``...``, ``<overrides>``, ``[--repeats
-K]``, ``OVERRIDE``) is a synopsis, not a command.
+A command is a line of a fenced block that starts with ``python -m harness`` (after an optional
+``$ `` prompt, ``VAR=value`` assignments and ``pip install -e . &&``), or an inline code span that
+does and gives arguments (a bare ``python -m harness.analyze`` names the tool); a trailing ``\\``
+continues a line on the next, and ``# ...`` ends it. In a block that uses ``$ `` prompts, only the
+prompted lines are commands (the rest is their output). A line with a placeholder (``...``,
+``<overrides>``, ``[--repeats K]``, ``OVERRIDE``) is a synopsis, not a command.
 
 What a block promises is declared in the doc, on the line before its fence, visibly in the source:
 
     <!-- doc-test: e2e expect="verdict:" -->   run the block's first command at a tiny size; its
                                                output must contain the text (exit status 0, or exit=N)
-    <!-- doc-test: gpu -->                     needs a GPU: composed and checked here, never run
+    <!-- doc-test: gpu -->                     needs a GPU: checked here on the CPU (device=cpu),
+                                               never run; each line says "GPU" where a reader sees it
 Every other command is composed and passes the checks made before training (no training).
 """
 
@@ -24,7 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!--\s*doc-test:\s*(?P<body>.*?)\s*-->")
 START = re.compile(r"^(?:pip install -e \. && )?(?P<env>(?:[A-Z_]+=\S+ )*)python -m (?P<module>harness[\w.]*)(?P<rest>.*)$")
-PLACEHOLDER = re.compile(r"(^|\s)(\.\.\.|…|<[^>]*>|\[--?[\w-]+[^\]]*\]|OVERRIDES?|\[OVERRIDE)(\s|$)")
+INLINE = re.compile(r"`(python -m harness[^`]*)`")
+PLACEHOLDER = re.compile(r"\.\.\.|…|(^|\s)(<[^>]*>|\[--?[\w-]+[^\]]*\]|OVERRIDES?|\[OVERRIDE)(\s|$)")
 
 
 @dataclass
@@ -36,6 +40,7 @@ class DocCommand:
     env: dict[str, str] = field(default_factory=dict)
     marks: dict[str, str] = field(default_factory=dict)  # the block's doc-test marker
     first_in_block: bool = False
+    raw: str = ""  # the line as the doc shows it, its comment included
 
     @property
     def id(self) -> str:
@@ -89,6 +94,8 @@ def commands_in(path: Path) -> list[DocCommand]:
                 block, fence, marks, pending = [], stripped[:3], pending, {}
             elif stripped:
                 pending = {}  # a marker belongs to the fence right after it
+                spans = [(number, span) for span in INLINE.findall(raw)]
+                found += [c for c in _block_commands(rel, spans, {}) if c.args]  # a bare name is a mention
             continue
         if stripped.startswith(fence):
             found += _block_commands(rel, block, marks)
@@ -114,7 +121,7 @@ def _block_commands(rel: str, block, marks) -> list[DocCommand]:
         if PLACEHOLDER.search(" ".join(rest)):
             continue  # a synopsis
         env = dict(kv.split("=", 1) for kv in m.group("env").split())
-        out.append(DocCommand(rel, number, m.group("module"), rest, env, marks, first_in_block=not out))
+        out.append(DocCommand(rel, number, m.group("module"), rest, env, marks, first_in_block=not out, raw=text))
     return out
 
 

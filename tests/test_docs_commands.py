@@ -26,7 +26,7 @@ E2E = [c for c in COMMANDS if "e2e" in c.marks and c.first_in_block]
 # The tiny size an end-to-end example runs at (tests/conftest.py's FAST, without the experiment); a
 # block may give its own with tiny="..." (a user's data has no data.train_limit).
 TINY = {
-    "harness": ["ab.seeds=[0,1,2]", "train.max_steps=30", "data.train_limit=512", "logger=none",
+    "harness": ["ab.seeds=[0,1,2]", "train.max_steps=10", "data.train_limit=256", "logger=none",
                 "progress=false", "workers=1", "determinism.threads=1"],
     "harness.noise_audit": ["--repeats", "2", "train.max_steps=20", "data.train_limit=512", "logger=none",
                             "determinism.threads=1"],
@@ -121,16 +121,27 @@ def test_the_docs_are_read_and_their_markers_used():
     known = {"e2e", "expect", "exit", "tiny", "gpu"}
     for c in COMMANDS:
         assert set(c.marks) <= known, f"{c.id}: unknown doc-test marker {sorted(set(c.marks) - known)}"
+        if "device=cuda" in c.args:  # a reader must see that it needs a GPU, and CI checks it on the CPU
+            assert "gpu" in c.marks, f"{c.id}: {c.text} needs a GPU: mark its block <!-- doc-test: gpu -->"
+        if "gpu" in c.marks:
+            assert "GPU" in c.raw, f"{c.id}: a GPU command says so on its line (# needs a GPU)"
+    assert any("gpu" in c.marks for c in COMMANDS)
 
 
 def _refused_before_training(cmd: DocCommand, monkeypatch):
     """None when the command passes every check made before training, else why not."""
     _on_path(cmd, monkeypatch)
+    args = cmd.args
+    if "gpu" in cmd.marks:
+        import torch
+
+        if not torch.cuda.is_available():  # everything but the device, as far as it can be checked here
+            args = ["device=cpu" if a == "device=cuda" else a for a in args]
     try:
         if cmd.module == "harness":
-            check_harness(cmd.args)
+            check_harness(args)
         else:
-            check_tool(cmd.module, cmd.args)
+            check_tool(cmd.module, args)
     except SystemExit as e:
         return f"exits {e.code} before training"
     except Exception as e:  # noqa: BLE001 - the doc's command is refused: say where and why
