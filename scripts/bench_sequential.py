@@ -111,6 +111,9 @@ def draws(rng, effect, kind="normal", experiments=None):
     return z + effect
 
 
+NORMAL_DRAWS = {}  # effect -> section 1's normal differences, reused by section 7
+
+
 def superiority(rng):
     des = design(margin=None, equivalence=False)
     print(f"\n1. Better/worse than 0 (no margin), alpha {ALPHA}, looks at {des.looks[0]}, "
@@ -119,6 +122,7 @@ def superiority(rng):
           f" {'fixed-50 power':>15} {'fixed n, same power':>20} {'ratio':>6} {'(vs n at power .99)':>20}")
     for eff in EFFECTS:
         d = draws(rng, eff, experiments=BOUNDARY_EXPERIMENTS if eff == 0 else EXPERIMENTS)
+        NORMAL_DRAWS[eff] = d  # section 7 reads the chosen design on these: one run, one figure
         code, used = simulate(des, d)
         b, w = (code == BETTER).mean(), (code == WORSE).mean()
         line = (f"{eff:>6}σ {b:7.4f} {w:7.4f} {(code == FUTILE).mean():7.3f} "
@@ -358,7 +362,7 @@ def skew(rng):
         print(f"    {label:<26} " + " | ".join(cells))
     print(f"  normal differences, {EXPERIMENTS} experiments per row: power ('better') and expected seeds")
     for eff in (0.5, 1.0, 2.0):
-        d = draws(rng, eff)
+        d = NORMAL_DRAWS[eff] if eff in NORMAL_DRAWS else draws(rng, eff)  # section 1's, when it ran
         cells = []
         for name, des in designs[:2]:
             code, used = simulate(des, d)

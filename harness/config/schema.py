@@ -128,6 +128,10 @@ class StatsConfig:
     # margin: claims are better or worse than 0, never "equivalent".
     margin: Any = "auto"
     baseline: Optional[str] = None  # arm the others are compared with; default: the first arm
+    # A run whose loss or metric became non-finite: worst (counted as worse than every finished run of
+    # its seed; decided by the signed-rank sign-flip test), exclude (left out with its partner: the
+    # verdict then leads with a survivorship warning) or fail (no verdict). Declared before the data.
+    diverged: str = "worst"
     bootstrap_resamples: int = 9999
     bootstrap_seed: int = 0
 
@@ -213,6 +217,10 @@ class Config:
     # by the threads per unit; 1 unit -> this process), or an integer >= 1 (1: one after another, in
     # this process). Changes no bit: see harness/training/threads.py and harness/experiment/workers.py.
     workers: Any = "auto"
+    # One random stream's seed set apart from ``seed`` (init, data_order, model, augment, or a name
+    # given to run.generator): that stream moves, the others stay. Empty (the default): each derives
+    # from the seed, and the run keeps its bits and identity. Both arms of a unit get the same streams.
+    seeds: Dict[str, Optional[int]] = field(default_factory=dict)
     # Pluggable components: _target_ nodes (a dotted path + its keyword arguments), ours or yours.
     # Every key under one is an argument of its target, checked against its signature before the
     # first run. The built-in loop passes the rest at the call site: model(in_channels=,

@@ -1,0 +1,92 @@
+"""Where the noise floor comes from: the spread of each source of randomness on its own, against the
+spread of all of them together (the ordinary seeds), and what that says (pure numpy + scipy).
+
+A source is one random stream moved while every other is held at the reference seed (init, data
+order, the model stream for dropout, augmentation). Two readings are possible, and the data decide:
+
+- *the sources add up*: each source contributes its own variance and together they make the seed
+  variance (independent contributions, as a linear model of small effects would give);
+- *unstable*: each source alone already reaches (nearly) the full seed spread, as Summers & Dinneen
+  (ICML 2021) found on CIFAR-10: training amplifies any change to the same noise, so the source
+  hardly matters and more seeds, not fewer sources, narrow the noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._core import Result
+
+UNSTABLE_SHARE = 0.9  # every source alone at >= 90% of the full spread: unstable
+ADDS_UP = (0.7, 1.3)  # the sources' variances sum to this share of the full variance: they add up
+
+
+@dataclass(frozen=True)
+class Spread(Result):
+    """The standard deviation of K values with its chi-square interval (normal values assumed)."""
+
+    n: int
+    std: float
+    low: float
+    high: float
+    confidence_level: float
+
+
+def spread(values, *, confidence_level: float = 0.95) -> Spread:
+    """The sample std (ddof 1) of ``values`` and its chi-square interval. Exactly equal values have
+    std 0 (not a rounding residue: a spread over identical numbers is zero)."""
+    from scipy.stats import chi2
+
+    x = np.asarray(values, dtype=float)
+    n = int(x.size)
+    if n < 2:
+        raise ValueError(f"a spread needs at least 2 values, got {n}.")
+    std = 0.0 if np.all(x == x[0]) else float(x.std(ddof=1))
+    a = 1 - confidence_level
+    df = n - 1
+    low = math.sqrt(df * std**2 / chi2.ppf(1 - a / 2, df))
+    high = math.sqrt(df * std**2 / chi2.ppf(a / 2, df))
+    return Spread(n, std, low, high, confidence_level)
+
+
+@dataclass(frozen=True)
+class SourcesReading(Result):
+    """What the spreads of the single sources say against the full (all-streams) spread."""
+
+    kind: str  # unstable | adds_up | dominant | none
+    shares: dict  # source -> its std / the full std
+    variance_sum_share: float | None  # the sources' variances summed / the full variance
+    sentence: str
+
+
+def read_sources(spreads: dict, full: Spread) -> SourcesReading:
+    """``spreads``: source -> Spread of that source alone (sources the training does not use left
+    out); ``full``: the Spread over ordinary seeds (every stream moved)."""
+    if not spreads or full.std == 0:
+        said = ("no seed moves this metric: the full seed spread is 0" if full.std == 0
+                else "no source was measured")
+        return SourcesReading("none", {}, None, said + ".")
+    shares = {s: sp.std / full.std for s, sp in spreads.items()}
+    total = sum(sp.std**2 for sp in spreads.values()) / full.std**2
+    low, high = min(shares.values()), max(shares.values())
+    # Each source alone reaches the full spread: by its point estimate, or (their variances summing
+    # to well above the full one, which independent sources cannot) within its own interval.
+    reach = all(sp.high >= full.std for sp in spreads.values()) and total > ADDS_UP[1]
+    if low >= UNSTABLE_SHARE or reach:
+        return SourcesReading("unstable", shares, total, (
+            f"every single source reaches {100 * low:.0f}-{100 * high:.0f}% of the full seed spread: training is "
+            f"unstable here; more seeds, not fewer sources, narrow the noise."))
+    parts = ", ".join(f"{s} {100 * sp.std**2 / full.std**2:.0f}%" for s, sp in spreads.items())
+    if ADDS_UP[0] <= total <= ADDS_UP[1]:
+        return SourcesReading("adds_up", shares, total, (
+            f"the sources add up: their variances make {100 * total:.0f}% of the seed variance ({parts})."))
+    top = max(shares, key=shares.get)
+    return SourcesReading("dominant", shares, total, (
+        f"the largest source is {top} ({100 * shares[top]:.0f}% of the full spread); the sources' variances "
+        f"sum to {100 * total:.0f}% of the seed variance ({parts}), so they neither add up nor each reach it."))
+
+
+__all__ = ["Spread", "SourcesReading", "read_sources", "spread"]
