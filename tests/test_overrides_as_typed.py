@@ -23,6 +23,10 @@ def test_new_arm_names_given_as_a_mapping_are_exactly_the_arms():
     assert list(arms) == ["a", "b"]
     assert arms["b"].optim.lr == 0.05 and arms["b"].optim.momentum == 0.0 and arms["a"].optim.lr == 0.01
     assert list(_composed(["+experiment=loss_ab", "ab.arms={C: 0.0, D: 0.2}"]).ab.arms) == ["C", "D"]
+    # one arm's key is still checked: a misspelt arm is refused, an added one says so with +
+    with pytest.raises(Exception, match=r"To append to your config use \+ab.arms.b=0.2"):
+        compose(["+experiment=loss_ab", "ab.arms.b=0.2"])
+    assert list(_composed(["+experiment=loss_ab", "+ab.arms.C=0.3"]).ab.arms) == ["A", "B", "C"]
 
 
 @pytest.mark.parametrize("overrides, expected", [

@@ -30,11 +30,13 @@ def _quote_items(m) -> str:
 def typed_overrides(overrides) -> list:
     """The overrides as a user writes them, in the form Hydra's grammar takes.
 
-    A condition is a list of overrides, written as in the yaml (``ab.conditions={a: [data=digits],
-    b: [data=synthetic]}``, ``+ab.conditions.c=[model.width=32]``); Hydra's grammar takes no ``=``
-    in an unquoted list item ("no viable alternative at input"), so those items are quoted. And
-    ``ab.conditions={...}`` sets them all, new names included: given as ``++`` (a struct node takes
-    no new key), and replace_whole_arms keeps exactly these.
+    ``ab.arms={a: {lr: 0.01}, b: {...}}`` and ``ab.conditions={...}`` set them all, new names
+    included: given as ``++`` (a struct node takes no new key: "Key 'a' is not in struct"), and
+    replace_whole_arms keeps exactly these. One arm's key stays struct, so a misspelt
+    ``ab.arms.b=0.2`` is still refused (``+ab.arms.C=0.3`` adds one). A condition is a list of
+    overrides, written as in the yaml (``ab.conditions={a: [data=digits], b: [data=synthetic]}``,
+    ``+ab.conditions.c=[model.width=32]``); Hydra's grammar takes no ``=`` in an unquoted list item
+    ("no viable alternative at input"), so those items are quoted.
     """
     out = []
     for text in map(str, overrides):
@@ -42,8 +44,8 @@ def typed_overrides(overrides) -> list:
         name = key.lstrip("+~")
         if eq and (name == "ab.conditions" or name.startswith("ab.conditions.")):
             value = _FLAT_LIST.sub(_quote_items, value)
-            if key == "ab.conditions" and value.lstrip().startswith("{"):
-                key = "++ab.conditions"
+        if eq and key in _WHOLE and value.lstrip().startswith("{"):
+            key = "++" + key
         out.append(f"{key}{eq}{value}")
     return out
 
@@ -100,9 +102,8 @@ def _dirname(override_dirname: str, *job) -> str:
     With ``seed`` and ``arm`` (a sweep's job folder): ``<grid point>/seed=S,arm=A``, naming what the
     job holds (either left out when the job runs all of them) instead of Hydra's job number.
     """
-    import re
-
     name = re.sub(r"(?<=[=,])(True|False)(?=,|$)", lambda m: m.group(1).lower(), override_dirname).replace("/", "_")
+    name = re.sub(r"(^|,)\+\+(ab\.(arms|conditions)=)", r"\1\2", name)  # as typed (typed_overrides adds ++)
     if not job:
         return name or "default"
     held = ",".join(f"{key}={value}" for key, value in zip(("seed", "arm"), job) if value is not None)
@@ -164,9 +165,5 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
-    # Group files merge onto this schema, so they can only set keys it has. The arms are the user's
-    # names: ab.arms={a: {lr: 0.01}, b: {...}} names new arms, which a struct node refuses ("Key 'a'
-    # is not in struct"); replace_whole_arms then makes them exactly the arms.
-    schema = OmegaConf.structured(Config)
-    OmegaConf.set_struct(schema.ab.arms, False)
-    cs.store(name="harness_schema", node=schema)
+    # Group files merge onto this schema, so they can only set keys it has.
+    cs.store(name="harness_schema", node=Config)
