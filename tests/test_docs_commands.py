@@ -1,4 +1,5 @@
-"""Every command the docs show is a test (tests/doc_commands.py reads them out of fenced blocks and code spans).
+"""Every command the docs show is a test (tests/doc_commands.py reads them out of fenced blocks and
+code spans).
 
 Each one is composed in this process and passes the checks made before training (no training): the
 overrides compose, the arms build, the preflight passes, a sweep's first job is one the sweep would
