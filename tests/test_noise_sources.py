@@ -82,17 +82,25 @@ def test_independent_terms_are_recovered_and_add_up_and_the_difference_of_equal_
 
 
 def test_a_training_that_scrambles_on_any_change_is_called_unstable(conf, tmp_path):
-    r = _run(conf, tmp_path, "train.kwargs.scramble=true", k=8)
+    r = _run(conf, tmp_path, "train.kwargs.scramble=true", k=40)  # enough runs for the intervals to tell
     assert r["reading_a"]["kind"] == "unstable", r["reading_a"]
     assert r["reading_a"]["sentence"].startswith("every single source reaches")
 
 
 def test_the_reading_rules_on_known_spreads():
-    full = spread([0, 1, 2, 3, 4])
-    same = read_sources({"init": full, "data_order": full}, full)
+    import numpy as np
+
+    z = np.random.default_rng(0).standard_normal(200)
+    z = (z - z.mean()) / z.std(ddof=1)  # std exactly 1, 200 values: narrow intervals
+    full = spread(z)
+    same = read_sources({"init": full, "data_order": spread(z[::-1])}, full)
     assert same.kind == "unstable" and "100-100%" in same.sentence
-    half = spread([0, 0.5, 1, 1.5, 2])  # variance a quarter of the full one each: 50% together
-    assert read_sources({"init": half, "data_order": half}, full).kind == "dominant"
+    half = spread(z / math.sqrt(2))  # each half the variance: together exactly the full one
+    assert read_sources({"init": half, "data_order": half}, full).kind == "adds_up"
+    small = spread(z / 10)  # together 2% of the variance: neither reading
+    assert read_sources({"init": small, "data_order": small}, full).kind == "dominant"
+    few = spread([0.0, 1.0, 2.0, 3.0, 4.0])  # 5 runs: the intervals allow both readings
+    assert read_sources({"init": few, "data_order": spread([0.0, 0.7, 1.4, 2.1, 2.8])}, few).kind == "undetermined"
     assert spread([3.0, 3.0, 3.0]).std == 0.0  # identical values: exactly zero, never a residue
 
 

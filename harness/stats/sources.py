@@ -20,8 +20,7 @@ import numpy as np
 
 from ._core import Result
 
-UNSTABLE_SHARE = 0.9  # every source alone at >= 90% of the full spread: unstable
-ADDS_UP = (0.7, 1.3)  # the sources' variances sum to this share of the full variance: they add up
+UNSTABLE_SHARE = 0.9  # a source alone within 90% of the full spread (over the intervals) reaches it
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ def spread(values, *, confidence_level: float = 0.95) -> Spread:
 class SourcesReading(Result):
     """What the spreads of the single sources say against the full (all-streams) spread."""
 
-    kind: str  # unstable | adds_up | dominant | none
+    kind: str  # unstable | adds_up | undetermined | dominant | none
     shares: dict  # source -> its std / the full std
     variance_sum_share: float | None  # the sources' variances summed / the full variance
     sentence: str
@@ -64,7 +63,8 @@ class SourcesReading(Result):
 
 def read_sources(spreads: dict, full: Spread) -> SourcesReading:
     """``spreads``: source -> Spread of that source alone (sources the training does not use left
-    out); ``full``: the Spread over ordinary seeds (every stream moved)."""
+    out); ``full``: the Spread over ordinary seeds (every stream moved). Each reading is taken only
+    when the intervals exclude the other: with few runs both fit, and the reading says so."""
     if not spreads or full.std == 0:
         said = ("no seed moves this metric: the full seed spread is 0" if full.std == 0
                 else "no source was measured")
@@ -72,21 +72,29 @@ def read_sources(spreads: dict, full: Spread) -> SourcesReading:
     shares = {s: sp.std / full.std for s, sp in spreads.items()}
     total = sum(sp.std**2 for sp in spreads.values()) / full.std**2
     low, high = min(shares.values()), max(shares.values())
-    # Each source alone reaches the full spread: by its point estimate, or (their variances summing
-    # to well above the full one, which independent sources cannot) within its own interval.
-    reach = all(sp.high >= full.std for sp in spreads.values()) and total > ADDS_UP[1]
-    if low >= UNSTABLE_SHARE or reach:
+    parts = ", ".join(f"{s} {100 * sp.std**2 / full.std**2:.0f}%" for s, sp in spreads.items())
+    # unstable: every source alone can be as large as the full spread; adds up: the sources'
+    # variances can sum to the full variance (each judged over the 95% intervals)
+    unstable = all(sp.high >= UNSTABLE_SHARE * full.low and sp.low <= full.high for sp in spreads.values())
+    adds = (sum(sp.low**2 for sp in spreads.values()) <= full.high**2
+            and sum(sp.high**2 for sp in spreads.values()) >= full.low**2)
+    if unstable and not adds:
         return SourcesReading("unstable", shares, total, (
             f"every single source reaches {100 * low:.0f}-{100 * high:.0f}% of the full seed spread: training is "
             f"unstable here; more seeds, not fewer sources, narrow the noise."))
-    parts = ", ".join(f"{s} {100 * sp.std**2 / full.std**2:.0f}%" for s, sp in spreads.items())
-    if ADDS_UP[0] <= total <= ADDS_UP[1]:
+    if adds and not unstable:
         return SourcesReading("adds_up", shares, total, (
             f"the sources add up: their variances make {100 * total:.0f}% of the seed variance ({parts})."))
+    if adds and unstable and len(spreads) > 1:
+        factor = full.high / full.std if full.std else float("inf")
+        return SourcesReading("undetermined", shares, total, (
+            f"too few runs to tell: with {full.n} runs per source each spread is known within x{factor:.1f}, and "
+            f"both readings fit (the sources adding up, {100 * total:.0f}% of the seed variance: {parts}; or each "
+            f"alone reaching the full spread, {100 * low:.0f}-{100 * high:.0f}%). Run more (--repeats 20 or more)."))
     top = max(shares, key=shares.get)
     return SourcesReading("dominant", shares, total, (
         f"the largest source is {top} ({100 * shares[top]:.0f}% of the full spread); the sources' variances "
-        f"sum to {100 * total:.0f}% of the seed variance ({parts}), so they neither add up nor each reach it."))
+        f"sum to {100 * total:.0f}% of the seed variance ({parts})."))
 
 
 __all__ = ["Spread", "SourcesReading", "read_sources", "spread"]

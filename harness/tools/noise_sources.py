@@ -50,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR", help="where to write noise_sources.{json,txt,png} "
                                                              "(default outputs/noise_sources/<overrides>)")
     p.add_argument("--metric", default=None, help="a declared metric (default: the primary one, stats.metric)")
+    p.add_argument("--reread", default=None, metavar="JSON", help="print the table again from a written "
+                                                                    "noise_sources.json (readings recomputed, no training)")
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
     add_config_dir(p)
     return p
@@ -58,6 +60,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parse_args(parser(), argv)
     try:
+        if args.reread:
+            print(reread(Path(args.reread)))
+            return EXIT_OK
         if args.repeats < 3:
             raise BadInput(f"--repeats {args.repeats}: a spread with an interval needs at least 3 runs per "
                            f"source; use 5 or more.")
@@ -147,6 +152,22 @@ def _same(r: dict, q: dict) -> bool:
     return r["fingerprints"]["final"] == q["fingerprints"]["final"] and r["metrics"] == q["metrics"]
 
 
+def _spreads(runs: dict, unused: list) -> dict:
+    """source -> the arm's values, the differences, their spreads; and the two readings."""
+    out = {"sources": {}, "unused": unused}
+    for source, rows in runs.items():
+        a = np.array([r[0] for r in rows])
+        d = np.array([r[1] - r[0] for r in rows])
+        out["sources"][source] = {"values_a": a.tolist(), "differences": d.tolist(),
+                                  "a": spread(a).to_dict(), "difference": spread(d).to_dict()}
+    full = out["sources"]["all"]
+    singles = {s: v for s, v in out["sources"].items() if s != "all"}
+    for side in ("a", "difference"):
+        reading = read_sources({s: _spread(v[side]) for s, v in singles.items()}, _spread(full[side]))
+        out[f"reading_{side}"] = reading.to_dict()
+    return out
+
+
 def _streams_apart(cfg, apart: dict):
     """A copy of an arm's config with these streams' seeds set apart (seeds.<stream>)."""
     import copy
@@ -164,17 +185,8 @@ def _numbers(runs: dict, unused: list, ref: tuple, spec, margin) -> dict:
     and the seeds 80% power needs paired and unpaired."""
     from harness import stats
 
-    out = {"sources": {}, "unused": unused}
-    for source, rows in runs.items():
-        a = np.array([r[0] for r in rows])
-        d = np.array([r[1] - r[0] for r in rows])
-        out["sources"][source] = {"values_a": a.tolist(), "differences": d.tolist(),
-                                  "a": spread(a).to_dict(), "difference": spread(d).to_dict()}
+    out = _spreads(runs, unused)
     full = out["sources"]["all"]
-    singles = {s: v for s, v in out["sources"].items() if s != "all"}
-    for side in ("a", "difference"):
-        reading = read_sources({s: _spread(v[side]) for s, v in singles.items()}, _spread(full[side]))
-        out[f"reading_{side}"] = reading.to_dict()
     out["test_set"] = _test_set(ref, spec)
     sd_a, sd_d = full["a"]["std"], full["difference"]["std"]
     effect = float(margin) if isinstance(margin, (int, float)) and margin > 0 else sd_a
@@ -182,6 +194,20 @@ def _numbers(runs: dict, unused: list, ref: tuple, spec, margin) -> dict:
                     "paired": stats.seeds_needed(effect, sd_d) if sd_d > 0 else None,
                     "unpaired": stats.seeds_needed(effect, math.sqrt(2) * sd_a) if sd_a > 0 else None}
     return out
+
+
+def reread(path: Path) -> str:
+    """The table of a written noise_sources.json, its spreads and readings recomputed from the values."""
+    from harness.results import read_json
+
+    try:
+        d = read_json(path)
+        runs = {s: list(zip(v["values_a"], [a + x for a, x in zip(v["values_a"], v["differences"])]))
+                for s, v in d["sources"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"--reread {path}: not a readable noise_sources.json ({e}).") from None
+    block = {**_spreads(runs, d.get("unused") or []), "test_set": d.get("test_set"), "power": d["power"]}
+    return render({k: d[k] for k in ("seed", "arms", "k", "metric", "unit")}, block)
 
 
 def _spread(d: dict):
