@@ -218,7 +218,7 @@ def contrasts(rng):
     cs_null = (np.abs(m) > radius_sd * sd)[:, use].any(1).mean()
     out = [f"false-positive rate {cs_null:.4f}"]
     for eff in (1.0, 2.0):
-        de = draws(rng, eff)
+        de = NORMAL_DRAWS[eff] if eff in NORMAL_DRAWS else draws(rng, eff)  # "this design": section 1's figure
         s1, s2 = np.cumsum(de, 1)[:, 1:], np.cumsum(de * de, 1)[:, 1:]
         m = s1 / n
         sd = np.sqrt(np.maximum((s2 - n * m * m) / (n - 1), 0))
@@ -234,7 +234,7 @@ def contrasts(rng):
     g = 1.0
     out = []
     for eff in (0.0, 0.5, 1.0, 2.0):
-        de = draws(rng, eff)
+        de = NORMAL_DRAWS[eff] if eff in NORMAL_DRAWS and eff else draws(rng, eff)
         hit, m = _eprocess_hits(de, des.min_seeds, g)
         stop = np.where(hit.any(1), n[np.argmax(hit, 1)], MAX)
         if eff == 0:
