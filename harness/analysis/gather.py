@@ -95,10 +95,6 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     verified = _check_pairing(usable)
     usable, unpaired = _drop_unpaired(usable, baseline, others)
     excluded = excluded + unpaired
-    if div["pairs"]:  # the runs the diverged pairs count are compared, not left out
-        counted = diverged.counted_seeds(div["runs"], div["pairs"], baseline)
-        excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]
-    excluded = _sorted_entries(excluded, arms)
 
     by_arm = {arm: {seed: run for (seed, a), run in usable.items() if a == arm} for arm in arms}
     compared = {}
@@ -121,10 +117,17 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         raise AnalysisError(
             f"Too few complete pairs: {'; '.join(too_few)}. At least {stats.MIN_PAIRS} seeds with a "
             f"usable result in both arms are needed to estimate seed noise."
-            + (f" Excluded runs: {_describe_excluded(excluded)}." if excluded else "")
+            + (f" Excluded runs: {_describe_excluded(_sorted_entries(excluded, arms))}." if excluded else "")
             + " Run more seeds, or fix the failed runs and re-run them."
         )
 
+    # the diverged pairs of a comparison that is made are counted in it, not left out; an arm with too
+    # few finished pairs to compare keeps its diverged runs in the left-out list, named
+    div["pairs"] = {arm: p for arm, p in div["pairs"].items() if arm in compared}
+    if div["pairs"]:
+        counted = diverged.counted_seeds(div["runs"], div["pairs"], baseline)
+        excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]
+    excluded = _sorted_entries([{k: v for k, v in e.items() if k != "diverged"} for e in excluded], arms)
     return Gathered(
         decl=decl, experiment=experiment, factor=factor, arms=arms, baseline=baseline, ident=ident,
         usable={key: _compact(run) for key, run in usable.items()}, verified=verified, compared=compared,

@@ -334,7 +334,9 @@ def declared_metrics(cfg: Mapping) -> dict:
     declared = (cfg.get("stats") or {}).get("metrics")
     if declared:
         return dict(declared)
-    fn = (cfg.get("train") or {}).get("fn", BUILTIN_LOOP)
+    # only a config that names the built-in loop (every composed one does, by the schema's default):
+    # results written by hand or by another program declare their own, or are analysed with --direction
+    fn = (cfg.get("train") or {}).get("fn")
     return builtin_loop_metrics() if fn == BUILTIN_LOOP else {}
 
 
