@@ -31,6 +31,7 @@ SCHEMA = "harness.declaration/1"
 DECLARATION_NAME = "declaration.json"
 from harness.config.metric_spec import (  # noqa: F401 - public here too
     DIRECTIONS, PERCENT_UNITS, DeclarationError, MetricSpec, _number, _plain, _v, metric_spec)
+from harness.config.fdr_spec import fdr_spec
 @dataclass(frozen=True)
 class SequentialSpec:
     """ab.sequential without the margin (declared once, at stats.margin)."""
@@ -64,6 +65,7 @@ class Declaration:
     # name -> tuple of config overrides (ab.conditions): the same arms and seeds under each; when
     # there are any, the primary claim is the average effect across them (conditions.py)
     conditions: dict = field(default_factory=dict)
+    fdr: Optional[dict] = None  # stats.fdr: {method, level}, then alpha_t and its place in the ledger (fdr_spec.py)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -161,9 +163,10 @@ class Declaration:
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "bootstrap_resamples" else 0):
                 problems.append(f"stats.{key}={value!r} must be an integer >= "
                                 f"{1 if key == 'bootstrap_resamples' else 0}.")
+        fdr = fdr_spec(s.get("fdr"), problems, sequential=sequential is not None, conditions=bool(ab.get("conditions")))
         if problems:
             raise DeclarationError(" ".join(problems))
-        return cls(
+        return cls(fdr=fdr,
             experiment=str(c.get("experiment_name", "default")), factor=str(ab.get("factor", "")), arms=arms,
             baseline=str(baseline) if baseline is not None else "", seeds=tuple(int(x) for x in ab.get("seeds") or ()),
             metric=metric, metrics=metrics, margin=float(margin) if _number(margin) else margin,
@@ -229,6 +232,8 @@ class Declaration:
         d["departures"] = list(self.departures)
         d["arms"] = {k: _plain(v) for k, v in self.arms.items()}
         d["conditions"] = {k: list(v) for k, v in self.conditions.items()}
+        if d["fdr"] is None:  # without stats.fdr the file is as before it existed
+            del d["fdr"]
         return {"schema": SCHEMA, **d}
 
     @classmethod
