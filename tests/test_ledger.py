@@ -159,6 +159,8 @@ def test_cli_bad_input_exits_2_with_one_paragraph(tmp_path, capsys, argv):
     assert err.startswith("harness.ledger: ") and err.count("\n") == 1
 
 
-def test_cli_refuses_a_missing_ledger(tmp_path, capsys):
-    assert cli.main(["--ledger", str(tmp_path / "none.sqlite")]) == 2
-    assert "there is no ledger at" in capsys.readouterr().err and not (tmp_path / "none.sqlite").exists()
+def test_cli_on_a_ledger_not_made_yet_says_so_and_makes_nothing(tmp_path, capsys):
+    assert cli.main(["--ledger", str(tmp_path / "none.sqlite"), "--method", "lord++"]) == 0
+    out = capsys.readouterr().out
+    assert "(not made yet): 0 claim(s)" in out and f"alpha_t = {ofdr.next_alpha('lord++', [], [], level=0.1):.4g}" in out
+    assert not (tmp_path / "none.sqlite").exists()

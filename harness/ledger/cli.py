@@ -6,8 +6,8 @@
 The claims as a table (alternatives only with --alternatives: they are never counted as claims),
 each online FDR stream of the ledger (tests, rejections, the next alpha_t), and with --offline which
 claims survive Benjamini-Hochberg (bh) or Benjamini-Yekutieli (by, any dependence) at --level over
-all the claims listed: for a paper's table. Exit status 0; 2 for bad input or a ledger that cannot be
-read (the file is named, never rebuilt).
+all the claims listed: for a paper's table. A ledger not made yet has no claims (and is not made).
+Exit status 0; 2 for bad input or a ledger that cannot be read (the file is named, never rebuilt).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 from harness.ledger.store import Ledger, LedgerError
 from harness.stats.online_fdr import METHODS, NAMES, next_alpha
@@ -58,13 +59,13 @@ def offline(pvalues, method: str, level: float) -> list[bool]:
 def streams(ledger: Ledger, extra=None) -> list[dict]:
     """Each (method, level) stream of the ledger's tests: its tests, rejections and next alpha_t."""
     out, keys = [], []
-    for t in ledger.tests():
+    for t in ledger.tests() if ledger is not None else []:
         if (t["method"], t["level"]) not in keys:
             keys.append((t["method"], t["level"]))
     if extra and extra not in keys:
         keys.append(extra)
     for method, level in keys:
-        tests = ledger.tests(method, level)
+        tests = ledger.tests(method, level) if ledger is not None else []
         out.append({"method": method, "level": level, "tests": len(tests),
                     "decided": sum(t["pvalue"] is not None for t in tests),
                     "rejected": sum(bool(t["rejected"]) for t in tests),
@@ -96,9 +97,12 @@ def main(argv=None) -> int:
     if not 0 < args.level < 1:
         _parser().error(f"--level {args.level:g} must be between 0 and 1 (an FDR level, e.g. 0.1)")
     try:
-        ledger = Ledger(args.ledger, create=False)
-        claims = ledger.claims(experiment=args.experiment, metric=args.metric, since=args.since,
-                               alternatives=args.alternatives)
+        if Path(args.ledger).exists():
+            ledger = Ledger(args.ledger, create=False)
+            claims = ledger.claims(experiment=args.experiment, metric=args.metric, since=args.since,
+                                   alternatives=args.alternatives)
+        else:  # no claim made yet: said, and nothing is created
+            ledger, claims = None, []
         online = streams(ledger, (args.method, args.level) if args.method else None)
     except LedgerError as e:
         print(f"harness.ledger: {e}", file=sys.stderr)
@@ -110,12 +114,12 @@ def main(argv=None) -> int:
                                                             args.level)))
         survive = [kept.get(c["id"], False) for c in claims]
     if args.json:
-        print(json.dumps({"ledger": str(ledger.path), "claims": claims, "online": online,
+        print(json.dumps({"ledger": args.ledger, "claims": claims, "online": online,
                           "offline": None if survive is None else {"method": args.offline, "level": args.level,
                                                                    "survive": [c["id"] for c, s in zip(claims, survive) if s]}},
                          indent=1))
         return EXIT_OK
-    print(f"ledger {ledger.path}: {len(counted)} claim(s)" + (f" ({len(claims) - len(counted)} alternatives or "
+    print(f"ledger {args.ledger}{'' if ledger else ' (not made yet)'}: {len(counted)} claim(s)" + (f" ({len(claims) - len(counted)} alternatives or "
                                                           "undecided rows, not counted)" if len(claims) > len(counted) else ""))
     if claims:
         print("\n".join(_table(claims, survive)))
