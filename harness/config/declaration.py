@@ -241,8 +241,6 @@ class Declaration:
         d["departures"] = list(self.departures)
         d["arms"] = {k: _plain(v) for k, v in self.arms.items()}
         d["conditions"] = {k: list(v) for k, v in self.conditions.items()}
-        if d["fdr"] is None:  # without stats.fdr the file is as before it existed
-            del d["fdr"]
         return {"schema": SCHEMA, **d}
 
     @classmethod
