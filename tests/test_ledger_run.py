@@ -53,14 +53,6 @@ def test_a_rerun_reproduces_it_and_adds_no_row(ran):
     assert len(Ledger(ledger).claims()) == 1 and len(Ledger(ledger).tests()) == 1
 
 
-def test_a_ledger_changed_afterwards_changes_no_past_verdict(ran):
-    tmp, ledger, _, first = ran
-    ledger.unlink()
-    later = analyze_dir(tmp / "e1", write=False)
-    assert later["alpha"] == first.analysis["alpha"]
-    assert later["comparisons"]["B"]["verdict"] == first.analysis["comparisons"]["B"]["verdict"]
-
-
 def test_a_misspelt_fdr_key_fails_at_compose_and_an_unknown_method_at_declaration(compose_fn):
     from harness.config.declaration import Declaration, DeclarationError
 
@@ -71,3 +63,30 @@ def test_a_misspelt_fdr_key_fails_at_compose_and_an_unknown_method_at_declaratio
     with pytest.raises(DeclarationError, match="fixed-seed A/B"):
         Declaration.from_config(compose_fn([*SYN, "stats.fdr.method=lond", "ab.sequential.enabled=true"]))
     assert Declaration.from_config(compose_fn(SYN)).fdr is None  # the default: today's behaviour
+
+
+def test_harness_analyze_records_an_alternative_flagged_in_the_experiments_ledger(ran, monkeypatch, capsys):
+    from harness.tools import analyze
+
+    tmp, ledger, _, first = ran
+    monkeypatch.chdir(tmp)  # no outputs/ledger.sqlite here: the declaration names the experiment's ledger
+    before = Ledger(ledger).claims(alternatives=True)
+    assert analyze.main([str(tmp / "e1"), "--alpha", "0.2"]) == 0
+    rows = Ledger(ledger).claims(alternatives=True)
+    new = [r for r in rows if r["id"] not in {b["id"] for b in before}]
+    assert [(r["alternative"], r["alpha"]) for r in new] == [(1, 0.2)] and "alpha 0.2" in new[0]["claim"]
+    assert analyze.main([str(tmp / "e1"), "--alpha", "0.2"]) == 0  # the same alternative again: no row
+    assert len(Ledger(ledger).claims(alternatives=True)) == len(rows)
+    assert not (tmp / "outputs").exists()
+
+
+def test_a_ledger_changed_afterwards_changes_no_past_verdict(ran):
+    tmp, ledger, _, first = ran
+    aside = ledger.with_suffix(".aside")
+    ledger.rename(aside)  # the ledger gone (or replaced) after the verdict
+    try:
+        later = analyze_dir(tmp / "e1", write=False)
+    finally:
+        aside.rename(ledger)
+    assert later["alpha"] == first.analysis["alpha"]
+    assert later["comparisons"]["B"]["verdict"] == first.analysis["comparisons"]["B"]["verdict"]

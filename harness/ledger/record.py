@@ -142,3 +142,16 @@ def assign_for_config(cfg, declaration, folder):
 def record_for_config(cfg, analysis: dict, folder, declaration, warn) -> int | None:
     path = ledger_path(cfg)
     return None if path is None else record_analysis(analysis, folder, declaration, path, warn)
+
+
+def record_written(analysis: dict, folder, warn, ledger=None) -> int | None:
+    """Record an analysis written outside an experiment's run (python -m harness.analyze, a sweep's
+    callback): to ``ledger``, else the one its declaration's stats.fdr took its level from, else the
+    default ledger when it exists (a re-analysis never starts a ledger of its own)."""
+    from harness.config.declaration import Declaration
+
+    declaration = Declaration.from_dict(analysis["declaration"])
+    path = ledger or (declaration.fdr or {}).get("ledger") or Path("outputs/ledger.sqlite")
+    if ledger is None and not Path(path).is_file():
+        return None
+    return record_analysis(analysis, folder, declaration, path, warn)
