@@ -90,3 +90,16 @@ def test_a_ledger_changed_afterwards_changes_no_past_verdict(ran):
         aside.rename(ledger)
     assert later["alpha"] == first.analysis["alpha"]
     assert later["comparisons"]["B"]["verdict"] == first.analysis["comparisons"]["B"]["verdict"]
+
+
+def test_a_sequential_runs_decision_is_recorded_once(tmp_path):
+    from harness.api import run
+
+    ledger = tmp_path / "ledger.sqlite"
+    args = [*[a for a in SYN if not a.startswith("ab.seeds")], "ab.sequential.enabled=true", "ab.sequential.max_seeds=8",
+            f"ledger.path={ledger}"]
+    first = run(args, out_dir=tmp_path / "seq", verbose=False)
+    run(args, out_dir=tmp_path / "seq", verbose=False)  # resumed: nothing new to claim
+    (claim,) = Ledger(ledger).claims()
+    assert claim["verdict"] == first.analysis["comparisons"]["B"]["verdict"]["code"]
+    assert claim["alpha"] == first.analysis["alpha"] == 0.05
