@@ -13,6 +13,7 @@ import pytest
 from harness.config.declaration import Declaration
 from harness.ledger import cli
 from harness.ledger.record import assign_alpha, claim_rows, declaration_hash, record_analysis
+from harness.ledger.postgres import open_ledger
 from harness.ledger.store import Ledger, LedgerError
 from harness.stats import online_fdr as ofdr
 
@@ -44,7 +45,7 @@ def _rows(worker: int, n: int) -> list[dict]:
 
 def _append(path, worker, n, start):
     start.wait()
-    ledger = Ledger(path)
+    ledger = open_ledger(path)
     for i, row in enumerate(_rows(worker, n)):  # one transaction per row: the writers interleave
         ledger.append_claims([row])
         if i % 5 == 0:  # a level that depends on every test before it, reserved between the appends
@@ -53,7 +54,11 @@ def _append(path, worker, n, start):
 
 
 def test_two_processes_appending_at_once_write_each_claim_exactly_once(tmp_path):
-    path = tmp_path / "ledger.sqlite"
+    check_two_writers(tmp_path / "ledger.sqlite")
+
+
+def check_two_writers(path):
+    """Two processes append 50 claims each (25 of them the same) and reserve 10 tests each, at once."""
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(2)
     procs = [ctx.Process(target=_append, args=(path, w, 25, start)) for w in range(2)]
@@ -62,10 +67,10 @@ def test_two_processes_appending_at_once_write_each_claim_exactly_once(tmp_path)
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0]
-    claims = Ledger(path, create=False).claims()
+    claims = open_ledger(path, create=False).claims()
     keys = [(c["folder"], c["claim"]) for c in claims]
     assert len(keys) == len(set(keys)) == 25 * 2 + 25  # own claims of both, the shared ones once
-    tests = Ledger(path).tests()
+    tests = open_ledger(path).tests()
     # the level of each reservation saw every one before it: no two tests took the same place
     assert [t["alpha"] for t in tests] == pytest.approx([0.001 * (k + 1) for k in range(20)])
 

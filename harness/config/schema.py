@@ -125,6 +125,8 @@ class LedgerConfig:
     # Every declared analysis appends its claims to the project's ledger (python -m harness.ledger).
     enabled: bool = True
     path: str = "outputs/ledger.sqlite"  # relative to the launch directory
+    # A team's ledger in PostgreSQL instead (postgresql://USER@HOST/DB; pip install "psycopg[binary]")
+    url: Optional[str] = None
 
 
 @dataclass

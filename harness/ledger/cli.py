@@ -18,7 +18,8 @@ import math
 import sys
 from pathlib import Path
 
-from harness.ledger.store import Ledger, LedgerError
+from harness.ledger.postgres import is_url, open_ledger, shown
+from harness.ledger.store import LedgerError
 from harness.stats.online_fdr import METHODS, NAMES, next_alpha
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -35,7 +36,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m harness.ledger", description=__doc__.split("\n\n")[0])
-    p.add_argument("--ledger", default="outputs/ledger.sqlite", help="the ledger file (default: outputs/ledger.sqlite)")
+    p.add_argument("--ledger", default="outputs/ledger.sqlite",
+                   help="the ledger file, or a postgresql:// URL (default: outputs/ledger.sqlite)")
     p.add_argument("--experiment", help="only this experiment's claims")
     p.add_argument("--metric", help="only claims about this metric")
     p.add_argument("--since", help="only claims recorded at or after this UTC time (e.g. 2026-12-01)")
@@ -56,7 +58,7 @@ def offline(pvalues, method: str, level: float) -> list[bool]:
     return [bool(q <= level) for q in false_discovery_control(pvalues, method=method)]
 
 
-def streams(ledger: Ledger, extra=None) -> list[dict]:
+def streams(ledger, extra=None) -> list[dict]:
     """Each (method, level) stream of the ledger's tests: its tests, rejections and next alpha_t."""
     out, keys = [], []
     for t in ledger.tests() if ledger is not None else []:
@@ -97,8 +99,8 @@ def main(argv=None) -> int:
     if not 0 < args.level < 1:
         _parser().error(f"--level {args.level:g} must be between 0 and 1 (an FDR level, e.g. 0.1)")
     try:
-        if Path(args.ledger).exists():
-            ledger = Ledger(args.ledger, create=False)
+        if is_url(args.ledger) or Path(args.ledger).exists():
+            ledger = open_ledger(args.ledger, create=False)
             claims = ledger.claims(experiment=args.experiment, metric=args.metric, since=args.since,
                                    alternatives=args.alternatives)
         else:  # no claim made yet: said, and nothing is created
@@ -114,12 +116,12 @@ def main(argv=None) -> int:
                                                             args.level)))
         survive = [kept.get(c["id"], False) for c in claims]
     if args.json:
-        print(json.dumps({"ledger": args.ledger, "claims": claims, "online": online,
+        print(json.dumps({"ledger": shown(args.ledger), "claims": claims, "online": online,
                           "offline": None if survive is None else {"method": args.offline, "level": args.level,
                                                                    "survive": [c["id"] for c, s in zip(claims, survive) if s]}},
                          indent=1))
         return EXIT_OK
-    print(f"ledger {args.ledger}{'' if ledger else ' (not made yet)'}: {len(counted)} claim(s)" + (f" ({len(claims) - len(counted)} alternatives or "
+    print(f"ledger {shown(args.ledger)}{'' if ledger else ' (not made yet)'}: {len(counted)} claim(s)" + (f" ({len(claims) - len(counted)} alternatives or "
                                                           "undecided rows, not counted)" if len(claims) > len(counted) else ""))
     if claims:
         print("\n".join(_table(claims, survive)))

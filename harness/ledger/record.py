@@ -14,7 +14,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from harness.ledger.store import Ledger, LedgerError
+from harness.ledger.postgres import is_url, open_ledger
+from harness.ledger.store import LedgerError
 from harness.stats.online_fdr import NAMES, next_alpha
 
 # What identifies a declaration in the ledger: what it says, less what the ledger itself assigns
@@ -47,12 +48,13 @@ def assign_alpha(declaration, folder, ledger_path, earlier=None):
     key = declaration_hash(declaration)
     if earlier is not None and earlier.fdr and "alpha_t" in earlier.fdr and declaration_hash(earlier) == key:
         return replace(declaration, alpha=earlier.alpha, fdr=earlier.fdr)
-    ledger = Ledger(ledger_path)
+    ledger = open_ledger(ledger_path)
     row, position = ledger.reserve_test(folder=_folder(folder), experiment=declaration.experiment, declaration=key,
                                         method=fdr["method"], level=fdr["level"],
                                         alpha_for=_stream_alpha(fdr["method"], fdr["level"]))
     assigned = {**fdr, "alpha_t": row["alpha"], "claim": position, "test": row["id"],
-                "ledger": str(Path(ledger_path)), "declared_alpha": declaration.alpha}
+                "ledger": str(ledger_path if is_url(ledger_path) else Path(ledger_path)),
+                "declared_alpha": declaration.alpha}
     return replace(declaration, alpha=row["alpha"], fdr=assigned)
 
 
@@ -93,7 +95,7 @@ def record_analysis(analysis: dict, folder, declaration, ledger_path, warn) -> i
     """Append the analysis's claims to the ledger (and settle its online FDR test); the number of rows
     added, or None when the ledger could not be written (said with ``warn``: the analysis stands)."""
     try:
-        ledger = Ledger(ledger_path)
+        ledger = open_ledger(ledger_path)
         rows = claim_rows(analysis, folder, declaration)
         added = ledger.append_claims(rows)
         test = (declaration.fdr or {}).get("test")
@@ -113,11 +115,13 @@ def _folder(folder) -> str:
 
 
 def ledger_path(cfg):
-    """The ledger a composed config names (ledger.path, relative to the launch directory), or None when
-    ledger.enabled is false."""
+    """The ledger a composed config names: ledger.url (PostgreSQL) when set, else ledger.path (relative
+    to the launch directory); None when ledger.enabled is false."""
     settings = cfg.get("ledger") or {}
     if not settings.get("enabled", True):
         return None
+    if settings.get("url"):
+        return str(settings["url"])
     return Path(str(settings.get("path") or "outputs/ledger.sqlite"))
 
 
@@ -152,6 +156,6 @@ def record_written(analysis: dict, folder, warn, ledger=None) -> int | None:
 
     declaration = Declaration.from_dict(analysis["declaration"])
     path = ledger or (declaration.fdr or {}).get("ledger") or Path("outputs/ledger.sqlite")
-    if ledger is None and not Path(path).is_file():
+    if ledger is None and not is_url(path) and not Path(path).is_file():
         return None
     return record_analysis(analysis, folder, declaration, path, warn)

@@ -27,20 +27,22 @@ CLAIM_COLUMNS = ("recorded_at", "folder", "experiment", "declaration", "code", "
 TEST_COLUMNS = ("id", "declared_at", "folder", "experiment", "declaration", "method", "level", "alpha", "pvalue",
                 "rejected")
 
+# One text for SQLite and PostgreSQL (postgres.py): ID is each one's auto-increment key, and
+# DOUBLE PRECISION keeps every digit of alpha_t in both (PostgreSQL's REAL is 4 bytes).
 _TABLES = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tests (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, declared_at TEXT NOT NULL, folder TEXT NOT NULL,
-    experiment TEXT NOT NULL, declaration TEXT NOT NULL, method TEXT NOT NULL, level REAL NOT NULL,
-    alpha REAL NOT NULL, pvalue REAL, rejected INTEGER, UNIQUE (folder, declaration));
+    id ID, declared_at TEXT NOT NULL, folder TEXT NOT NULL, experiment TEXT NOT NULL,
+    declaration TEXT NOT NULL, method TEXT NOT NULL, level DOUBLE PRECISION NOT NULL,
+    alpha DOUBLE PRECISION NOT NULL, pvalue DOUBLE PRECISION, rejected INTEGER, UNIQUE (folder, declaration));
 CREATE TABLE IF NOT EXISTS claims (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, recorded_at TEXT NOT NULL, folder TEXT NOT NULL,
-    experiment TEXT NOT NULL, declaration TEXT NOT NULL, code TEXT, metric TEXT NOT NULL,
-    baseline TEXT NOT NULL, arm TEXT NOT NULL, claim TEXT NOT NULL, effect REAL, ci_low REAL, ci_high REAL,
-    ci_level REAL, p_raw REAL, p_decision REAL, verdict TEXT NOT NULL, alpha REAL NOT NULL,
-    alternative INTEGER NOT NULL, departures TEXT NOT NULL, test INTEGER REFERENCES tests (id),
-    UNIQUE (folder, declaration, claim));
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', '{SCHEMA}');
+    id ID, recorded_at TEXT NOT NULL, folder TEXT NOT NULL, experiment TEXT NOT NULL,
+    declaration TEXT NOT NULL, code TEXT, metric TEXT NOT NULL, baseline TEXT NOT NULL, arm TEXT NOT NULL,
+    claim TEXT NOT NULL, effect DOUBLE PRECISION, ci_low DOUBLE PRECISION, ci_high DOUBLE PRECISION,
+    ci_level DOUBLE PRECISION, p_raw DOUBLE PRECISION, p_decision DOUBLE PRECISION, verdict TEXT NOT NULL,
+    alpha DOUBLE PRECISION NOT NULL, alternative INTEGER NOT NULL, departures TEXT NOT NULL,
+    test INTEGER REFERENCES tests (id), UNIQUE (folder, declaration, claim));
+INSERT INTO meta (key, value) VALUES ('schema', '{SCHEMA}') ON CONFLICT DO NOTHING
 """
 
 
@@ -48,12 +50,30 @@ class LedgerError(RuntimeError):
     """The ledger cannot be read or written as asked; the message names the file."""
 
 
+class LedgerRefused(Exception):
+    """A database that is not a harness ledger (raised inside the check, said as a LedgerError)."""
+
+
+class _Queries:
+    """A connection whose execute() takes ``?`` placeholders, whatever the backend's own."""
+
+    def __init__(self, con, sql):
+        self.con, self.sql = con, sql
+
+    def execute(self, text: str, args=()):
+        return self.con.execute(self.sql(text), args)
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 class Ledger:
-    """One ledger file. ``Ledger(path)`` checks an existing file (``create=False``: it must exist)."""
+    """One ledger file. ``Ledger(path)`` checks an existing file (``create=False``: it must exist).
+    A backend is these few methods: _connect, _begin, _tables, _integrity, _sql (postgres.py)."""
+
+    ID = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    errors = (sqlite3.DatabaseError, LedgerRefused)
 
     def __init__(self, path, *, create: bool = True):
         self.path = Path(path)
@@ -75,46 +95,56 @@ class Ledger:
         con.row_factory = sqlite3.Row
         return con
 
+    def _begin(self, con) -> None:
+        con.execute("BEGIN IMMEDIATE")  # the write lock before anything is read
+
+    def _tables(self, con) -> set:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _integrity(self, con) -> str:
+        return con.execute("PRAGMA quick_check").fetchone()[0]
+
+    def _sql(self, text: str) -> str:
+        return text
+
     @contextmanager
     def _transaction(self, check: bool = False):
-        """One write transaction: the write lock first (BEGIN IMMEDIATE), then reads and writes, then
-        commit; anything raised rolls it back."""
-        con = self._connect()
+        """One write transaction: the write lock first, then reads and writes, then commit; anything
+        raised rolls it back."""
+        con, open_ = self._connect(), False
         try:
             try:
-                con.execute("BEGIN IMMEDIATE")
+                self._begin(con)
+                open_ = True
                 if check:
                     self._check(con)
-            except sqlite3.DatabaseError as e:
+            except self.errors as e:
                 raise LedgerError(f"{self.path} is not a readable harness ledger ({e}); it is left as it is. Move it "
                                   "aside (or restore it from a backup) to start another ledger there.") from None
-            yield con
+            yield _Queries(con, self._sql)
             con.execute("COMMIT")
         except BaseException:
-            if con.in_transaction:
+            if open_:
                 con.execute("ROLLBACK")
             raise
         finally:
             con.close()
 
-    def _check(self, con: sqlite3.Connection) -> None:
-        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    def _check(self, con) -> None:
+        names = self._tables(con)
         if names and not {"meta", "tests", "claims"} <= names:
-            raise sqlite3.DatabaseError(f"it holds other tables ({', '.join(sorted(names))})")
+            raise LedgerRefused(f"it holds other tables ({', '.join(sorted(names))})")
         if names:
             row = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-            if row is None or row[0] != SCHEMA:
-                raise sqlite3.DatabaseError(f"its schema is {row[0] if row else 'missing'}, not {SCHEMA}")
-            problem = con.execute("PRAGMA quick_check").fetchone()[0]
+            value = None if row is None else (row["value"] if isinstance(row, dict) else row[0])
+            if value != SCHEMA:
+                raise LedgerRefused(f"its schema is {value or 'missing'}, not {SCHEMA}")
+            problem = self._integrity(con)
             if problem != "ok":
-                raise sqlite3.DatabaseError(f"integrity check: {problem}")
+                raise LedgerRefused(f"integrity check: {problem}")
         else:
-            self._create(con)
-
-    @staticmethod
-    def _create(con: sqlite3.Connection) -> None:
-        for statement in filter(str.strip, _TABLES.split(";")):
-            con.execute(statement)
+            for statement in filter(str.strip, _TABLES.replace(" ID,", f" {self.ID},").split(";")):
+                con.execute(statement)
 
     # -- claims ----------------------------------------------------------------------------------
 
@@ -126,8 +156,8 @@ class Ledger:
         with self._transaction() as con:
             for row in rows:
                 values = {**row, "recorded_at": stamp}
-                cur = con.execute(f"INSERT OR IGNORE INTO claims ({', '.join(CLAIM_COLUMNS)}) "
-                                  f"VALUES ({', '.join('?' * len(CLAIM_COLUMNS))})",
+                cur = con.execute(f"INSERT INTO claims ({', '.join(CLAIM_COLUMNS)}) "
+                                  f"VALUES ({', '.join('?' * len(CLAIM_COLUMNS))}) ON CONFLICT DO NOTHING",
                                   [values.get(c) for c in CLAIM_COLUMNS])
                 added += cur.rowcount
         return added
@@ -161,10 +191,9 @@ class Ledger:
                 if row["folder"] == folder and row["declaration"] == declaration:
                     return row, position
             alpha = float(alpha_for(stream))
-            cur = con.execute("INSERT INTO tests (declared_at, folder, experiment, declaration, method, level, alpha) "
-                              "VALUES (?, ?, ?, ?, ?, ?, ?)", (now(), folder, experiment, declaration, method, level,
-                                                               alpha))
-            row = dict(con.execute("SELECT * FROM tests WHERE id = ?", (cur.lastrowid,)).fetchone())
+            row = dict(con.execute("INSERT INTO tests (declared_at, folder, experiment, declaration, method, level, "
+                                   "alpha) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                                   (now(), folder, experiment, declaration, method, level, alpha)).fetchone())
         return row, len(stream) + 1
 
     def settle_test(self, test_id: int, pvalue: float, rejected: bool) -> None:
