@@ -68,6 +68,7 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
         init_hook=init_hook, keep_step_weights=int(cfg.repro.keep_step_weights),
         save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
         metrics=declared_metrics(cfg) if cfg.get("stats") is not None else None,  # declared: whose examples
+        stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise_sources)
     )
     fn = resolve_callable(cfg.train.fn, "train.fn")
     frozen = cfg.copy()
