@@ -169,3 +169,20 @@ def test_cli_on_a_ledger_not_made_yet_says_so_and_makes_nothing(tmp_path, capsys
     out = capsys.readouterr().out
     assert "(not made yet): 0 claim(s)" in out and f"alpha_t = {ofdr.next_alpha('lord++', [], [], level=0.1):.4g}" in out
     assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_a_locked_ledger_is_a_warning_and_the_analysis_stands(tmp_path, monkeypatch):
+    from harness.ledger import store
+
+    path = tmp_path / "l.sqlite"
+    Ledger(path)
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.05)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock past the timeout
+    said = []
+    try:
+        assert record_analysis(_analysis(), tmp_path, _declaration(), path, warn=said.append) is None
+    finally:
+        holder.execute("ROLLBACK")
+    assert "could not be written" in said[0] and str(path) in said[0]
+    assert record_analysis(_analysis(), tmp_path, _declaration(), path, warn=pytest.fail) == 1

@@ -33,7 +33,7 @@ class PostgresLedger(Ledger):
         except ImportError:
             raise LedgerError(f"ledger.url={shown(url)} needs psycopg: pip install \"psycopg[binary]\".") from None
         self.psycopg, self.url, self.path = psycopg, url, shown(url)
-        self.errors = (psycopg.DatabaseError, LedgerRefused)
+        self.errors, self.unavailable = (psycopg.DatabaseError, LedgerRefused), (psycopg.OperationalError,)
         with self._transaction(check=True):
             pass
 

@@ -74,6 +74,7 @@ class Ledger:
 
     ID = "INTEGER PRIMARY KEY AUTOINCREMENT"
     errors = (sqlite3.DatabaseError, LedgerRefused)
+    unavailable = (sqlite3.OperationalError,)
 
     def __init__(self, path, *, create: bool = True):
         self.path = Path(path)
@@ -110,24 +111,27 @@ class Ledger:
     @contextmanager
     def _transaction(self, check: bool = False):
         """One write transaction: the write lock first, then reads and writes, then commit; anything
-        raised rolls it back."""
+        raised rolls it back. The database's own errors come out as a LedgerError naming the ledger."""
         con, open_ = self._connect(), False
         try:
-            try:
-                self._begin(con)
-                open_ = True
-                if check:
-                    self._check(con)
-            except self.errors as e:
-                raise LedgerError(f"{self.path} is not a readable harness ledger ({e}); it is left as it is. Move it "
-                                  "aside (or restore it from a backup) to start another ledger there.") from None
+            self._begin(con)
+            open_ = True
+            if check:
+                self._check(con)
             yield _Queries(con, self._sql)
             con.execute("COMMIT")
-        except BaseException:
-            if open_:
-                con.execute("ROLLBACK")
-            raise
+            open_ = False
+        except self.errors as e:
+            if isinstance(e, self.unavailable):  # locked past the timeout, read-only, disk full: not damage
+                raise LedgerError(f"the ledger {self.path} could not be written ({e}).") from None
+            raise LedgerError(f"{self.path} is not a readable harness ledger ({e}); it is left as it is. Move it "
+                              "aside (or restore it from a backup) to start another ledger there.") from None
         finally:
+            if open_:
+                try:
+                    con.execute("ROLLBACK")
+                except self.errors:
+                    pass
             con.close()
 
     def _check(self, con) -> None:
