@@ -103,3 +103,25 @@ def test_a_sequential_runs_decision_is_recorded_once(tmp_path):
     (claim,) = Ledger(ledger).claims()
     assert claim["verdict"] == first.analysis["comparisons"]["B"]["verdict"]["code"]
     assert claim["alpha"] == first.analysis["alpha"] == 0.05
+
+
+def test_two_experiments_started_at_once_each_claim_once_at_their_own_places(tmp_path):
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    ledger = tmp_path / "ledger.sqlite"
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", *SYN, f"ledger.path={ledger}", "stats.fdr.method=lord++",
+                               f"hydra.run.dir={tmp_path / name}"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for name in ("one", "two")]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outputs]
+    claims, tests = Ledger(ledger).claims(), Ledger(ledger).tests()
+    assert sorted(c["folder"] for c in claims) == sorted(str((tmp_path / n).resolve()) for n in ("one", "two"))
+    declared = {n: json.loads((tmp_path / n / "declaration.json").read_text())["fdr"] for n in ("one", "two")}
+    assert sorted(d["claim"] for d in declared.values()) == [1, 2]
+    first = ofdr.next_alpha("lord++", [], [], level=0.1)
+    assert sorted(t["alpha"] for t in tests) == sorted(d["alpha_t"] for d in declared.values())
+    assert first in [t["alpha"] for t in tests]
