@@ -126,6 +126,8 @@ def test_alpha_t_follows_the_stream_and_a_resumed_declaration_keeps_its_level(tm
         levels.append(decl.alpha)
         record_analysis(_analysis(p=pv, alpha=decl.alpha), tmp_path / f"e{i}", decl, path, warn=pytest.fail)
     np.testing.assert_allclose(levels, ofdr.lord_plus_plus(p, level=0.1).alpha, rtol=1e-12)
+    assert cli.main(["--ledger", str(path), "--figure", str(tmp_path / "stream.png")]) == 0
+    assert (tmp_path / "stream.png").stat().st_size > 10_000  # a panel with a line and its points
     assert ofdr.lord_plus_plus(p, level=0.1).rejected.tolist() == [t["rejected"] == 1 for t in Ledger(path).tests()]
     # the same declaration again (a resume) takes the same place, even from the ledger alone
     again = assign_alpha(_declaration("abl1", fdr=fdr), tmp_path / "e1", path)
@@ -150,7 +152,8 @@ def test_cli_lists_filters_and_says_bh_and_the_next_alpha(tmp_path, capsys):
     assert cli.main(["--ledger", str(path), "--experiment", "e2", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [c["experiment"] for c in listed["claims"]] == ["e2"]
-    assert cli.main(["--ledger", str(path), "--offline", "by", "--json"]) == 0
+    assert cli.main(["--ledger", str(path), "--offline", "by", "--json", "--figure", str(tmp_path / "a.png")]) == 0
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # BY at 0.1: 0.001 * 3 * (1 + 1/2 + 1/3) = 0.0055 survives, 0.04 * 1.5 * 1.833 = 0.11 does not
     assert json.loads(capsys.readouterr().out)["offline"]["survive"] == [1]
 

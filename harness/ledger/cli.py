@@ -1,7 +1,7 @@
 """python -m harness.ledger: every claim the project made, the online FDR's next level, and the offline view.
 
     python -m harness.ledger [--ledger PATH] [--experiment NAME] [--metric NAME] [--since TIME]
-                             [--alternatives] [--offline bh|by] [--level Q] [--method M] [--json]
+                             [--alternatives] [--offline bh|by] [--level Q] [--method M] [--figure PNG] [--json]
 
 The claims as a table (alternatives only with --alternatives: they are never counted as claims),
 each online FDR stream of the ledger (tests, rejections, the next alpha_t), and with --offline which
@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", choices=sorted(_OFFLINE), help="which claims survive BH or BY over all listed")
     p.add_argument("--level", type=float, default=0.1, help="the FDR level of --offline (default 0.1)")
     p.add_argument("--method", choices=METHODS, help="say the next alpha_t of this online method at --level too")
+    p.add_argument("--figure", metavar="PNG", help="write a figure of each stream's alpha_t and rejections there")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     return p
 
@@ -109,6 +110,10 @@ def main(argv=None) -> int:
     except LedgerError as e:
         print(f"harness.ledger: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.figure:
+        from harness.ledger.figure import write_stream_figure
+
+        write_stream_figure(ledger.tests() if ledger is not None else [], args.figure)
     counted = [c for c in claims if not c["alternative"] and c["p_decision"] is not None]
     survive = None
     if args.offline:
