@@ -51,7 +51,8 @@ and power), imported by the ledger (harness/ledger/).
 """
 
 from ._core import (
-    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t, seed_std,
+    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, exact_std, one_sample_t,
+    seed_std,
 )
 from .margins import (
     Margin, MinimumEffectResult, TOSTResult, holm, margin_bound_factors, minimum_effect_test, pooled_seed_std,
@@ -77,7 +78,7 @@ __all__ = [
     "claim_floors", "decision_levels", "decision_pvalues", "exact_sign_flip_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
     "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
     "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
-    "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",
+    "compare_to_baseline", "decide", "differences", "effect_size_dz", "exact_std", "holm", "minimum_effect_test",
     "noise_floor", "one_sample_t", "paired_t", "paired_t_power", "pooled_seed_std", "resolve_margin",
     "seed_std", "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin", "sign_flip_permutation", "test_set_floor",
     "tost", "verdict_sentence", "welch_t", "wilcoxon_signed_rank",
