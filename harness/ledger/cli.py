@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m harness.ledger", description=__doc__.split("\n\n")[0])
     p.add_argument("--ledger", default="outputs/ledger.sqlite",
                    help="the ledger file, or a postgresql:// URL (default: outputs/ledger.sqlite)")
@@ -96,9 +96,9 @@ def _table(claims, survive) -> list[str]:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if not 0 < args.level < 1:
-        _parser().error(f"--level {args.level:g} must be between 0 and 1 (an FDR level, e.g. 0.1)")
+        parser().error(f"--level {args.level:g} must be between 0 and 1 (an FDR level, e.g. 0.1)")
     try:
         if is_url(args.ledger) or Path(args.ledger).exists():
             ledger = open_ledger(args.ledger, create=False)
