@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.results import atomic_write
+from harness.ledger.record import fdr_words  # the level the ledger gave, when stats.fdr set one
 from harness.analysis.summary import Fmt as _Fmt
 
 UNDECIDED = ("undecided", "differs")  # verdicts that come with "seeds needed"
@@ -52,9 +53,10 @@ def headline(analysis: dict) -> str:
     direction = analysis.get("direction") or ("max" if analysis.get("higher_is_better", True) else "min")
     words = "higher is better" if direction == "max" else "lower is better"
     unit = f"{analysis['unit']}, " if analysis.get("unit") else ""
+    level = fdr_words((analysis.get("declaration") or {}).get("fdr")) or f"alpha {analysis['alpha']:g}"
     return (
         f"{analysis.get('experiment')}: factor {analysis.get('factor')}, metric {analysis['metric']} "
-        f"({unit}{words}, declared {direction}), baseline {analysis['baseline']}, alpha {analysis['alpha']:g}"
+        f"({unit}{words}, declared {direction}), baseline {analysis['baseline']}, {level}"
     )
 
 

@@ -78,7 +78,10 @@ def declaration_line(analysis: dict) -> str:
     decl = analysis.get("declaration") or {}
     arms = ", ".join(f"{k}={v}" for k, v in (decl.get("arms") or {}).items())
     said = "analysed with (an alternative, not the declaration)" if analysis.get("departures") else "declared"
-    return (f"{said}: metric {analysis['metric']} ({unit}{words}); margin {margin}; alpha {alpha:g}; "
+    from harness.ledger.record import fdr_words  # the level the ledger gave (stats.fdr)
+
+    level = fdr_words(decl.get("fdr")) if not analysis.get("departures") else ""
+    return (f"{said}: metric {analysis['metric']} ({unit}{words}); margin {margin}; {level or f'alpha {alpha:g}'}; "
             f"baseline {analysis['baseline']}; factor {analysis.get('factor')}" + (f" ({arms})" if arms else "") + design)
 
 

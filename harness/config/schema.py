@@ -112,6 +112,24 @@ def builtin_loop_metrics() -> dict:
 
 
 @dataclass
+class FDRConfig:
+    # The false discovery rate held over every claim in the project's ledger (docs/statistics.md):
+    # none (each claim at stats.alpha), lond, lord++, saffron or addis. With a method, the experiment's
+    # level alpha_t is taken from the ledger when it is declared, before any data.
+    method: str = "none"
+    level: float = 0.1
+
+
+@dataclass
+class LedgerConfig:
+    # Every declared analysis appends its claims to the project's ledger (python -m harness.ledger).
+    enabled: bool = True
+    path: str = "outputs/ledger.sqlite"  # relative to the launch directory
+    # A team's ledger in PostgreSQL instead (postgresql://USER@HOST/DB; pip install "psycopg[binary]")
+    url: Optional[str] = None
+
+
+@dataclass
 class StatsConfig:
     metric: str = "test_accuracy"  # the primary metric: the verdict is about it (a key of the metrics)
     # Every metric to report, declared (never guessed from a name): a direction (rmse: min) or
@@ -134,6 +152,7 @@ class StatsConfig:
     diverged: str = "worst"
     bootstrap_resamples: int = 9999
     bootstrap_seed: int = 0
+    fdr: FDRConfig = field(default_factory=FDRConfig)
 
 
 @dataclass
@@ -237,3 +256,4 @@ class Config:
     stats: StatsConfig = field(default_factory=StatsConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     repro: ReproConfig = field(default_factory=ReproConfig)
+    ledger: LedgerConfig = field(default_factory=LedgerConfig)
