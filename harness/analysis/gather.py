@@ -40,7 +40,8 @@ class Gathered:
     baseline: str
     ident: dict  # analysis.json's identity block
     usable: dict  # (seed, arm) -> {"value", "result": {seed, arm, metrics, factor_value, fingerprints.final}}
-    verified: list  # the fingerprints whose pairing was verified
+    verified: list  # the fingerprints that prove the pairing (empty when it is not proven)
+    pairing: dict  # analysis.json's pairing block: each fingerprint's state, the basis, proven or not
     compared: dict  # arm -> the seeds compared with the baseline
     not_compared: list
     excluded: list
@@ -89,7 +90,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     spec = decl.primary
 
     usable, excluded = _usable_runs(results, spec)
-    verified = _check_pairing(usable)
+    verified, pairing = _check_pairing(usable)
     usable, unpaired = _drop_unpaired(usable, baseline, others)
     excluded = _sorted_entries(excluded + unpaired, arms)
 
@@ -120,7 +121,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
 
     return Gathered(
         decl=decl, experiment=experiment, factor=factor, arms=arms, baseline=baseline, ident=ident,
-        usable={key: _compact(run) for key, run in usable.items()}, verified=verified, compared=compared,
+        usable={key: _compact(run) for key, run in usable.items()}, verified=verified, pairing=pairing, compared=compared,
         not_compared=not_compared, excluded=excluded,
         n_test=_common_n_test(usable) if spec.examples else None,
         examples=evidence.examples(compared, by_arm, baseline, spec),

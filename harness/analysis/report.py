@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.results import atomic_write
-from harness.analysis.summary import Fmt as _Fmt
+from harness.analysis.summary import Fmt as _Fmt, pairing_line
 
 UNDECIDED = ("undecided", "differs")  # verdicts that come with "seeds needed"
 
@@ -178,11 +178,7 @@ def _noise_section(analysis: dict, f: _Fmt) -> Section:
     ts = analysis.get("test_set_noise") or {}
     if ts and not ts.get("available"):
         noise.notes.append(f"test-set noise: not in the intervals: {ts.get('reason')}")
-    if analysis.get("pairing_verified"):
-        noise.notes.append(
-            "pairing verified: " + " and ".join(analysis["pairing_verified"])
-            + " fingerprints are equal across arms in every seed"
-        )
+    noise.notes.append(pairing_line(analysis))
     setup = analysis.get("setup") or {}
     if any(setup.values()):
         noise.notes.append("setup: " + "; ".join(f"{k} {', '.join(v) or '—'}" for k, v in setup.items()))
