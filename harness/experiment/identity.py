@@ -26,8 +26,18 @@ from harness.results import NOT_IN_IDENTITY as NOT_IN_HASH  # never change a run
 from harness.results import config_digest, flatten  # noqa: F401 - flatten is used by arms.py
 
 
+# train's keys of a command arm (schema.py): left out of a config that runs train.fn, so that a
+# train.fn run's identity (its hash, what resume compares) is what it was before command arms existed
+COMMAND_KEYS = ("cmd", "cwd", "args", "seed_arg", "metrics_from", "timeout_s", "compare_files")
+
+
 def plain(cfg) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    out = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    train = out.get("train") if isinstance(out, dict) else None
+    if isinstance(train, dict) and train.get("cmd") is None:
+        for key in COMMAND_KEYS:
+            train.pop(key, None)
+    return out
 
 
 def under(key: str, path: str) -> bool:

@@ -4,7 +4,7 @@ A training function is ``fn(cfg, run, **train.kwargs) -> dict of final metrics``
 already switched PyTorch into the configured determinism mode and pinned the threads; the ``Run``
 hands out everything seeded and records everything the harness proves things with:
 
-    run.device, run.seed, run.precision
+    run.device, run.seed, run.precision, run.run_dir (the unit's folder, or None)
     run.generator("data_order" | "augment" | any name)  a torch.Generator per purpose, from the seed
     with run.init(): model = ...        initial weights from the init stream; afterwards the global
                                         RNG is the model stream (dropout, noise in a loss term)
@@ -70,15 +70,19 @@ class Run:
     def __init__(self, seed: int, device: torch.device | str = "cpu", precision: str = "fp32", *,
                  check_every: int = 10, progress: Optional[Callable[[int, Optional[int], float], None]] = None,
                  init_hook: Optional[Callable[[torch.nn.Module], None]] = None, keep_step_weights: int = 0,
-                 save_weights: bool = False, stop_after: Optional[int] = None, metrics: Optional[Mapping] = None):
+                 save_weights: bool = False, stop_after: Optional[int] = None, metrics: Optional[Mapping] = None,
+                 run_dir=None):
         """``init_hook(model)`` may change the initial weights in place before the init fingerprint
         (the noise audit nudges one weight by an ULP). ``keep_step_weights``: keep the full weights
         of the first N steps (harness.diff's butterfly curve); ``save_weights``: the final ones.
         ``metrics``: the declared metrics, name -> a ``stats.metrics`` entry (a direction, or
-        {direction, unit, examples}) or a harness.config.declaration.MetricSpec; None: none declared."""
+        {direction, unit, examples}) or a harness.config.declaration.MetricSpec; None: none declared.
+        ``run_dir``: the unit's own folder (where its result.json goes), None for a run written nowhere
+        (the certificate's rerun, a notebook): a training function may keep files of its own there."""
         self.seed = int(seed)
         self.device = torch.device(device)
         self.precision = precision
+        self.run_dir = run_dir
         self.streams = Streams.from_seed(self.seed)
         self._generators = {"data_order": self.streams.data_order, "augment": self.streams.augment}
         self._order = OrderDigest()
@@ -344,7 +348,7 @@ class Run:
 
 
     def _black_box_record(self, metrics, seconds: float) -> dict:
-        why = f"not seen: the training ran outside this process ({BLACK_BOX})"
+        why = f"not seen: the training ran outside this process, so the pairing is {BLACK_BOX}"
         curve_rows = sorted(self._curve)
         names = sorted({n for r in self._curve.values() for n in r})
         return {
