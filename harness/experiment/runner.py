@@ -54,7 +54,7 @@ def check_metrics(metrics) -> dict:
 
 
 def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None, init_hook=None,
-              stop_after: Optional[int] = None, folder=None) -> dict:
+              stop_after: Optional[int] = None, folder=None, arm: Optional[str] = None) -> dict:
     """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
     (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
     from harness.training import gpu_memory
@@ -73,6 +73,9 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
     )
     fn = resolve_callable(training_fn(cfg), "train.fn")  # a command arm goes through the same door
     frozen = cfg.copy()
+    if arm is not None:  # which arm this is, as the recorded config says of its seed (a command's {arm})
+        OmegaConf.set_readonly(frozen, False)
+        frozen.arm = arm
     OmegaConf.set_readonly(frozen, True)  # the recorded config is what ran: the loop cannot change it
     memory = gpu_memory.before(device)  # a CUDA run's memory, which workers=auto on a GPU widens by
     metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
@@ -129,7 +132,7 @@ def run_one(arm_cfg: DictConfig, seed: int, arm: str, progress=None, init_hook=N
     weights = None
     t0 = time.perf_counter()
     try:
-        out = train_one(arm_cfg, seed, progress=progress, init_hook=init_hook, folder=folder)
+        out = train_one(arm_cfg, seed, progress=progress, init_hook=init_hook, folder=folder, arm=arm)
         weights = out.pop("weights", None)
         result.update(out)
         result["status"] = "completed"

@@ -104,7 +104,10 @@ def _digest(metrics: dict, spec: CommandSpec, seed: int, arm: str, folder: Path,
 
 
 def arm_of(cfg) -> str:
-    """The arm whose value the config holds at ab.factor (arms differ only there)."""
+    """The unit's arm: cfg.arm as the harness sets it for the training function; else (a tool that
+    trains a config of its own) the arm whose value the config holds at ab.factor."""
+    if cfg.get("arm") is not None:
+        return str(cfg.arm)
     factor = cfg.ab.factor
     value = OmegaConf.select(cfg, factor)
     value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value

@@ -1,0 +1,166 @@
+"""A command is an arm: an unchanged script run once per (seed, arm), its metrics read from its
+output; failures named with their unit; bad keys refused before any unit runs; no child left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import harness
+from harness.api import HarnessError
+from harness.experiment import identity
+from harness.results import read_json
+
+from .conftest import REPO, compose_cfg, run_cli
+
+EXAMPLE = REPO / "examples" / "command_arm"
+TOY = REPO / "tests" / "command_scripts" / "toy.py"
+BASE = ["logger=none", "progress=false", "workers=1", "determinism.threads=1", "experiment_name=toy",
+        f"train.cmd=[{sys.executable},{TOY}]", "+train.args.out='{run_dir}/seen.json'", "+train.args.mode=ok",
+        "train.metrics_from={stdout: {score: 'score ([0-9.]+)'}}", "stats.metric=score", "+stats.metrics.score=max",
+        "ab.factor=train.args.mode", "+ab.arms.A=ok", "+ab.arms.B=ok"]
+
+
+def _toy(tmp_path, *overrides):
+    return harness.run([*BASE, *overrides], out_dir=tmp_path, verbose=False)
+
+
+def _result(folder, seed, arm):
+    return read_json(folder / "runs" / f"seed={seed}" / f"arm={arm}" / "result.json")
+
+
+def test_the_example_runs_from_its_yaml_alone_and_each_unit_is_the_script_run_by_hand(tmp_path):
+    out = tmp_path / "run"
+    proc = run_cli(["--config-dir", str(EXAMPLE / "conf"), "+experiment=command_ab", "ab.seeds=[0,1,2]",
+                    "workers=1", "determinism.threads=1", "logger=none", "progress=false", f"hydra.run.dir={out}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = proc.stdout + proc.stderr
+    assert "pairing: by seed only (a command is a black box)" in printed and "pairing verified" not in printed
+    assert "reproducible at the level of the metrics: yes" in printed and "bitwise" not in printed
+    for seed in range(3):
+        for arm, flag in (("raw", []), ("standardized", ["--standardize"])):
+            by_hand = subprocess.run([sys.executable, str(EXAMPLE / "train.py"), "--epochs", "5", *flag,
+                                      "--seed", str(seed)], capture_output=True, text=True, check=True).stdout
+            loss, accuracy = re.search(r"final test_loss (\S+) test_accuracy (\S+)", by_hand).groups()
+            r = _result(out, seed, arm)
+            assert r["status"] == "completed" and r["metrics"] == {"test_loss": float(loss), "test_accuracy": float(accuracy)}
+            assert (out / "runs" / f"seed={seed}" / f"arm={arm}" / "stdout.txt").read_text() == by_hand
+    r = _result(out, 0, "raw")
+    assert "examples/command_arm/train.py:train.py" in r["code"]["files"]  # the script is the run's code
+    assert len(r["curve"]["test_loss"]) == 6  # every match of the pattern is a curve point
+    a = read_json(out / "analysis.json")
+    assert a["pairing"]["basis"] == "by seed only (a command is a black box)" and a["pairing_verified"] == []
+    assert a["certificate"]["level"] == "metrics" and a["certificate"]["reproducible"] is True
+
+
+def test_a_unit_gets_its_flags_seed_placeholders_and_environment(tmp_path):
+    _toy(tmp_path, "ab.seeds=[3,4,5]", "+train.args.flag=true", "+train.args.shift=0.25", "+train.args.none=null",
+         "repro.certificate=false")
+    folder = tmp_path / "runs" / "seed=4" / "arm=B"
+    seen = read_json(folder / "seen.json")
+    assert seen["argv"] == ["--out", str(folder / "seen.json"), "--mode", "ok", "--flag", "--shift", "0.25", "--seed", "4"]
+    assert seen["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HARNESS_SEED": "4", "HARNESS_ARM": "B",
+                           "HARNESS_RUN_DIR": str(folder), "CUBLAS_WORKSPACE_CONFIG": seen["env"]["CUBLAS_WORKSPACE_CONFIG"]}
+    assert seen["env"]["CUBLAS_WORKSPACE_CONFIG"] and seen["cwd"] == os.getcwd()
+    assert _result(tmp_path, 4, "B")["metrics"] == {"score": 50.0 + 0.25 + 4 * 7919 % 13 / 10 + 0.5}
+
+
+def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
+    _toy(tmp_path, "ab.seeds=[0]", "ab.arms.B=crash", "+ab.arms.C=silent", "+ab.arms.D=hang", "train.timeout_s=1",
+         "repro.certificate=false")
+    crash = _result(tmp_path, 0, "B")
+    assert crash["status"] == "failed" and crash["error"]["type"] == "CommandFailed"
+    msg = crash["error"]["message"]
+    assert msg.startswith("seed 0 arm B: the command exited with code 3") and "failed on purpose" in msg
+    silent = _result(tmp_path, 0, "C")
+    assert silent["status"] == "failed" and "'score ([0-9.]+)' never matched" in silent["error"]["message"]
+    assert "trained, but printed no score" in silent["error"]["message"]  # the last lines of stdout
+    hang = _result(tmp_path, 0, "D")
+    assert hang["status"] == "failed" and "train.timeout_s=1 s" in hang["error"]["message"]
+    pid = read_json(tmp_path / "runs" / "seed=0" / "arm=D" / "seen.json")["pid"]
+    assert not _alive(pid)  # killed, not left running
+    assert _result(tmp_path, 0, "A")["status"] == "completed"
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["train.cmd=no-such-command-xyz --go"], "train.cmd: the command 'no-such-command-xyz' was not found on PATH"),
+    ([f"train.cmd=[{sys.executable},missing_script.py]"], "train.cmd: the script"),
+    (["train.fn=tests.sequential_fns.paired_metric"], "train.cmd and train.fn=tests.sequential_fns.paired_metric are both set"),
+    (["train.metrics_from={stdout: {score: 'score [0-9.]+'}}"], "train.metrics_from.stdout.score='score [0-9.]+' has no capture group"),
+    (["train.metrics_from={stdout: {score: 'score ([0-9.]+'}}"], "does not compile as a regular expression"),
+    (["stats.metric=loss", "+stats.metrics.loss=min"], "stats.metric='loss' cannot be produced: train.metrics_from.stdout reads only score"),
+    ([{"--flag": True}], "train.args.--flag: '--flag' is not a flag name"),
+    ([{"two words": 1}], "train.args.two words: 'two words' is not a flag name"),
+])
+def test_bad_command_keys_are_refused_before_any_unit_runs(tmp_path, overrides, words):
+    from omegaconf import open_dict
+
+    cfg = compose_cfg([*BASE, "ab.seeds=[0]", *[o for o in overrides if isinstance(o, str)]])
+    with open_dict(cfg):  # keys the override grammar cannot spell, as a yaml file can
+        for extra in [o for o in overrides if isinstance(o, dict)]:
+            cfg.train.args.update(extra)
+    with pytest.raises(HarnessError) as e:
+        harness.run(cfg=cfg, out_dir=tmp_path, verbose=False)
+    assert words in str(e.value) and "Nothing was run" in str(e.value)
+    assert not list(tmp_path.glob("runs/*/*/result.json"))
+
+
+def test_a_typo_in_a_command_key_fails_when_the_config_is_composed(tmp_path):
+    with pytest.raises(Exception, match="metric_from"):
+        _toy(tmp_path, "train.metric_from={stdout: {score: 'score ([0-9.]+)'}}")
+
+
+def test_an_edit_to_the_script_is_a_code_change(tmp_path):
+    script = tmp_path / "proj" / "toy.py"
+    script.parent.mkdir()
+    shutil.copy(TOY, script)
+    (script.parent / "helper.py").write_text("X = 1\n")
+    overrides = ["ab.seeds=[0]", "repro.certificate=false", f"train.cmd=[{sys.executable},{script}]"]
+    out = tmp_path / "out"
+    _toy(out, *overrides)
+    files = _result(out, 0, "A")["code"]["files"]
+    assert {name.rsplit(":", 1)[1] for name in files} == {"toy.py", "helper.py"}  # the script and the .py beside it
+    before = (out / "runs" / "seed=0" / "arm=A" / "result.json").stat().st_mtime_ns
+    _toy(out, *overrides)  # unchanged: resumed
+    assert (out / "runs" / "seed=0" / "arm=A" / "result.json").stat().st_mtime_ns == before
+    (script.parent / "helper.py").write_text("X = 2\n")
+    identity._CACHE.clear()  # read once per invocation: the next one reads the files again
+    _toy(out, *overrides)
+    assert (out / "runs" / "seed=0" / "arm=A" / "result.json").stat().st_mtime_ns != before  # run again
+
+
+def test_sigkill_of_the_harness_leaves_no_child(tmp_path):
+    out = tmp_path / "run"
+    args = [*BASE, "ab.arms.A=hang", "ab.seeds=[0]", f"hydra.run.dir={out}"]
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
+    seen = out / "runs" / "seed=0" / "arm=A" / "seen.json"
+    try:
+        deadline = time.monotonic() + 60
+        while not (seen.exists() and seen.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = json.loads(seen.read_text())["pid"]
+        assert _alive(pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"  # a zombie has died, waiting for its parent to reap it
+    except (FileNotFoundError, IndexError):
+        return False
