@@ -48,7 +48,7 @@ def test_analysis_of_ten_seeds_has_the_documented_structure():
     assert list(a) == [
         "schema", "declaration", "departures", "experiment", "factor", "metric", "unit", "direction", "higher_is_better", "directions",
         "alpha", "baseline", "margin", "arms", "noise_floor", "test_set_noise", "pairing_verified", "pairing", "setup",
-        "identity", "multiple_comparisons", "comparisons", "curves", "dose_trend", "not_compared", "excluded", "unreadable",
+        "identity", "multiple_comparisons", "comparisons", "curves", "dose_trend", "dose_trend_why", "not_compared", "excluded", "unreadable",
         "data_unverified",
     ]
     assert (a["experiment"], a["factor"], a["baseline"]) == (F.EXPERIMENT, F.FACTOR, "A")

@@ -101,7 +101,9 @@ def test_an_alternative_analysis_names_its_departures_and_never_replaces_the_dec
     assert alt["margin"]["source"] == "auto"
     # the same through the Python API
     res = harness.analyze_folder(out, metric="test_loss")
-    assert res.to_dict()["departures"] == ["metric test_loss (declared: test_accuracy)"]
+    assert res.to_dict()["departures"] == [  # test_accuracy's margin is not test_loss's (issue 33)
+        "metric test_loss (declared: test_accuracy)",
+        "margin none for test_loss (the declared margin 0.5 is test_accuracy's; give one for test_loss with --margin)"]
     assert (out / "alternatives" / "metric=test_loss" / "analysis.json").is_file()
     assert {name: (out / name).read_bytes() for name in OUTPUTS} == before
 

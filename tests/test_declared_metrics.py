@@ -89,6 +89,7 @@ stats:
   metrics:
     val_score: {{direction: max, unit: pts, examples: true}}
     val_loss: min
+    train_loss: min
 ab:
   factor: train.kwargs.lr
   arms:

@@ -42,7 +42,7 @@ def test_the_run_analyses_what_the_project_declared(experiment):
     assert a["margin"] == {**a["margin"], "value": 2.0, "source": "given"}
     assert a["test_set_noise"]["available"] is True  # from the declaration, not from a name
     assert a["test_set_noise"]["n_examples"] == 300
-    assert set(a["directions"]) == {"q", "nll", "train_loss"}  # train_loss: the schema's declaration, returned too
+    assert set(a["directions"]) == {"q", "nll"}  # what the project declares, and nothing else (issue 33)
     assert {"train_loss", "q"} <= set(a["curves"]["A"]) and "lr" in a["curves"]["B"]  # sparse logging drawn
     assert (out / "analysis.png").stat().st_size > 0
     screen = " ".join(printed.split())

@@ -80,6 +80,7 @@ def decide(g: Gathered) -> dict:
         },
         "curves": g.curves,
         "dose_trend": evidence.dose_trend(usable, arms, alpha),  # a numeric factor with 3+ arms, else None
+        "dose_trend_why": evidence.dose_trend_why(usable, arms),  # why there is none (None when there is)
         "not_compared": g.not_compared,
         "excluded": g.excluded,
         "unreadable": g.unreadable,

@@ -75,6 +75,8 @@ def sections(analysis: dict) -> list[Section]:
         out.append(_comparison_section(analysis, name, c, f))
     if analysis.get("dose_trend"):
         out.append(_dose_trend_section(analysis, f))
+    elif len(analysis["arms"]) >= 3 and analysis.get("dose_trend_why"):
+        out.append(Section("Dose trend", [], notes=[f"not applicable: {analysis['dose_trend_why']}"], show_header=False))
 
     ident = analysis.get("identity") or {}
     if ident.get("allowed_mixed"):

@@ -121,7 +121,7 @@ class Declaration:
         elif arms and str(baseline) not in arms:
             problems.append(f"stats.baseline={baseline!r} is not an arm; the arms are {', '.join(arms)}.")
         metrics = {}
-        for name, entry in (s.get("metrics") or {}).items():
+        for name, entry in declared_metrics({"stats": s, "train": _plain(cfg.get("train") or {})}).items():
             try:
                 metrics[str(name)] = metric_spec(str(name), entry)
             except DeclarationError as e:
@@ -200,7 +200,12 @@ class Declaration:
                 departures.append(f"direction of {target} {direction} (declared: {old.direction if old else 'none'})")
                 metrics[target] = replace(old, direction=direction) if old else MetricSpec(target, direction)
         changes["metrics"] = metrics  # an undeclared target is refused by the analysis, after it is found
-        if margin != "declared":
+        if margin == "declared" and target != self.metric and _number(self.margin):
+            # A margin is in its metric's units: another metric gets none of its own (issue 33).
+            departures.append(f"margin none for {target} (the declared margin {self.margin:g} is "
+                              f"{self.metric}'s; give one for {target} with --margin)")
+            changes["margin"] = None
+        elif margin != "declared":
             margin = float(margin) if _number(margin) else margin
             if margin != self.margin:
                 departures.append(f"margin {_margin_words(margin)} (declared: {_margin_words(self.margin)})")
@@ -306,6 +311,18 @@ def of_results(results) -> Declaration:
                                "analyse; write a declaration.json (harness.config.declaration) or pass the metric and "
                                "its direction explicitly.")
     return made
+
+
+def declared_metrics(cfg: Mapping) -> dict:
+    """name -> stats.metrics entry: what the config declares; when it declares none (null) and runs
+    the built-in loop, the built-in loop's metrics (schema.builtin_loop_metrics); else none."""
+    from harness.config.schema import BUILTIN_LOOP, builtin_loop_metrics
+
+    declared = (cfg.get("stats") or {}).get("metrics")
+    if declared is not None:
+        return dict(declared)
+    fn = (cfg.get("train") or {}).get("fn", BUILTIN_LOOP)
+    return builtin_loop_metrics() if fn == BUILTIN_LOOP else {}
 
 
 def _schema_defaults(group: str) -> dict:

@@ -47,11 +47,14 @@ class DeterminismConfig:
     cudnn_benchmark: bool = False  # only allowed with mode=off
 
 
+BUILTIN_LOOP = "harness.builtin.loop.train"  # TrainConfig.fn's default
+
+
 @dataclass
 class TrainConfig:
     # The training function: "package.module.name", called once per (seed, arm) as
     # fn(cfg, run, **kwargs) -> dict of final metrics (see harness/training/run.py for the Run).
-    fn: str = "harness.builtin.loop.train"
+    fn: str = BUILTIN_LOOP
     kwargs: Dict[str, Any] = field(default_factory=dict)  # your function's own keyword arguments
     # The knobs below are read by the built-in loop (a loop of your own may read them too).
     # 15 digits epochs (315 steps) reach ~98%; the default experiment's 21 runs then fit in a
@@ -110,9 +113,12 @@ class Direction(Enum):
     min = "min"  # lower is better (loss, error, perplexity, ECE)
 
 
-def _builtin_metrics() -> dict:
-    # What the built-in loop returns. test_accuracy is the mean of per-example outcomes it records
-    # (run.record_examples(correct, metric="test_accuracy")), in percentage points.
+def builtin_loop_metrics() -> dict:
+    """What the built-in loop returns, declared for an experiment that runs it and declares no metrics
+    of its own (the built-in experiments declare them in their yaml too). test_accuracy is the mean of
+    the per-example outcomes it records (run.record_examples(correct, metric="test_accuracy")), in
+    percentage points. Never merged into a user's stats.metrics (issue 33): a declaration holds what
+    the experiment declares."""
     return {"test_accuracy": {"direction": "max", "unit": "pts", "examples": True},
             "test_loss": {"direction": "min"}, "train_loss": {"direction": "min"}}
 
@@ -125,7 +131,9 @@ class StatsConfig:
     # percentage points); examples: the metric is the mean of the per-example 0/1 outcomes the
     # training function records with run.record_examples(correct, metric=NAME), which gives the
     # test set's own noise. Checked when the declaration is made (harness/config/declaration.py).
-    metrics: Dict[str, Any] = field(default_factory=_builtin_metrics)
+    # null: none declared here; an experiment that runs the built-in loop then declares its metrics
+    # (builtin_loop_metrics). A schema default dict would be merged with every user's own.
+    metrics: Optional[Dict[str, Any]] = None
     alpha: float = 0.05
     # The smallest effect that matters, in the metric's units, declared before the data; one key for
     # every mode. auto = the seed noise floor, ESTIMATED FROM THE DATA (fixed seeds only); null = no

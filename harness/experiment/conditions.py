@@ -80,6 +80,8 @@ def condition_configs(cfg: DictConfig, declaration, overrides: Sequence[str], co
             c.seed, c.arm = cfg.seed, cfg.arm
             if is_auto(c.determinism.threads):
                 c.determinism.threads = cfg.determinism.threads  # resolved once, for every condition
+            if is_auto(c.get("workers")):
+                c.workers = cfg.get("workers")  # resolved with the threads (threads.resolve_threads)
         try:
             preflight_cheap(c)
             arm_configs(c)

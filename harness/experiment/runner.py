@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.declaration import declared_metrics
 from harness.training.components import ComponentError, resolve_callable, targets
 from harness.integrations.command_spec import code_files, training_fn
 from harness.experiment.identity import code_identity, config_hash, plain
@@ -68,7 +69,7 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
         seed, device, _value(cfg.precision), check_every=int(cfg.train.log_every), progress=progress,
         init_hook=init_hook, keep_step_weights=int(cfg.repro.keep_step_weights),
         save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
-        metrics=cfg.stats.metrics if cfg.get("stats") is not None else None,  # declared: whose examples
+        metrics=declared_metrics(cfg) if cfg.get("stats") is not None else None,  # declared: whose examples
         run_dir=folder,
     )
     fn = resolve_callable(training_fn(cfg), "train.fn")  # a command arm goes through the same door

@@ -26,7 +26,6 @@ from harness.experiment.runner import code_of, new_result
 from harness.experiment.workers import Task, Workers
 from harness.results import RESULT_NAME, read_result, run_dir, write_json, write_result
 
-FATAL = ("NondeterministicOp", "DeterminismError")  # every run would fail the same way
 
 
 class _NoBar:
@@ -116,7 +115,7 @@ def run_units(units: list[tuple], plan: Plan, pool: Workers, *, log, tracker=Non
                     tracker.log_run(result)
                 if result["status"] != "completed":
                     failed.append(result)
-                    if stop_on_fatal and result["error"]["type"] in FATAL:
+                    if stop_on_fatal and result["error"]["type"] in serial.FATAL:
                         raise ExperimentError(result["error"]["message"])
             paired()
     return serial.Outcome(out_dir, [r for r in results if r is not None], skipped, failed)

@@ -27,6 +27,11 @@ from harness.experiment.plan import Plan, check_unless_done
 from harness.experiment.runner import code_of, run_one
 from harness.training.threads import is_auto
 
+# Errors every unit would meet the same way: the first one stops the experiment (its failed result is
+# kept), rather than every unit training only to fail: an op without a deterministic implementation,
+# and a misuse of the Run (e.g. a per-example record no declared metric can own).
+FATAL = ("NondeterministicOp", "DeterminismError", "RunUsageError")
+
 @dataclass
 class Executed:
     """What one invocation did: the runs (Outcome) and, unless it ran one unit of a sweep, the analysis."""
@@ -180,7 +185,7 @@ def run_plan(plan: Plan, *, log: Callable[[str], None] = print, tracker=None, st
                 per_seed.append(result)
                 if result["status"] != "completed" and not was_skipped:
                     failed.append(result)
-                    if stop_on_fatal and result["error"]["type"] in ("NondeterministicOp", "DeterminismError"):
+                    if stop_on_fatal and result["error"]["type"] in FATAL:
                         # Every run would fail the same way: stop now, the failed result is on disk.
                         # (A sweep job goes on instead: Hydra skips the sweep's analysis if it raises.)
                         raise ExperimentError(result["error"]["message"])

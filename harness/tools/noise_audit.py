@@ -9,7 +9,8 @@ each source of noise, with the same data:
   (a) repeat       the reference config again: in deterministic mode every run must be identical
   (b) one ULP      one initial weight moved to the next float32 (torch.nextafter), a different
                    weight in each run: the smallest possible change, the seed of every butterfly
-  (c) threads      another CPU thread count in each run (1, 2, 3, ... skipping the configured one):
+  (c) threads      another CPU thread count in each run (1, 2, 3, ... skipping the configured one
+                   and, named, any above the free cores, where pinned threads wait at every barrier):
                    a different summation order in the kernels, as on another machine
   (d) mode off     CUDA only: determinism.mode=off with cudnn_benchmark=false (PyTorch's defaults:
                    atomic adds, nondeterministic cuDNN algorithms); on a CPU the table says
@@ -48,7 +49,7 @@ from harness.tools.diff import parse_args
 from harness.tools.golden import BadInput, add_config_dir, compose_config, select_run, stack_summary
 from harness.results import example_record, write_json
 from harness.tools.noise_runs import (  # noqa: F401
-    SOURCES, audited_metric, run_all, steps_to_keep, thread_counts, with_changes)
+    SOURCES, audited_metric, run_all, steps_to_keep, thread_counts, threads_note, with_changes)
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -332,7 +333,10 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731 - progress, not the result
     keep = steps_to_keep(ref_cfg, seed)
-    runs, ref = run_all(ref_cfg, seed, k, device.type, keep, log, declaration=declaration, metric=metric)
+    from harness.training.threads import measure_load
+
+    free = measure_load().free  # other thread counts only up to the free cores (thread_counts)
+    runs, ref = run_all(ref_cfg, seed, k, device.type, keep, log, declaration=declaration, metric=metric, free=free)
     summary = summarize(runs, ref)
     spec = declaration.spec(metric)
     record = example_record(ref, metric) if spec.examples else None
@@ -343,7 +347,9 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
             and m in summary["repeat"]["metrics"]] if spec.examples else []
     steps = len(ref["fingerprints"]["steps"]["loss"])
     threads = int(ref_cfg.determinism.threads)
-    header = {"seed": seed, "arm": arm, "k": k, "threads": threads, "thread_counts": thread_counts(threads, k)}
+    counts, skipped = thread_counts(threads, k, free)
+    header = {"seed": seed, "arm": arm, "k": k, "threads": threads, "thread_counts": counts,
+              "thread_counts_skipped": skipped, "free_cores": free}
     model = _short((ref_cfg.get("model") or {}).get("_target_", ref_cfg.train.fn))
     data = _short((ref_cfg.get("data") or {}).get("_target_", "its data"))
     # a training function of the user's may use neither the configured model nor data: name it
@@ -360,7 +366,8 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
     verdicts = verdict(summary, metric, k)
     for m in also:
         verdicts += verdict(summary, m, k)[1:]
-    text = "\n\n".join([title] + tables + [legend, "\n".join(verdicts)])
+    text = "\n\n".join([title] + tables + [legend] + [threads_note(header)] * bool(header["thread_counts_skipped"])
+                         + ["\n".join(verdicts)])
 
     write_plot(summary, out_dir / "noise_audit.png", title, keep, steps)
     (out_dir / "noise_audit.txt").write_text(text + "\n")
@@ -375,6 +382,7 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
         "n_examples": n_examples,  # the size of the metric's per-example record, when it has one
         "steps": steps,
         "weights_kept_steps": keep,
+        "threads": {k: header[k] for k in ("thread_counts", "thread_counts_skipped", "free_cores")},
         "env": stack_summary(ref["env"]),
         "reference": {"final": ref["fingerprints"]["final"], "metrics": {m: ref["metrics"][m] for m in summary["repeat"]["metrics"]}},
         "summary": summary,

@@ -82,19 +82,35 @@ def train_one(cfg, seed: int, init_hook=None) -> dict:
         raise BadInput(f"a run of the noise audit failed (seed {seed}): {advice}") from None
 
 
-def thread_counts(configured: int, k: int) -> list[int]:
-    """K thread counts other than the configured one: 1, 2, 3, ... (bits depend on the count, not the cores)."""
-    return [t for t in range(1, k + 2) if t != configured][:k]
+def thread_counts(configured: int, k: int, free: int) -> tuple[list[int], list[int]]:
+    """(counts, skipped): up to K thread counts other than the configured one, 1, 2, 3, ... (bits
+    depend on the count, not the cores), and those of the first K that are skipped because they exceed
+    the ``free`` cores: pinned threads beyond the free cores wait at every barrier (the thread trap:
+    15-135x slower, NOTES.md), and the count's bits are the same when run later on a bigger machine."""
+    wanted = [t for t in range(1, k + 2) if t != configured][:k]
+    return [t for t in wanted if t <= free], [t for t in wanted if t > free]
 
 
-def plan(ref_cfg, seed: int, k: int, device_type: str) -> list[dict]:
-    """Every run of the audit: source, label, config, seed, and how its initial weights change."""
+def threads_note(header: dict) -> str:
+    """The line that names the thread counts the audit skipped, and why ('' when none was)."""
+    skipped = header.get("thread_counts_skipped") or []
+    if not skipped:
+        return ""
+    ran = ", ".join(map(str, header["thread_counts"])) or "none"
+    return (f"(c) threads: ran {ran}; skipped {', '.join(map(str, skipped))}: more threads than the "
+            f"{header['free_cores']} free core(s) at the start, where pinned threads wait at every barrier (the "
+            f"thread trap). Rerun on a quiet machine with more cores for those counts.")
+
+
+def plan(ref_cfg, seed: int, k: int, device_type: str, free: int) -> list[dict]:
+    """Every run of the audit: source, label, config, seed, and how its initial weights change.
+    ``free``: the cores free at the audit's start (thread_counts)."""
     threads = int(ref_cfg.determinism.threads)
     runs = [{"source": "repeat", "label": f"repeat {i + 1}", "cfg": ref_cfg, "seed": seed, "ulp": None} for i in range(k)]
     runs += [{"source": "ulp", "label": f"one ULP #{i + 1}", "cfg": ref_cfg, "seed": seed, "ulp": i} for i in range(k)]
     runs += [
         {"source": "threads", "label": f"{t} threads", "cfg": with_changes(ref_cfg, {"determinism.threads": t}), "seed": seed, "ulp": None}
-        for t in thread_counts(threads, k)
+        for t in thread_counts(threads, k, free)[0]
     ]
     if device_type == "cuda":
         off = with_changes(ref_cfg, {"determinism.mode": "off", "determinism.cudnn_benchmark": False})
@@ -125,7 +141,7 @@ def steps_to_keep(cfg, seed: int) -> int:
 
 
 def run_all(ref_cfg, seed: int, k: int, device_type: str, keep: int, log=print, *, declaration=None,
-            metric=None) -> tuple[list[dict], dict]:
+            metric=None, free: int = 1) -> tuple[list[dict], dict]:
     """Train every planned run; compare each with the reference (the first repeat) as it finishes.
 
     Only the reference's weights are held; each run is reduced to its distances from it at once.
@@ -134,7 +150,7 @@ def run_all(ref_cfg, seed: int, k: int, device_type: str, keep: int, log=print, 
     """
     if declaration is None:
         declaration = Declaration.from_config(ref_cfg, strict=False)
-    runs = plan(ref_cfg, seed, k, device_type)
+    runs = plan(ref_cfg, seed, k, device_type, free)
     ref, ref_final, ref_steps_w = None, None, None
     for i, run in enumerate(runs, 1):
         hook, changed = ulp_hook(run["ulp"]) if run["ulp"] is not None else (None, {})
