@@ -19,18 +19,16 @@ from harness.api import HarnessError
 from harness.experiment import identity
 from harness.results import read_json
 
-from .conftest import REPO, compose_cfg, run_cli
+from .conftest import REPO, TEST_CONF, compose_cfg, run_cli
 
 EXAMPLE = REPO / "examples" / "command_arm"
 TOY = REPO / "tests" / "command_scripts" / "toy.py"
-BASE = ["logger=none", "progress=false", "workers=1", "determinism.threads=1", "experiment_name=toy",
-        f"train.cmd=[{sys.executable},{TOY}]", "+train.args.out='{run_dir}/seen.json'", "+train.args.mode=ok",
-        "train.metrics_from={stdout: {score: 'score ([0-9.]+)'}}", "stats.metric=score", "+stats.metrics.score=max",
-        "ab.factor=train.args.mode", "+ab.arms.A=ok", "+ab.arms.B=ok"]
+BASE = ["+experiment=command_toy", "logger=none", "progress=false", "workers=1", "determinism.threads=1",
+        f"train.cmd=[{sys.executable},{TOY}]"]
 
 
 def _toy(tmp_path, *overrides):
-    return harness.run([*BASE, *overrides], out_dir=tmp_path, verbose=False)
+    return harness.run([*BASE, *overrides], out_dir=tmp_path, config_dir=TEST_CONF, verbose=False)
 
 
 def _result(folder, seed, arm):
@@ -96,14 +94,14 @@ def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
     (["train.fn=tests.sequential_fns.paired_metric"], "train.cmd and train.fn=tests.sequential_fns.paired_metric are both set"),
     (["train.metrics_from={stdout: {score: 'score [0-9.]+'}}"], "train.metrics_from.stdout.score='score [0-9.]+' has no capture group"),
     (["train.metrics_from={stdout: {score: 'score ([0-9.]+'}}"], "does not compile as a regular expression"),
-    (["stats.metric=loss", "+stats.metrics.loss=min"], "stats.metric='loss' cannot be produced: train.metrics_from.stdout reads only score"),
+    (["stats.metric=loss"], "stats.metric='loss' cannot be produced: train.metrics_from.stdout reads only score"),
     ([{"--flag": True}], "train.args.--flag: '--flag' is not a flag name"),
     ([{"two words": 1}], "train.args.two words: 'two words' is not a flag name"),
 ])
 def test_bad_command_keys_are_refused_before_any_unit_runs(tmp_path, overrides, words):
     from omegaconf import open_dict
 
-    cfg = compose_cfg([*BASE, "ab.seeds=[0]", *[o for o in overrides if isinstance(o, str)]])
+    cfg = compose_cfg([*BASE, "ab.seeds=[0]", *[o for o in overrides if isinstance(o, str)]], config_dirs=[TEST_CONF])
     with open_dict(cfg):  # keys the override grammar cannot spell, as a yaml file can
         for extra in [o for o in overrides if isinstance(o, dict)]:
             cfg.train.args.update(extra)
@@ -139,7 +137,7 @@ def test_an_edit_to_the_script_is_a_code_change(tmp_path):
 
 def test_sigkill_of_the_harness_leaves_no_child(tmp_path):
     out = tmp_path / "run"
-    args = [*BASE, "ab.arms.A=hang", "ab.seeds=[0]", f"hydra.run.dir={out}"]
+    args = ["--config-dir", str(TEST_CONF), *BASE, "ab.arms.A=hang", "ab.seeds=[0]", f"hydra.run.dir={out}"]
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
     seen = out / "runs" / "seed=0" / "arm=A" / "seen.json"
