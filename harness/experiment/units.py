@@ -100,6 +100,15 @@ def certificate(first: dict, second: dict) -> dict:
     }
 
 
+def failed_rerun(first: dict, again: dict) -> dict:
+    """The certificate when its rerun failed: not reproducible, at the level the run could be compared."""
+    level = "reproducible at the level of the metrics" if (first.get("fingerprints") or {}).get("black_box") \
+        else "bitwise reproducible"
+    return {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
+            "first_divergent_step": None, "final_equal": False,
+            "line": f"{level}: NO: the rerun failed ({again['error']['message']})"}
+
+
 def _metrics_certificate(first: dict, second: dict) -> dict:
     """A command is a black box: no steps to compare, only what it produced. Its metrics bit for bit
     (and train.compare_files byte for byte: both are in the final digest) -- never "bitwise"."""
@@ -265,12 +274,7 @@ def _certify(arms, results, out_dir, log) -> tuple[Optional[dict], bool]:
         return kept, True
     arm_cfg = arms[first["arm"]]
     again, _ = run_one(arm_cfg, first["seed"], first["arm"])
-    if again["status"] != "completed":
-        cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
-                "first_divergent_step": None, "final_equal": False,
-                "line": f"bitwise reproducible: NO: the rerun failed ({again['error']['message']})"}
-    else:
-        cert = certificate(first, again)
+    cert = certificate(first, again) if again["status"] == "completed" else failed_rerun(first, again)
     cert["config_hash"] = first["config_hash"]
     cert["code_version"] = first.get("code_version")  # with final: which result it certifies
     cert["final"] = first["fingerprints"]["final"]
