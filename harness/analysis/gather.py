@@ -154,6 +154,22 @@ def _factor_value(arm, results):
     return None
 
 
+def _of_results_or_flags(results, choices: Mapping) -> Declaration:
+    """The results' own declaration; for results that carry none (written by another tool: their
+    config has no stats block), the one --metric and --direction make, which is then what was asked."""
+    try:
+        return declaration_io.of_results(results)
+    except DeclarationError:
+        metric, direction = choices.get("metric"), choices.get("direction")
+        if not (metric and direction):
+            raise
+    first = results[0]
+    arms = {str(r.get("arm")): r.get("factor_value") for r in results}
+    return Declaration.from_config({"experiment_name": first.get("experiment") or "default",
+                                    "ab": {"factor": first.get("factor"), "arms": arms},
+                                    "stats": {"metric": metric, "metrics": {metric: direction}}}, strict=False)
+
+
 def declared(results, declaration: Declaration | None, choices: Mapping) -> Declaration:
     """The declaration to analyse with: the given one (else the results' own), with ``choices``
     as an alternative. AnalysisError for a choice that is not one, or a declaration that cannot be read."""
@@ -162,7 +178,7 @@ def declared(results, declaration: Declaration | None, choices: Mapping) -> Decl
         raise TypeError(f"analyze() got unexpected keyword argument(s) {', '.join(unknown)}; "
                         f"the analysis choices are {', '.join(CHOICES)}.")
     try:
-        decl = declaration if declaration is not None else declaration_io.of_results(results)
+        decl = declaration if declaration is not None else _of_results_or_flags(results, choices)
         picked = {k: v for k, v in choices.items() if v is not None}
         resampling = {k: picked.pop(k) for k in ("bootstrap_resamples", "bootstrap_seed") if k in picked}
         if "margin" not in picked:

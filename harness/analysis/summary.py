@@ -134,9 +134,11 @@ def pairing_line(analysis: dict) -> str:
         others = [c["line"] for k, c in checks.items() if k not in pairing]
         return (f"pairing verified ({' and '.join(pairing)} equal across arms in every seed)"
                 + "".join(f"; {line}" for line in others))
-    if any(c["state"] == "missing" for c in checks.values()):
+    if any(c["state"] == "missing" and c["required"] for c in checks.values()):
         return "pairing NOT verified: " + "; ".join(c["line"] for c in checks.values())
-    return "pairing: no shared fingerprints to verify" + "".join(f"; {c['line']}" for c in checks.values())
+    # nothing the results say arms must share (results from another tool): what was recorded, as it is
+    return "pairing: no shared fingerprints to verify" + "".join(
+        f"; {c['line']}" for c in checks.values() if c["state"] != "missing")
 
 
 def _pct(level: float) -> str:
