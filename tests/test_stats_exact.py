@@ -109,3 +109,40 @@ def test_intervals_agree_with_decisions_when_the_exact_test_vetoes():
                 t_low, t_high = c.t.confidence_interval(zero.level)
                 vetoed += (t_low > 0 or t_high < 0) and code not in stats.DIFFERS
     assert vetoed >= 5  # the cases this test is about did occur
+
+
+# -- issue 33, item 2: the count is exact up to EXACT_N pairs ------------------------------------
+
+
+def _enumerated_tail(e) -> float:
+    """An independent full enumeration: the sum of every one of the 2^n sign patterns, listed."""
+    e = np.asarray(e, dtype=float)
+    sums = np.zeros(1)
+    for x in np.abs(e):
+        sums = np.concatenate([sums + x, sums - x])  # each pattern with this pair's sign + or -
+    tie = 1e-9 * max(abs(e.sum()), np.abs(e).max())
+    return float(np.mean(sums >= e.sum() - tie))
+
+
+@pytest.mark.parametrize("n", range(1, 21))
+def test_the_sign_flip_p_is_exact_for_every_n_up_to_20_on_continuous_data(n):
+    from harness.stats.sign_flip import EXACT_N, sign_flip_method, sign_flip_reaches
+
+    rng = np.random.default_rng(100 + n)
+    rows = rng.normal(0.3, 1.0, (6 if n <= 16 else 2, n))  # continuous: off any lattice
+    for e in rows:
+        exact = _enumerated_tail(e)
+        assert sign_flip_tail(e) == pytest.approx(exact, rel=0, abs=1e-12)
+        # the decision at a level a hair above and below the exact p agrees with it
+        assert sign_flip_reaches(e, exact * (1 + 1e-9)) and not sign_flip_reaches(e, exact * (1 - 1e-6))
+    assert n <= EXACT_N and sign_flip_method(n) == "exact"
+
+
+def test_above_the_exact_range_the_p_is_an_upper_bound_and_said_so():
+    from harness.stats.sign_flip import EXACT_N, sign_flip_method
+
+    assert sign_flip_method(EXACT_N + 1) == "upper bound" and sign_flip_method(1001) == "normal limit"
+    # the reported 52/1024 against the exact 50/1024 (issue 33): now exact on 10 pairs
+    e = np.random.default_rng(3).normal(0.5, 1.0, (2000, 10))
+    exact = np.array([_enumerated_tail(row) for row in e[:200]])
+    assert np.array_equal(np.round(sign_flip_tail(e[:200]) * 1024), np.round(exact * 1024))

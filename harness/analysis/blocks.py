@@ -14,6 +14,7 @@ import numpy as np
 from harness import stats
 from harness.analysis.evidence import all_finite_numbers
 from harness.analysis.selection import _seed_sorted
+from harness.stats.sign_flip import sign_flip_method
 
 
 # -- output blocks ------------------------------------------------------------------------------
@@ -104,6 +105,7 @@ def _comparison_block(c: stats.PairedComparison, seeds, by_arm, baseline, arm, o
             "pvalues": c.p_decision,
             "sign_flip_floors": c.floors,
             "sign_flip_p": c.sign_flip_p,
+            "sign_flip_method": sign_flip_method(c.n),  # exact, upper bound (grid) or normal limit
             "n_comparisons": c.n_comparisons,
             "about": "what the verdict compares with alpha: max(raw p, the exact sign-flip test's p of the "
                      "same test on the same differences) x comparisons, and for claims about an estimated margin / "

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from harness import stats
+from harness.analysis import diverged as diverged
 from harness.analysis import evidence as evidence
 from harness.analysis.blocks import _arm_summary, _comparison_block, _noise_floor_block, _plain
 from harness.analysis.gather import Gathered
@@ -86,6 +87,7 @@ def decide(g: Gathered) -> dict:
         "unreadable": g.unreadable,
         "data_unverified": g.data_unverified,  # runs whose data files were trusted without their checksums
     }
+    diverged.apply(out, g.diverged, arms=arms, baseline=baseline, alpha=alpha, unit=unit)
     for key, value in g.extra.items():
         if key in out:
             raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")

@@ -12,10 +12,11 @@ So it can be handed to a second process that has imported the statistics (scipy)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from harness import stats
 from harness.analysis import comparability as comparability
+from harness.analysis import diverged as diverged
 from harness.analysis import evidence as evidence
 from harness.analysis.selection import (
     AnalysisError, _arm_order, _check_duplicates, _check_metric_exists, _check_one_configuration_per_arm,
@@ -53,6 +54,7 @@ class Gathered:
     data_unverified: int
     unreadable: list
     extra: dict
+    diverged: dict = field(default_factory=dict)  # diverged.gathered(): the rule, the runs, the counted pairs
 
 
 def gather(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
@@ -90,9 +92,14 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     spec = decl.primary
 
     usable, excluded = _usable_runs(results, spec)
+    div = diverged.gathered(decl.diverged, usable, excluded, baseline, others, spec.higher_is_better)
     verified, pairing = _check_pairing(usable)
     usable, unpaired = _drop_unpaired(usable, baseline, others)
-    excluded = _sorted_entries(excluded + unpaired, arms)
+    excluded = excluded + unpaired
+    if div["pairs"]:  # the runs the diverged pairs count are compared, not left out
+        counted = diverged.counted_seeds(div["runs"], div["pairs"], baseline)
+        excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]
+    excluded = _sorted_entries(excluded, arms)
 
     by_arm = {arm: {seed: run for (seed, a), run in usable.items() if a == arm} for arm in arms}
     compared = {}
@@ -130,7 +137,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         # runs whose data files were trusted without their checksums (data.verify=false): the report says so
         data_unverified=sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results),
         unreadable=[{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
-        extra=dict(extra or {}),
+        extra=dict(extra or {}), diverged=div,
     )
 
 

@@ -125,7 +125,8 @@ def _usable_runs(results, spec):
     for r in results:
         seed, arm = r.get("seed"), str(r.get("arm"))
         if r.get("status") != "completed":
-            excluded.append({"seed": seed, "arm": arm, "reason": _failure(r)})
+            diverged = (r.get("error") or {}).get("type") == "NonFiniteLoss"
+            excluded.append({"seed": seed, "arm": arm, "reason": _failure(r), **({"diverged": True} if diverged else {})})
             continue
         value = (r.get("metrics") or {}).get(metric)
         record = evidence.record_of(r, spec) if spec.examples else None
@@ -134,7 +135,8 @@ def _usable_runs(results, spec):
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             reason = f"metric {metric} is not a number ({value!r})"
         elif not math.isfinite(value):
-            reason = f"metric {metric} is {value}"
+            excluded.append({"seed": seed, "arm": arm, "reason": f"metric {metric} is {value}", "diverged": True})
+            continue
         elif record is not None and not evidence.agrees(value, (read := evidence.record_value(record, spec))[0]):
             given = read[0]
             shown_value, shown_given = evidence.two_numbers(value, given)

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Optional
 
 SCHEMA = "harness.declaration/1"
 DECLARATION_NAME = "declaration.json"
+DIVERGED = ("worst", "exclude", "fail")  # stats.diverged
 from harness.config.metric_spec import (  # noqa: F401 - public here too
     DIRECTIONS, PERCENT_UNITS, DeclarationError, MetricSpec, _number, _plain, _v, metric_spec)
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Declaration:
     # name -> tuple of config overrides (ab.conditions): the same arms and seeds under each; when
     # there are any, the primary claim is the average effect across them (conditions.py)
     conditions: dict = field(default_factory=dict)
+    diverged: str = "worst"  # worst | exclude | fail: how a run with a non-finite loss or metric counts
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -156,6 +158,12 @@ class Declaration:
                                 "no equivalence claims).")
         problems += condition_problems(ab.get("conditions") or {}, factor=str(ab.get("factor", "")),
                                        sequential=sequential is not None, metric=metric)
+        diverged = s.get("diverged", "worst")
+        if diverged not in DIVERGED:
+            problems.append(f"stats.diverged={diverged!r} must be one of {', '.join(DIVERGED)}: worst counts a run "
+                            f"whose loss or metric became non-finite as worse than every finished run of its "
+                            f"seed, exclude leaves it out with its partner (with a survivorship warning), fail "
+                            f"gives no verdict when any run diverged.")
         for key in ("bootstrap_resamples", "bootstrap_seed"):
             value = s.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "bootstrap_resamples" else 0):
@@ -170,6 +178,7 @@ class Declaration:
             alpha=float(alpha), bootstrap_resamples=int(s.get("bootstrap_resamples", 9999)),
             bootstrap_seed=int(s.get("bootstrap_seed", 0)), sequential=sequential,
             conditions={str(k): tuple(str(o) for o in v) for k, v in (ab.get("conditions") or {}).items()},
+            diverged=str(diverged),
         )
 
     def alternative(self, *, metric: Optional[str] = None, margin: Any = "declared", alpha: Optional[float] = None,

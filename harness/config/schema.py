@@ -140,6 +140,10 @@ class StatsConfig:
     # margin: claims are better or worse than 0, never "equivalent".
     margin: Any = "auto"
     baseline: Optional[str] = None  # arm the others are compared with; default: the first arm
+    # A run whose loss or metric became non-finite: worst (counted as worse than every finished run of
+    # its seed; decided by the signed-rank sign-flip test), exclude (left out with its partner: the
+    # verdict then leads with a survivorship warning) or fail (no verdict). Declared before the data.
+    diverged: str = "worst"
     bootstrap_resamples: int = 9999
     bootstrap_seed: int = 0
 

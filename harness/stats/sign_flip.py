@@ -15,10 +15,17 @@ quantised metric: accuracies move in steps of 100 / n_test) the upper bound is t
 D, in steps, times n is below G (at G = 4096 and 50 pairs: D up to 81 steps); otherwise it errs
 upwards by the subsets whose sum lies within n D / G of D (conservative; a few percent of p).
 
-``sign_flip_tail`` gives that p (G = 4096); ``sign_flip_reaches`` decides p <= level exactly as
+Up to EXACT_N pairs (24) the count is exact instead, by meeting in the middle: the subset sums of
+each half of the pairs (2^12 at most), sorted together, count the pairs of half-subsets whose sums
+add up to at most D (issue 33: the grid's bound disagreed with a full enumeration in 17 of 120,000
+simulated verdicts, always conservatively). Above EXACT_N the grid's upper bound stands, and above
+LARGE_N pairs (1000, harness.stats.verdict) the test is its normal limit. ``sign_flip_method(n)``
+says which one a p on n pairs is.
+
+``sign_flip_tail`` gives that p; ``sign_flip_reaches`` decides p <= level exactly as
 ``sign_flip_tail(e) <= level`` would, through coarse grids first (64 and 512: their bounds nest
-around the fine one), which is what keeps simulations of thousands of experiments fast;
-``sign_flip_below`` decides p < level (strictly) the same way.
+around the exact count and the fine grid alike), which is what keeps simulations of thousands of
+experiments fast; ``sign_flip_below`` decides p < level (strictly) the same way.
 
 Differences within 1e-9 of the largest |e_i| count as 0 and subset sums within that of D as ties
 (floats carry ~1e-14 of rounding noise from b - a). No p-value is ever below 2^-n, the floor of
@@ -30,6 +37,8 @@ from __future__ import annotations
 import numpy as np
 
 GRIDS = (64, 512, 4096)  # nested (each divides the next), so the bounds tighten from one to the next
+EXACT_N = 24  # up to this many pairs every sign pattern is counted (two halves of 2^12 subset sums)
+_EXACT_BLOCK = 256  # rows per block of the exact count (memory: BLOCK x 2^13 floats)
 _TIE = 1e-9  # relative: |e_i| below this times max |e| is 0, and sums this close to D are ties
 _BLOCK = 2048  # rows per block of the dynamic programme (memory: BLOCK x (G + 1) floats)
 
@@ -76,15 +85,53 @@ def _count(a, zero, deficit, grid: int, upper: bool) -> np.ndarray:
     return out
 
 
+def _half_sums(a) -> np.ndarray:
+    """Every subset sum of the columns of ``a``, per row: (rows, 2^columns)."""
+    h = a.shape[1]
+    bits = (np.arange(2**h)[:, None] >> np.arange(h)[None, :]) & 1
+    return a @ bits.T.astype(float)
+
+
+def _count_exact(a, zero, deficit) -> np.ndarray:
+    """The exact fraction of sign patterns whose sum is >= the observed one (n <= EXACT_N): the
+    number of (subset of the first half, subset of the second) whose |e| sums add up to at most D,
+    counted per row by sorting the second half's sums together with D minus the first half's."""
+    m, n = a.shape
+    out = np.empty(m)
+    a = np.where(zero, 0.0, a)
+    for start in range(0, m, _EXACT_BLOCK):
+        part = slice(start, start + _EXACT_BLOCK)
+        x, d = a[part], deficit[part]
+        tol = _TIE * np.maximum(d, x.max(axis=1, initial=0.0))  # sums this close to D are ties
+        first, second = _half_sums(x[:, : n // 2]), _half_sums(x[:, n // 2:])
+        room = (d + tol)[:, None] - first  # a subset of the second half fits if its sum is <= this
+        both = np.concatenate([second, room], axis=1)
+        order = np.argsort(both, axis=1, kind="stable")  # equal values: the second half's sums first
+        is_second = order < second.shape[1]
+        below = np.cumsum(is_second, axis=1)  # second-half sums at or below each position
+        out[part] = np.where(is_second, 0, below).sum(axis=1) / 2.0**n
+    return out
+
+
+def sign_flip_method(n: int) -> str:
+    """Which p the sign-flip test gives on n pairs: 'exact' (every sign pattern counted), 'upper
+    bound' (the 4096-step grid: never below the exact p) or 'normal limit' (above 1000 pairs)."""
+    from ._core import LARGE_N
+
+    return "exact" if n <= EXACT_N else ("upper bound" if n <= LARGE_N else "normal limit")
+
+
 def sign_flip_tail(e) -> np.ndarray | float:
     """Exact one-sided sign-flip p-value of sum(e) ("greater": H1 e_i tend to be positive), per row
     of ``e`` (1-D: one experiment; 2-D: rows = experiments). Test the other side with ``-e`` and a
-    null value mu with ``e - mu``. An upper bound within the grid's resolution (module docstring)."""
+    null value mu with ``e - mu``. Exact up to EXACT_N pairs, above them an upper bound within the
+    grid's resolution (module docstring)."""
     rows, a, zero, negative, deficit = _prepare(e)
     p = 2.0 ** -np.sum(~zero, axis=-1).astype(float)  # no negative part: only all-positive patterns
     live = negative.any(axis=-1)
     if live.any():
-        p[live] = _count(a[live], zero[live], deficit[live], GRIDS[-1], True)
+        count = _count_exact if rows.shape[-1] <= EXACT_N else lambda *x: _count(*x, GRIDS[-1], True)
+        p[live] = count(a[live], zero[live], deficit[live])
     return float(p[0]) if np.ndim(e) == 1 else p
 
 
@@ -100,17 +147,20 @@ def sign_flip_reaches(e, level) -> np.ndarray | bool:
     out[none] = 2.0 ** -moved[none] <= level[none]
     # every subset of the negative pairs qualifies: p >= 2^(negatives - moved), a cheap bound from below
     todo = np.flatnonzero(~none & (2.0 ** (negative.sum(axis=-1) - moved) <= level))
-    for grid in GRIDS:
+    exact = rows.shape[-1] <= EXACT_N
+    for grid in GRIDS[:-1] if exact else GRIDS:
         if todo.size == 0:
             break
         up = _count(a[todo], zero[todo], deficit[todo], grid, True)
         yes = up <= level[todo]
-        out[todo[yes]] = True  # the fine grid's bound is at most this one
+        out[todo[yes]] = True  # the exact count and the fine grid's bound are at most this one
         todo = todo[~yes]
         if grid == GRIDS[-1] or todo.size == 0:
             break
         low = _count(a[todo], zero[todo], deficit[todo], grid, False)
-        todo = todo[low <= level[todo]]  # above the level from below: the fine bound is too
+        todo = todo[low <= level[todo]]  # above the level from below: the exact p and fine bound are too
+    if exact and todo.size:
+        out[todo] = _count_exact(a[todo], zero[todo], deficit[todo]) <= level[todo]
     return bool(out[0]) if np.ndim(e) == 1 else out
 
 

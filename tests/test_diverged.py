@@ -1,0 +1,98 @@
+"""A diverged run counts (issue 33, item 1): ``stats.diverged: worst | exclude | fail``.
+
+The case that matters: the arm that diverges more often looks better on the seeds where both
+finished. Left out, its divergences vanish and the verdict favours it (survivorship); counted as
+worst, they are losses of unknown size, and the signed-rank sign-flip test decides.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.analysis.analyze import analyze
+from harness.analysis.selection import AnalysisError
+from harness.analysis.summary import lines
+from harness.stats.diverged import diverged_pairs_test, diverged_pvalues, signed_ranks
+
+from . import _results_factory as F
+
+NAN = {"type": "NonFiniteLoss", "message": "the loss became nan at step 12", "step": 12}
+
+
+def _results(rule: str | None, *, b_diverges=(1, 4, 7, 10), crash=()):
+    """12 seeds; B is 0.5 points better than A wherever both finish, and diverges in ``b_diverges``."""
+    values = F.accuracies(12, shift=0.5, noise=0.2, rng_seed=3)
+    out = []
+    for r in F.make_results(values):
+        if r["arm"] == "B" and r["seed"] in b_diverges:
+            r = F.make_result(r["seed"], "B", None, status="failed", error=NAN)
+        elif r["arm"] == "B" and r["seed"] in crash:
+            r = F.make_result(r["seed"], "B", None, status="failed",
+                              error={"type": "RuntimeError", "message": "CUDA error: device lost", "step": None})
+        if rule is not None:
+            r["config"]["stats"]["diverged"] = rule
+        out.append(r)
+    return out
+
+
+def test_worst_counts_the_divergences_and_does_not_call_the_diverging_arm_better():
+    a = analyze(_results(None))  # the default: worst
+    c = a["comparisons"]["B"]
+    assert a["declaration"]["diverged"] == "worst"
+    sentence = c["verdict"]["sentence"]
+    assert sentence.startswith("diverged: A 0 of 12 seeds, B 4 of 12 seeds (stats.diverged=worst")
+    assert c["verdict"]["code"] == "undecided" and "better than A" not in sentence
+    test = a["diverged"]["tests"]["B"]
+    assert (test["n_pairs"], test["arm_only"], test["baseline_only"], test["both"]) == (12, 4, 0, 0)
+    assert test["method"] == "exact" and c["n_pairs"] == 8  # effect sizes on the finished pairs
+    assert a["excluded"] == []  # counted, not left out
+    assert a["diverged"]["counts"] == {"A": 0, "B": 4}
+    assert lines(a)[1].strip().startswith("diverged: A 0 of 12 seeds, B 4 of 12 seeds")  # the verdict's first line
+
+
+def test_exclude_keeps_todays_verdict_behind_a_survivorship_warning():
+    a = analyze(_results("exclude"))
+    c = a["comparisons"]["B"]
+    assert c["n_pairs"] == 8 and c["verdict"]["code"] in ("better", "smaller_than_margin")  # judged on survivors
+    assert "SURVIVORSHIP: B diverged in 4 seed(s) and A in 0" in c["verdict"]["sentence"]
+    assert c["verdict"]["sentence"].startswith("diverged: A 0 of 12 seeds, B 4 of 12")
+    assert {(e["seed"], e["arm"]) for e in a["excluded"]} >= {(1, "B"), (1, "A")}
+
+
+def test_fail_gives_no_verdict_and_names_the_runs():
+    with pytest.raises(AnalysisError, match=r"4 run\(s\) diverged \(seed 1 arm B.*stats.diverged=fail: no verdict"):
+        analyze(_results("fail"))
+
+
+def test_a_genuine_failure_stays_a_failure_not_an_outcome():
+    a = analyze(_results(None, b_diverges=(), crash=(2,)))
+    assert "diverged" not in a and a["comparisons"]["B"]["n_pairs"] == 11
+    assert any(e["seed"] == 2 and "CUDA error" in e["reason"] for e in a["excluded"])
+
+
+def test_a_bad_rule_is_refused_naming_the_key():
+    with pytest.raises(AnalysisError, match="stats.diverged='sometimes' must be one of worst, exclude, fail"):
+        analyze(_results("sometimes"))
+
+
+def test_signed_ranks_put_divergences_on_top_and_drop_ties_at_zero():
+    r = signed_ranks([0.5, -math.inf, 0.0, 1.0, math.inf, -0.5])
+    assert r.tolist() == [1.5, -4.5, 0.0, 3.0, 4.5, -1.5]
+    t = diverged_pairs_test([1.0, 2.0, 3.0, math.inf, math.inf, 4.0], both=0)
+    assert t.pvalue == pytest.approx(2 / 64) and t.statistic == 21  # every pair for the arm: the floor
+
+
+ALPHA, SIMS = 0.05, 20_000
+
+
+@pytest.mark.parametrize("n, rate", [(8, 0.1), (12, 0.3)])
+def test_the_worst_rule_holds_alpha_when_both_arms_diverge_alike(n, rate):
+    rng = np.random.default_rng(n)
+    a, b = rng.normal(0, 1, (SIMS, n)), rng.normal(0, 1, (SIMS, n))
+    da, db = rng.random((SIMS, n)) < rate, rng.random((SIMS, n)) < rate
+    d = np.where(da & db, 0.0, np.where(da, np.inf, np.where(db, -np.inf, b - a)))
+    rejected = (diverged_pvalues(d) < ALPHA).mean()
+    assert rejected <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / SIMS)
