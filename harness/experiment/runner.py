@@ -9,6 +9,7 @@ its reason, never a raise, so a sweep's other jobs and the files on disk stay in
 from __future__ import annotations
 
 import math
+import os
 import time
 import traceback
 from datetime import datetime, timezone
@@ -35,7 +36,9 @@ def _value(x):
 def code_of(cfg) -> dict:
     """The code identity of an arm's config (cached per process)."""
     # a command arm's script and the .py files beside it are its code, like a train.fn's package
-    return code_identity(targets(cfg), [*cfg.repro.code_paths, *code_files(cfg)], bool(cfg.repro.code_git))
+    files = code_files(cfg)  # with repro.code_git, the git tree of their repository too (one folder)
+    return code_identity(targets(cfg), [*cfg.repro.code_paths, *files], bool(cfg.repro.code_git),
+                         git_folders=[os.path.dirname(os.path.abspath(p)) for p in files[:1]])
 
 
 def check_metrics(metrics) -> dict:
