@@ -68,7 +68,7 @@ def test_a_unit_gets_its_flags_seed_placeholders_and_environment(tmp_path):
     assert seen["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HARNESS_SEED": "4", "HARNESS_ARM": "B",
                            "HARNESS_RUN_DIR": str(folder), "CUBLAS_WORKSPACE_CONFIG": seen["env"]["CUBLAS_WORKSPACE_CONFIG"]}
     assert seen["env"]["CUBLAS_WORKSPACE_CONFIG"] and seen["cwd"] == os.getcwd()
-    assert _result(tmp_path, 4, "B")["metrics"] == {"score": 50.0 + 0.25 + 4 * 7919 % 13 / 10 + 0.5}
+    assert _result(tmp_path, 4, "B")["metrics"] == {"score": float(f"{50.0 + 0.25 * 1.1 + 4 * 7919 % 13 / 10 + 0.5:.4f}")}
 
 
 def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
@@ -133,6 +133,23 @@ def test_an_edit_to_the_script_is_a_code_change(tmp_path):
     identity._CACHE.clear()  # read once per invocation: the next one reads the files again
     _toy(out, *overrides)
     assert (out / "runs" / "seed=0" / "arm=A" / "result.json").stat().st_mtime_ns != before  # run again
+
+
+def test_a_script_edited_between_two_looks_of_a_sequential_run_stops_it(tmp_path):
+    script = tmp_path / "proj" / "toy.py"
+    script.parent.mkdir()
+    shutil.copy(TOY, script)
+    (script.parent / "helper.py").write_text("X = 1\n")
+    out = tmp_path / "run"
+    proc = run_cli(["--config-dir", str(TEST_CONF), *BASE, f"train.cmd=[{sys.executable},{script}]",
+                    "+train.args.shift=0.0", "ab.factor=train.args.shift", "ab.arms={A: 0.0, B: 2.0}",
+                    "+train.args.edit_from_seed=1", "repro.certificate=false", "ab.sequential.enabled=true",
+                    "stats.margin=0.01", "ab.sequential.alpha=0.2", "ab.sequential.min_seeds=3",
+                    "ab.sequential.max_seeds=5", "ab.sequential.equivalence=false", "ab.sequential.futility=0",
+                    f"hydra.run.dir={out}"])
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "sequential run stopped: the config or code changed" in proc.stderr
+    assert "helper.py" in proc.stderr.split("the code changed: edited:")[1][:300]
 
 
 def test_sigkill_of_the_harness_leaves_no_child(tmp_path):
