@@ -179,3 +179,13 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ")[1][0] != "Z"  # a zombie has died, waiting for its parent to reap it
     except (FileNotFoundError, IndexError):
         return False
+
+
+@pytest.mark.parametrize("tool", ["noise_audit", "audit"])
+def test_tools_that_look_inside_a_run_refuse_a_command_arm(tool, capsys):
+    import importlib
+
+    main = importlib.import_module(f"harness.tools.{tool}").main
+    assert main(["--config-dir", str(TEST_CONF), *BASE]) == 2
+    err = capsys.readouterr().err
+    assert f"harness.{tool} needs" in err and "a command arm (train.cmd) is a black box" in err

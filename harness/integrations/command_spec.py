@@ -36,6 +36,13 @@ def training_fn(cfg) -> str:
     return COMMAND_FN if is_command(cfg) else cfg.train.fn
 
 
+def black_box_refusal(tool: str, needs: str) -> str:
+    """Why a tool that looks inside a run cannot look inside a command arm."""
+    return (f"{tool} needs {needs}, and a command arm (train.cmd) is a black box: the script runs in a "
+            "process of its own and the harness sees only its metrics. Use a train.fn (docs/own-code.md), "
+            "which the harness can see into, for this tool.")
+
+
 @dataclass(frozen=True)
 class CommandSpec:
     argv: tuple  # the command's arguments before the flags, placeholders not yet replaced
