@@ -189,3 +189,11 @@ def test_tools_that_look_inside_a_run_refuse_a_command_arm(tool, capsys):
     assert main(["--config-dir", str(TEST_CONF), *BASE]) == 2
     err = capsys.readouterr().err
     assert f"harness.{tool} needs" in err and "a command arm (train.cmd) is a black box" in err
+
+
+def test_a_problem_in_one_arm_names_the_arm(tmp_path):
+    with pytest.raises(HarnessError) as e:
+        _toy(tmp_path, "ab.seeds=[0]", "ab.factor=train.metrics_from.stdout.score",
+             "ab.arms={A: 'score ([0-9.]+)', B: 'score [0-9.]+'}")
+    assert "ab.arms.B: train.metrics_from.stdout.score='score [0-9.]+' has no capture group" in str(e.value)
+    assert "ab.arms.A" not in str(e.value) and not list(tmp_path.glob("runs/*/*/result.json"))
