@@ -88,6 +88,20 @@ def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
     assert _result(tmp_path, 0, "A")["status"] == "completed"
 
 
+def test_the_certificate_compares_metrics_bit_for_bit_and_the_listed_files_byte_for_byte(tmp_path):
+    save = ["+train.args.save='{run_dir}/model.txt'", "ab.seeds=[0]"]
+    _toy(tmp_path / "same", *save, "train.compare_files=['{run_dir}/model.txt']")
+    cert = read_json(tmp_path / "same" / "certificate.json")
+    assert cert["reproducible"] is True and cert["level"] == "metrics"
+    assert cert["line"].startswith("reproducible at the level of the metrics: yes (1 metric(s) bit for bit, "
+                                   "1 file(s) byte for byte")
+    # seen.json holds the process id and the unit's folder: a rerun writes other bytes
+    _toy(tmp_path / "other", *save, "train.compare_files=['{run_dir}/seen.json']")
+    cert = read_json(tmp_path / "other" / "certificate.json")
+    assert cert["reproducible"] is False and cert["metrics_differ"] == []
+    assert cert["line"].startswith("reproducible at the level of the metrics: NO") and "bitwise" not in cert["line"]
+
+
 @pytest.mark.parametrize("overrides, words", [
     (["train.cmd=no-such-command-xyz --go"], "train.cmd: the command 'no-such-command-xyz' was not found on PATH"),
     ([f"train.cmd=[{sys.executable},missing_script.py]"], "train.cmd: the script"),

@@ -13,6 +13,7 @@ parser.add_argument("--mode", default="ok")
 parser.add_argument("--shift", type=float, default=0.0)
 parser.add_argument("--flag", action="store_true")
 parser.add_argument("--out", default=None)
+parser.add_argument("--save", default=None)  # a "model" file: the metric's value
 parser.add_argument("--edit_from_seed", type=int, default=-1)  # append a comment to helper.py beside it
 args = parser.parse_args()
 if 0 <= args.edit_from_seed <= args.seed:  # an edit of the code while an experiment runs
@@ -35,3 +36,6 @@ if args.mode == "silent":
 value = 50.0 + args.shift * (1 + args.seed % 3 / 10) + (args.seed * 7919 % 13) / 10 + (0.5 if args.flag else 0.0)
 print(f"epoch 1 score {value - 1:.4f}")
 print(f"score {value:.4f}")
+if args.save:
+    with open(args.save, "w") as f:
+        f.write(f"{value!r}\n")
