@@ -111,6 +111,9 @@ def draws(rng, effect, kind="normal", experiments=None):
     return z + effect
 
 
+NORMAL_DRAWS = {}  # effect -> section 1's normal differences, reused by section 7
+
+
 def superiority(rng):
     des = design(margin=None, equivalence=False)
     print(f"\n1. Better/worse than 0 (no margin), alpha {ALPHA}, looks at {des.looks[0]}, "
@@ -119,6 +122,7 @@ def superiority(rng):
           f" {'fixed-50 power':>15} {'fixed n, same power':>20} {'ratio':>6} {'(vs n at power .99)':>20}")
     for eff in EFFECTS:
         d = draws(rng, eff, experiments=BOUNDARY_EXPERIMENTS if eff == 0 else EXPERIMENTS)
+        NORMAL_DRAWS[eff] = d  # section 7 reads the chosen design on these: one run, one figure
         code, used = simulate(des, d)
         b, w = (code == BETTER).mean(), (code == WORSE).mean()
         line = (f"{eff:>6}σ {b:7.4f} {w:7.4f} {(code == FUTILE).mean():7.3f} "
@@ -214,7 +218,7 @@ def contrasts(rng):
     cs_null = (np.abs(m) > radius_sd * sd)[:, use].any(1).mean()
     out = [f"false-positive rate {cs_null:.4f}"]
     for eff in (1.0, 2.0):
-        de = draws(rng, eff)
+        de = NORMAL_DRAWS[eff] if eff in NORMAL_DRAWS else draws(rng, eff)  # "this design": section 1's figure
         s1, s2 = np.cumsum(de, 1)[:, 1:], np.cumsum(de * de, 1)[:, 1:]
         m = s1 / n
         sd = np.sqrt(np.maximum((s2 - n * m * m) / (n - 1), 0))
@@ -230,7 +234,7 @@ def contrasts(rng):
     g = 1.0
     out = []
     for eff in (0.0, 0.5, 1.0, 2.0):
-        de = draws(rng, eff)
+        de = NORMAL_DRAWS[eff] if eff in NORMAL_DRAWS and eff else draws(rng, eff)
         hit, m = _eprocess_hits(de, des.min_seeds, g)
         stop = np.where(hit.any(1), n[np.argmax(hit, 1)], MAX)
         if eff == 0:
@@ -358,7 +362,7 @@ def skew(rng):
         print(f"    {label:<26} " + " | ".join(cells))
     print(f"  normal differences, {EXPERIMENTS} experiments per row: power ('better') and expected seeds")
     for eff in (0.5, 1.0, 2.0):
-        d = draws(rng, eff)
+        d = NORMAL_DRAWS[eff] if eff in NORMAL_DRAWS else draws(rng, eff)  # section 1's, when it ran
         cells = []
         for name, des in designs[:2]:
             code, used = simulate(des, d)

@@ -16,6 +16,9 @@ One run prints, each cell with its simulated rate, its standard error and PASS/F
      and tau from 0 to 2 sigma (REML + Hartung-Knapp beside it), the prediction interval's coverage,
      the common-effect (heterogeneity) test's size when the effect is constant, the dose-trend test's
      size under a flat dose and the departure-from-a-line test's size under a line.
+  8. a diverged run counts (issue 33; scripts/bench_diverged.py): the worst rule's false-positive
+     rate when both arms diverge alike, and how often each rule calls the arm that diverges more
+     (and is better on its survivors) better or worse.
 
 A rate cell passes when rate <= alpha + 3 SE (coverage >= 93% - 3 SE; power within 3 SE of the
 prediction). The verdict's own functions (harness.stats.decision_pvalues, decide, ...) run on all
@@ -41,6 +44,9 @@ from scipy import integrate  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 from harness import stats  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_diverged  # noqa: E402 - section 8, in a file of its own
 from harness.stats.power import _EXACT_BELOW, _exact_share  # noqa: E402
 
 ALPHA = 0.05
@@ -360,7 +366,8 @@ def main(argv=None) -> int:
     for block in (null_rates(rng, args.experiments), margin_rates(rng, args.experiments),
                   bootstrap_coverage(rng, args.bootstrap_experiments), power_rows(rng, args.experiments),
                   test_set_coverage(rng, args.test_set_experiments), exact_rows(rng, args.experiments),
-                  conditions_rows(rng, args.conditions_experiments)):
+                  conditions_rows(rng, args.conditions_experiments),
+                  bench_diverged.rows(rng, args.experiments, row=row, header=header)):
         print("\n".join(block) + "\n", flush=True)
     print(f"{'all cells pass' if not FAILED else 'FAILED: ' + ', '.join(FAILED)} "
           f"({time.perf_counter() - started:.0f} s)")

@@ -306,6 +306,31 @@ def test_a_failed_run_counts_for_no_configuration_and_past_the_budget_stops_the_
     assert p.stopped.startswith("1 failed run(s), more than ab.race.max_failures=0: seed 2 config b") and p.done
 
 
+def test_a_configuration_that_diverges_where_the_others_finish_is_dropped_named_with_its_seed():
+    """issue 33: one NaN seed at the largest learning rate drops that configuration instead of
+    stopping the race unsettled; with stats.diverged=exclude it is a failed run, as before."""
+    from harness.experiment.race_plan import plan, record
+
+    shift = {"a": 0.0, "b": 2.0, "c": -1.0}
+    results = [{"seed": s, "arm": c, "status": "completed", "metrics": {"m": paired_value(s, v)}}
+               for s in range(8) for c, v in shift.items()]
+    nan = {"type": "NonFiniteLoss", "message": "the loss became nan at step 7", "step": 7}
+    results[3 * 2 + 1] = {"seed": 2, "arm": "b", "status": "failed", "error": nan}
+    p = plan(_design(max_failures=0), results, seeds=[])
+    assert p.stopped is None and p.failed == []
+    assert p.diverged == [{"seed": 2, "config": "b", "reason": "failed: NonFiniteLoss: the loss became nan at step 7"}]
+    assert "b" not in p.alive and p.seeds[:5] == [0, 1, 2, 3, 4]  # seed 2 counts for the others
+    r = record(_design(max_failures=0), p, status="running", runs=len(results))
+    assert r["configs"]["b"]["status"] == "dropped (diverged at seed 2)" and r["diverged"] == p.diverged
+    excluded = plan(_design(max_failures=0, diverged="exclude"), results, seeds=[])
+    assert excluded.stopped.startswith("1 failed run(s), more than ab.race.max_failures=0") and excluded.diverged == []
+    # every running configuration diverged at a seed: it counts for none, and nothing is dropped
+    both = [dict(r, status="failed", error=nan) if r["seed"] == 1 else r for r in results]
+    p = plan(_design(max_failures=0), both, seeds=[])
+    assert [d for d in p.diverged if d["seed"] == 1] == [] and p.failed == [] and p.stopped is None
+    assert 1 not in p.seeds
+
+
 def test_a_changed_design_is_refused_on_resume(reference):
     from harness.experiment.race_plan import stored_design_problem
 

@@ -327,7 +327,7 @@ def test_bench_stats_runs_small_and_every_cell_passes(capsys):
     status = bench.main(["--experiments", "2000", "--bootstrap-experiments", "300", "--test-set-experiments", "100",
                          "--conditions-experiments", "2000"])
     out = capsys.readouterr().out
-    for section in ("### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.",
+    for section in ("### 1.", "### 2.", "### 3.", "### 4.", "### 5.", "### 6.", "### 7.", "### 8.",
                     "seeds needed on a grid of 360 points"):
         assert section in out
     assert status == 0 and "all cells pass" in out, out

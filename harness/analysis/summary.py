@@ -28,9 +28,14 @@ class Fmt:
         return f"{x:+.2f}" if self.points else f"{x:+.4g}"
 
     def interval(self, ci) -> str:
-        if not ci or ci[0] is None or ci[1] is None:
+        if not ci or (ci[0] is None and ci[1] is None):
             return "—"
-        return f"[{self.signed(ci[0])}, {self.signed(ci[1])}]{self.unit}"
+        # an end JSON holds as null is infinite (analysis.json writes no inf): said on the same line
+        ends = [self.signed(x) if x is not None else ("-inf" if i == 0 else "+inf") for i, x in enumerate(ci)]
+        text = f"[{ends[0]}, {ends[1]}]{self.unit}"
+        if None in ci:
+            text += " (infinite end: too few pairs for the exact sign-flip test to bound that side)"
+        return text
 
 
 SHOW_LEFT_OUT = 6  # runs left out, named on the screen; report.md names them all

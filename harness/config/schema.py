@@ -229,6 +229,10 @@ class Config:
     # by the threads per unit; 1 unit -> this process), or an integer >= 1 (1: one after another, in
     # this process). Changes no bit: see harness/training/threads.py and harness/experiment/workers.py.
     workers: Any = "auto"
+    # One random stream's seed set apart from ``seed`` (init, data_order, model, augment, or a name
+    # given to run.generator): that stream moves, the others stay. Empty (the default): each derives
+    # from the seed, and the run keeps its bits and identity. Both arms of a unit get the same streams.
+    seeds: Dict[str, Optional[int]] = field(default_factory=dict)
     # Pluggable components: _target_ nodes (a dotted path + its keyword arguments), ours or yours.
     # Every key under one is an argument of its target, checked against its signature before the
     # first run. The built-in loop passes the rest at the call site: model(in_channels=,

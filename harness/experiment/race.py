@@ -65,6 +65,9 @@ def report(block: dict, figure: str = "") -> str:
     if block["failed"]:
         lines += ["", "Failed runs (their seeds count for no configuration): " + "; ".join(
             f"seed {f['seed']} {f['arm']}: {f['reason']}" for f in block["failed"])]
+    if block.get("diverged"):
+        lines += ["", "Dropped because they diverged where another configuration finished (stats.diverged=worst): "
+                  + "; ".join(f"{d['config']} at seed {d['seed']}: {d['reason']}" for d in block["diverged"])]
     if block["stopped"]:
         lines += ["", f"Stopped unsettled: {block['stopped']}"]
     if figure:

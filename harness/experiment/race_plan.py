@@ -5,7 +5,9 @@ configurations are the declaration's arms (from ``ab.arms``, or a sweep override
 turned into arms). Seeds are used in order (``ab.seeds``, then the smallest integers not in it, as
 in sequential mode); a seed counts when every configuration still running has a completed result
 with a finite metric there; a seed with a failed run counts for none (recorded; past
-``ab.race.max_failures`` the race stops). Looks at ``ab.race.min_seeds``, then every
+``ab.race.max_failures`` the race stops). A configuration that diverges (a non-finite loss or
+metric) where another finishes is dropped there, named with the seed (``stats.diverged: worst``;
+with ``exclude`` it is a failed run). Looks at ``ab.race.min_seeds``, then every
 ``seeds_per_look`` seeds, and at ``max_seeds``.
 
 The decisions are a pure function of the result files, so a killed race resumed with the same
@@ -41,6 +43,7 @@ class RaceDesign:
     seeds_per_look: int
     max_seeds: int
     max_failures: int
+    diverged: str = "worst"  # stats.diverged: worst drops a configuration that diverges where others finish
 
     @property
     def looks(self) -> list:
@@ -96,7 +99,7 @@ def design_of(decl, race) -> RaceDesign:
     spec = decl.primary
     return RaceDesign(tuple(decl.arms), {k: decl.arms[k] for k in decl.arms}, decl.factor, decl.metric,
                       spec.direction, decl.unit, float(decl.margin), float(decl.alpha), race["min_seeds"],
-                      race["seeds_per_look"], race["max_seeds"], race["max_failures"])
+                      race["seeds_per_look"], race["max_seeds"], race["max_failures"], decl.diverged)
 
 
 @dataclass
@@ -109,6 +112,7 @@ class Race:
     values: dict  # config -> list of metric values on its seeds (in the order of ``seeds``)
     failed: list
     outcome: Optional[str] = None  # one_left | within_margin | max_seeds
+    diverged: list = field(default_factory=list)  # {seed, config, reason}: dropped where the others finished
     stopped: Optional[str] = None
     batch_seeds: list = field(default_factory=list)
     batch_configs: list = field(default_factory=list)
@@ -116,6 +120,14 @@ class Race:
     @property
     def done(self) -> bool:
         return not self.batch_seeds
+
+
+def _diverged(r: dict, metric: str) -> bool:
+    """A run whose loss or metric became non-finite (not any other failure)."""
+    if r.get("status") != "completed":
+        return (r.get("error") or {}).get("type") == "NonFiniteLoss"
+    v = (r.get("metrics") or {}).get(metric)
+    return isinstance(v, float) and not math.isfinite(v)
 
 
 def plan(design: RaceDesign, results, *, seeds) -> Race:
@@ -130,7 +142,7 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
     level = kn.interval_level(design.alpha / 2, k, len(looks_at))
     alive = np.ones((1, k), bool)
     rows: list = []  # the counted seeds' values, (n, k), nan for a config already dropped
-    counted, failed, looks = [], [], []
+    counted, failed, looks, diverged = [], [], [], []
     s2 = None
     outcome = None
     order = seed_order(seeds)
@@ -143,13 +155,23 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
         if any(r is None for r in runs.values()):
             frontier = s
             break
-        vals = {}
+        vals, down = {}, {}
         for c, r in runs.items():
             vals[c], why = _value(r, design.metric)
-            if why:
+            if why and design.diverged == "worst" and _diverged(r, design.metric):
+                down[c] = why
+            elif why:
                 failed.append({"seed": s, "arm": c, "reason": why})
-        if any(v is None for v in vals.values()):
+        if down and len(down) == len(need):
+            continue  # every running configuration diverged here: a tie, the seed counts for none
+        if any(v is None for c, v in vals.items() if c not in down):
             continue
+        for c, why in down.items():  # worse than every finished run of its seed: out of the race
+            alive[0, cfgs.index(c)] = False
+            diverged.append({"seed": s, "config": c, "reason": why})
+            del vals[c]
+        if down and alive.sum() == 1:
+            outcome = "one_left"
         rows.append([sign * vals[c] if c in vals else np.nan for c in cfgs])
         counted.append(s)
         n = len(rows)
@@ -181,7 +203,7 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
             outcome = "max_seeds"
         looks[-1]["outcome"] = outcome
     values = {c: [sign * row[i] for row in rows if not math.isnan(row[i])] for i, c in enumerate(cfgs)}
-    out = Race(looks, [c for c, a in zip(cfgs, alive[0]) if a], counted, values, failed, outcome)
+    out = Race(looks, [c for c, a in zip(cfgs, alive[0]) if a], counted, values, failed, outcome, diverged=diverged)
     if len(failed) > design.max_failures:
         shown = "; ".join(f"seed {f['seed']} config {f['arm']}: {f['reason']}" for f in failed[:5])
         out.stopped = (f"{len(failed)} failed run(s), more than ab.race.max_failures={design.max_failures}: {shown}. "
@@ -210,6 +232,7 @@ def summary(design: RaceDesign, p: Race) -> dict:
     pool = p.alive or cfgs
     leader = max((c for c in pool if means[c] is not None), key=lambda c: sign * means[c], default=None)
     dropped = {d["config"]: (x["look"], d) for x in p.looks for d in x["dropped"]}
+    gone = {d["config"]: d["seed"] for d in p.diverged}
     out = {}
     for c in cfgs:
         v = p.values[c]
@@ -218,6 +241,8 @@ def summary(design: RaceDesign, p: Race) -> dict:
                "difference": None, "interval": None}
         if c in dropped:
             row.update(dropped_at_look=dropped[c][0], dropped_by=dropped[c][1]["by"])
+        if c in gone:
+            row["status"] = f"dropped (diverged at seed {gone[c]})"
         if leader is not None and c != leader and len(v) >= 2:
             x = np.array([v, p.values[leader][:len(v)]]).T[None]
             est, half = kn.pair_intervals(x, level)
@@ -244,14 +269,16 @@ def record(design: RaceDesign, p: Race, *, status: str, runs: int) -> dict:
         p.alive[0] if p.outcome == "one_left" else None, "set": list(p.alive) if p.outcome else None,
         "leader": s["leader"], "configs": s["configs"], "interval_error": s["interval_error"],
         "seeds_spent": spent, "seeds_all_to_max": len(design.configs) * design.max_seeds,
-        "failed": list(p.failed), "runs": runs,
+        "failed": list(p.failed), "diverged": list(p.diverged), "runs": runs,
     }
 
 
 def stored_design_problem(stored: dict, design: RaceDesign, where) -> Optional[str]:
     """Why a folder's stored race cannot be continued with this design (None: it can)."""
     old, new = stored.get("design") or {}, design.to_dict()
-    diff = [f"{k} {old.get(k)!r} -> {new[k]!r}" for k in new if k != "h2" and old.get(k) != new[k]]
+    # a race stored before stats.diverged existed continues under the declared rule
+    diff = [f"{k} {old.get(k)!r} -> {new[k]!r}" for k in new
+            if k != "h2" and old.get(k, new[k] if k == "diverged" else None) != new[k]]
     if not diff:
         return None
     return (f"{where} holds a race declared with another design ({'; '.join(diff)}). The design is declared "

@@ -74,6 +74,7 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
         save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
         metrics=declared_metrics(cfg) if cfg.get("stats") is not None else None,  # declared: whose examples
         run_dir=folder,
+        stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise_sources)
     )
     fn = resolve_callable(training_fn(cfg), "train.fn")  # a command arm goes through the same door
     frozen = cfg.copy()

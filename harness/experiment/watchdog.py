@@ -13,7 +13,7 @@ spawned the worker (``os.getppid()`` at the first call) and, when the sweep's ca
 pid in ``HARNESS_LAUNCHER_PID``: either one gone (the worker reparented, or the pid no longer
 alive) means the launcher is gone.
 
-Results are written atomically (harness/results.py), so a worker ended mid-run leaves no half file;
+Results are written atomically (harness/results/), so a worker ended mid-run leaves no half file;
 rerunning the sweep's command resumes from the results on disk.
 """
 

@@ -36,6 +36,7 @@ The package, bottom to top (each module imports only from those above it in this
     power.py     power and seeds needed
     words.py     the verdict in words
     verdict.py   decide, compare, compare_to_baseline
+    diverged.py  pairs with a diverged run counted as worst: the signed-rank sign-flip test
 
 The sequential design (docs/sequential.md) stands apart, imported only by the sequential runner:
 sequential_bounds.py (spending, boundaries, Hall's skewness-corrected t), sequential_design.py (the

@@ -3,6 +3,8 @@ typed, so this module imports nothing above the bottom of the package)."""
 
 from __future__ import annotations
 
+import math
+
 
 def _p(p: float) -> str:
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}"
@@ -22,7 +24,11 @@ def _level(level: float) -> str:
 
 
 def _interval(iv, u: str) -> str:
-    return f"{_level(iv.level)} CI {_num(iv.low)} to {_num(iv.high)}{u}"
+    text = f"{_level(iv.level)} CI {_num(iv.low)} to {_num(iv.high)}{u}"
+    if any(x is not None and math.isinf(x) for x in (iv.low, iv.high)):  # said here, not only in report.md
+        text += ("; an infinite end: with so few pairs the exact sign-flip test rejects no effect on that side "
+                 "at this level, so nothing bounds it")
+    return text
 
 
 def _seed_range(n, rng) -> str:

@@ -1,14 +1,16 @@
 """One seed -> independent random streams, one per purpose (common random numbers).
 
 Each purpose gets its own seed, derived by hashing (seed, purpose), so what one consumer draws never
-shifts another: an arm whose loss draws extra random numbers still sees the same batches in the same
+shifts another (a purpose's seed may be set apart from the run's, ``seeds.<purpose>``, to move that
+stream alone): an arm whose loss draws extra random numbers still sees the same batches in the same
 order and the same augmentations as the other arm.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
 
 import torch
 
@@ -35,20 +37,27 @@ class Streams:
     seed: int
     data_order: torch.Generator
     augment: torch.Generator
+    # purpose -> the seed it derives from, where set apart from ``seed`` (the config's seeds.*): one
+    # stream moved while the others stay, which is how the noise floor's sources are measured
+    apart: dict = field(default_factory=dict)
 
     @classmethod
-    def from_seed(cls, seed: int) -> "Streams":
-        return cls(
-            seed=seed,
-            data_order=torch.Generator().manual_seed(derive_seed(seed, "data_order")),
-            augment=torch.Generator().manual_seed(derive_seed(seed, "augment")),
-        )
+    def from_seed(cls, seed: int, apart: Optional[Mapping] = None) -> "Streams":
+        apart = {str(k): int(v) for k, v in (apart or {}).items() if v is not None}
+        out = cls(seed=seed, data_order=torch.Generator(), augment=torch.Generator(), apart=apart)
+        out.data_order.manual_seed(out.derive("data_order"))
+        out.augment.manual_seed(out.derive("augment"))
+        return out
+
+    def derive(self, purpose: str) -> int:
+        """The purpose's seed: from its own seed when set apart, else from the run's (today's bits)."""
+        return derive_seed(self.apart.get(purpose, self.seed), purpose)
 
     def seed_init(self) -> None:
-        torch.manual_seed(derive_seed(self.seed, "init"))
+        torch.manual_seed(self.derive("init"))
 
     def seed_model(self) -> None:
-        torch.manual_seed(derive_seed(self.seed, "model"))
+        torch.manual_seed(self.derive("model"))
 
 
 def seed_worker(worker_id: int) -> None:

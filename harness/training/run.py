@@ -45,7 +45,7 @@ from torch.utils.data import DataLoader
 
 from harness.training.fingerprint import StepRecorder, flatten_parameters, model_fingerprint
 from harness.training.proof import BLACK_BOX, HOW_TO_FILL
-from harness.training.rng import Streams, derive_seed, seed_worker
+from harness.training.rng import Streams, seed_worker
 from harness.training.batches import (  # noqa: F401 - TensorBatches and cached_dataset: public here too
     OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, cached_dataset)
 
@@ -71,19 +71,20 @@ class Run:
                  check_every: int = 10, progress: Optional[Callable[[int, Optional[int], float], None]] = None,
                  init_hook: Optional[Callable[[torch.nn.Module], None]] = None, keep_step_weights: int = 0,
                  save_weights: bool = False, stop_after: Optional[int] = None, metrics: Optional[Mapping] = None,
-                 run_dir=None):
+                 stream_seeds: Optional[Mapping] = None, run_dir=None):
         """``init_hook(model)`` may change the initial weights in place before the init fingerprint
         (the noise audit nudges one weight by an ULP). ``keep_step_weights``: keep the full weights
         of the first N steps (harness.diff's butterfly curve); ``save_weights``: the final ones.
         ``metrics``: the declared metrics, name -> a ``stats.metrics`` entry (a direction, or
         {direction, unit, examples}) or a harness.config.declaration.MetricSpec; None: none declared.
+        ``stream_seeds``: purpose -> a seed that stream derives from instead of ``seed`` (seeds.*).
         ``run_dir``: the unit's own folder (where its result.json goes), None for a run written nowhere
         (the certificate's rerun, a notebook): a training function may keep files of its own there."""
         self.seed = int(seed)
         self.device = torch.device(device)
         self.precision = precision
         self.run_dir = run_dir
-        self.streams = Streams.from_seed(self.seed)
+        self.streams = Streams.from_seed(self.seed, stream_seeds)
         self._generators = {"data_order": self.streams.data_order, "augment": self.streams.augment}
         self._order = OrderDigest()
         self._black_box: Optional[str] = None
@@ -113,7 +114,7 @@ class Run:
         if purpose not in self._generators:
             if purpose in ("init", "model"):
                 raise RunUsageError(f"'{purpose}' is a global-RNG stream: use `with run.init():` instead.")
-            self._generators[purpose] = torch.Generator().manual_seed(derive_seed(self.seed, purpose))
+            self._generators[purpose] = torch.Generator().manual_seed(self.streams.derive(purpose))
         return self._generators[purpose]
 
     @contextlib.contextmanager

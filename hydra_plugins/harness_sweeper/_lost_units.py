@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 log = logging.getLogger("harness")
 
@@ -39,6 +39,23 @@ def lost_worker(e: BaseException) -> bool:
     TerminatedWorkerError, concurrent.futures' BrokenProcessPool) or a SLURM job that ended without
     a result (submitit's UncompletedJobError: scancel, node failure, time limit, OOM)."""
     return any(c.__name__ in _LOST for c in type(e).__mro__)
+
+
+def sbatch_refusal(e: BaseException) -> Optional[str]:
+    """The one paragraph for a submission sbatch refused (submitit raises FailedJobError with sbatch's
+    stderr, which is not a job that died), or None."""
+    text = str(e)
+    if not any(c.__name__ == "FailedJobError" for c in type(e).__mro__) or "sbatch: error" not in text:
+        return None
+    quoted = " / ".join(line.strip() for line in text.splitlines() if line.strip())[:600]
+    if "Memory specification" in text:
+        key = ("hydra.launcher.mem_gb: the memory asked for is more than a node of the partition has (null "
+               "asks for none, e.g. on a cluster that configures no memory)")
+    else:
+        key = ("the launcher's request: hydra.launcher.partition, mem_gb, cpus_per_task, gpus_per_node or "
+               "timeout_min")
+    return (f"sbatch refused the submission: \"{quoted}\". No job of this batch ran. Change {key}, and run "
+            f"the same command again: finished units are kept.")
 
 
 def _slurm(e: BaseException) -> bool:
@@ -84,6 +101,11 @@ def launch_surviving(launcher, jobs: list, idx: int, root: Path, say: Callable[[
         try:
             results = launcher.launch(pending, initial_job_idx=out.next_idx)
         except Exception as e:  # noqa: BLE001 - a dead job: named below, no traceback
+            refused = sbatch_refusal(e)
+            if refused:  # no job ran: nothing is lost, the request itself must change
+                from harness.experiment.execute import fail
+
+                fail(refused, code=1)
             if not lost_worker(e):
                 raise
             out.next_idx += len(pending)

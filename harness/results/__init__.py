@@ -3,6 +3,8 @@
 ``runs/seed=<S>/arm=<NAME>/result.json`` is a contract that users' scripts rely on: its keys are
 listed in docs/result-format.md.
 
+The per-example records (one bit per test example) are in examples.py.
+
 A reader never sees a half-written file: writes go to a temporary file in the same folder, are
 flushed to disk, then renamed over the target (atomic on POSIX). Written files get the mode the
 process's umask gives a new file (0644 under the usual 022), not mkstemp's private 0600, so
@@ -21,6 +23,9 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.results.examples import (  # noqa: F401 - the per-example records, public here too
+    example_correctness, example_record, example_records, pack_example_records, pack_examples, unpack_examples)
 
 SCHEMA = "harness.result/2"
 SCHEMA_V1 = "harness.result/1"
@@ -202,6 +207,8 @@ def config_digest(config: dict, exclude_factor: str | None = None) -> str:
     code_version); without everything under ``exclude_factor`` when given.
     """
     d = {k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}
+    if not any(v is not None for v in (d.get("seeds") or {}).values()):
+        d.pop("seeds", None)  # no stream set apart: the identity (and bits) of a run before seeds.* existed
     if isinstance(d.get("repro"), dict):
         d["repro"] = {k: v for k, v in d["repro"].items() if k not in REPRO_NOT_IN_IDENTITY}
     if exclude_factor:
@@ -315,58 +322,6 @@ def _load_files(root: Path, loaded: LoadedResults) -> None:
             continue
         obj["_path"] = path
         loaded.results.append(obj)
-
-
-def pack_examples(correct, split: str = "test", metric: str | None = None) -> dict:
-    """A compact record of which test examples a run got right (1 bit each), for ``metric``."""
-    import numpy as np
-
-    bits = np.asarray(correct, dtype=bool).reshape(-1)
-    packed = np.packbits(bits, bitorder="little").tobytes()
-    record = {"split": split, "n": int(bits.size), "correct": base64.b64encode(packed).decode("ascii")}
-    return {"metric": str(metric), **record} if metric is not None else record
-
-
-def pack_example_records(by_metric: dict, split: str = "test"):
-    """result.json's ``examples`` block for {metric: correctness}: one record, or a list of them."""
-    records = [pack_examples(correct, split, metric) for metric, correct in by_metric.items()]
-    return records[0] if len(records) == 1 else records
-
-
-def example_records(result: dict) -> list:
-    """Every well-formed per-example record of a result (``metric`` is absent in older files)."""
-    ex = result.get("examples")
-    records = ex if isinstance(ex, list) else [ex]
-    return [r for r in records
-            if isinstance(r, dict) and isinstance(r.get("correct"), str) and isinstance(r.get("n"), int)]
-
-
-def example_record(result: dict, metric: str | None = None, *, unnamed: bool = False):
-    """The record that belongs to ``metric``: the one naming it, else (``unnamed``: the caller
-    knows an older record without a name is this metric's) the one without a name. ``metric``
-    None: the only record, whichever metric it belongs to. None when there is no such record."""
-    records = example_records(result)
-    if metric is None:
-        return records[0] if len(records) == 1 else None
-    named = [r for r in records if r.get("metric") == metric]
-    if not named and unnamed:
-        named = [r for r in records if r.get("metric") is None]
-    return named[0] if len(named) == 1 else None
-
-
-def example_correctness(result: dict, metric: str | None = None, *, unnamed: bool = False):
-    """The per-example correctness of a result's record of ``metric`` (see example_record) as a
-    bool numpy array, or None when not recorded."""
-    record = example_record(result, metric, unnamed=unnamed)
-    return None if record is None else unpack_examples(record)
-
-
-def unpack_examples(record: dict):
-    """A record's correctness as a bool numpy array."""
-    import numpy as np
-
-    raw = np.frombuffer(base64.b64decode(record["correct"]), dtype=np.uint8)
-    return np.unpackbits(raw, count=record["n"], bitorder="little").view(bool)  # 0s and 1s: a view, no copy
 
 
 def _seed_key(seed):

@@ -1,0 +1,289 @@
+"""``python -m harness.noise_sources``: where the seed noise floor comes from, one source at a time.
+
+One seed moves several independent random streams at once (harness/training/rng.py): the initial
+weights, the data order, the model stream (dropout, a loss term's noise) and augmentation. This tool
+trains the reference arm and the other arm K times per source with only that stream moved
+(``seeds.<source>``: the reference seed + 1 .. K - 1; the reference run is the first of each
+source) and every other stream held at the reference seed; then K ordinary seeds (every stream
+moved). For the arm and for the paired difference B - A it prints each source's spread with its 95%
+interval, its share of the full seed spread, and what they say together (harness.stats.sources):
+they add up, or each alone reaches the full spread (unstable training), or one dominates.
+
+A source the training never draws from is found with one run per arm (its bits do not change) and
+reported as not used, without K runs (same final weights and metrics, bit for bit). For a metric declared with per-example records, the test set's
+own sampling noise comes from the reference runs' records (no extra training): binomial for the arm,
+the paired per-example differences for B - A. Nondeterminism (one ULP, thread count, CUDA modes) is
+python -m harness.noise_audit's.
+
+    python -m harness.noise_sources +experiment=loss_ab --repeats 5 determinism.threads=1 logger=none
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
+
+import numpy as np
+
+from harness.results import example_correctness, write_json
+from harness.stats.sources import read_sources, spread
+from harness.tools.diff import parse_args
+from harness.tools.golden import BadInput, add_config_dir, compose_config, stack_summary
+from harness.tools.noise_runs import audited_metric, train_one
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+STREAMS = ("init", "data_order", "model", "augment")
+PROBED = ("model", "augment")  # streams a training may never draw from: one run tells
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.noise_sources",
+                                description="The seed noise floor, one source of randomness at a time.")
+    p.add_argument("--repeats", "-k", type=int, default=5, metavar="K", help="runs per source (default 5; >= 3)")
+    p.add_argument("--sources", default=",".join(STREAMS),
+                   help=f"comma-separated streams to move one at a time (default {','.join(STREAMS)}; a "
+                        f"name your training gives run.generator works too)")
+    p.add_argument("--out", default=None, metavar="DIR", help="where to write noise_sources.{json,txt,png} "
+                                                             "(default outputs/noise_sources/<overrides>)")
+    p.add_argument("--metric", default=None, help="a declared metric (default: the primary one, stats.metric)")
+    p.add_argument("--reread", default=None, metavar="JSON", help="print the table again from a written "
+                                                                    "noise_sources.json (readings recomputed, no training)")
+    p.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides, as for python -m harness")
+    add_config_dir(p)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parse_args(parser(), argv)
+    try:
+        if args.reread:
+            print(reread(Path(args.reread)))
+            return EXIT_OK
+        if args.repeats < 3:
+            raise BadInput(f"--repeats {args.repeats}: a spread with an interval needs at least 3 runs per "
+                           f"source; use 5 or more.")
+        sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+        if not sources or len(set(sources)) < len(sources):
+            raise BadInput(f"--sources {args.sources!r}: give distinct stream names, e.g. {','.join(STREAMS)}.")
+        cfg = compose_config(args.overrides, args.config_dir)
+        declaration, metric = audited_metric(cfg, args.metric)
+        arms = _two_arms(cfg, declaration)
+        out_dir = Path(args.out) if args.out else Path("outputs") / "noise_sources" / (
+            ",".join(sorted(args.overrides)).replace("/", "_") or "default")
+        seed = int(cfg.seed if cfg.seed is not None else cfg.ab.seeds[0])
+        text = measure(arms, seed, sources, args.repeats, declaration.spec(metric), out_dir,
+                       margin=declaration.margin, overrides=args.overrides)
+    except BadInput as e:
+        print(f"harness.noise_sources: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(text)
+    return EXIT_OK
+
+
+def _two_arms(cfg, declaration) -> dict:
+    """{baseline: cfg, other: cfg}: the declared baseline and the first other arm, checked as a run
+    of the harness checks them (preflight), threads resolved once for both."""
+    from harness.config.preflight import PreflightError, preflight
+    from harness.experiment.units import ExperimentError, arm_configs
+
+    try:
+        arms = arm_configs(cfg)
+        if len(arms) < 2:
+            raise BadInput("the experiment declares fewer than 2 arms; the paired difference B - A needs two "
+                           "(+experiment=loss_ab, or ab.arms).")
+        base = declaration.baseline or next(iter(arms))
+        other = cfg.arm if cfg.arm not in (None, base) else next(a for a in arms if a != base)
+        chosen = {base: arms[base], other: arms[other]}
+        preflight(cfg, chosen)
+    except (ExperimentError, PreflightError) as e:
+        raise BadInput(str(e)) from None
+    return chosen
+
+
+def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *, margin=None,
+            overrides=()) -> str:
+    """Train every run, write noise_sources.{json,txt,png}, return the text."""
+    (base, a_cfg), (other, b_cfg) = arms.items()
+    metric = spec.name
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731 - progress, not the result
+
+    def pair(apart: dict, s: int) -> tuple:
+        out = []
+        for cfg in (a_cfg, b_cfg):
+            r = train_one(_streams_apart(cfg, apart), s)
+            if metric not in r["metrics"]:
+                raise BadInput(f"the training function returned {', '.join(r['metrics'])}, not {metric}.")
+            out.append(r)
+        return tuple(out)
+
+    ref = pair({}, seed)
+    runs = {}  # source -> [(value A, value B)], the reference first
+    unused = []
+    for source in [*sources, "all"]:
+        rows = [ref]
+        for i in range(1, k):
+            apart, s = ({}, seed + i) if source == "all" else ({source: seed + i}, seed)
+            ra, rb = pair(apart, s)
+            if i == 1 and source in PROBED and all(_same(r, q) for r, q in zip((ra, rb), ref)):
+                unused.append(source)  # its seed changed no bit: the training never draws from it
+                break
+            rows.append((ra, rb))
+            log(f"{source} {i}/{k - 1}: {base} {ra['metrics'][metric]:.6g}  {other} {rb['metrics'][metric]:.6g}")
+        if source not in unused:
+            runs[source] = [(float(a["metrics"][metric]), float(b["metrics"][metric])) for a, b in rows]
+    block = _numbers(runs, unused, ref, spec, margin)
+    header = {"seed": seed, "arms": [base, other], "k": k, "metric": metric, "unit": spec.unit,
+              "env": stack_summary(ref[0]["env"])}
+    text = render(header, block)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "noise_sources.txt").write_text(text + "\n")
+    write_json(out_dir / "noise_sources.json", {"schema": "harness.noise_sources/1", "overrides": list(overrides),
+                                                **header, **block, "table": text})
+    _figure(header, block, out_dir / "noise_sources.png")
+    return text + f"\n\nwrote {out_dir / 'noise_sources.json'}, noise_sources.txt and noise_sources.png"
+
+
+def _same(r: dict, q: dict) -> bool:
+    """Two runs with the same final weights and the same metrics, bit for bit."""
+    return r["fingerprints"]["final"] == q["fingerprints"]["final"] and r["metrics"] == q["metrics"]
+
+
+def _spreads(runs: dict, unused: list) -> dict:
+    """source -> the arm's values, the differences, their spreads; and the two readings."""
+    out = {"sources": {}, "unused": unused}
+    for source, rows in runs.items():
+        a = np.array([r[0] for r in rows])
+        d = np.array([r[1] - r[0] for r in rows])
+        out["sources"][source] = {"values_a": a.tolist(), "differences": d.tolist(),
+                                  "a": spread(a).to_dict(), "difference": spread(d).to_dict()}
+    full = out["sources"]["all"]
+    singles = {s: v for s, v in out["sources"].items() if s != "all"}
+    for side in ("a", "difference"):
+        reading = read_sources({s: _spread(v[side]) for s, v in singles.items()}, _spread(full[side]))
+        out[f"reading_{side}"] = reading.to_dict()
+    return out
+
+
+def _streams_apart(cfg, apart: dict):
+    """A copy of an arm's config with these streams' seeds set apart (seeds.<stream>)."""
+    import copy
+
+    from omegaconf import open_dict
+
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        out.seeds = dict(apart)
+    return out
+
+
+def _numbers(runs: dict, unused: list, ref: tuple, spec, margin) -> dict:
+    """The spreads per source for the arm and for B - A, their readings, the test set's own noise,
+    and the seeds 80% power needs paired and unpaired."""
+    from harness import stats
+
+    out = _spreads(runs, unused)
+    full = out["sources"]["all"]
+    out["test_set"] = _test_set(ref, spec)
+    sd_a, sd_d = full["a"]["std"], full["difference"]["std"]
+    effect = float(margin) if isinstance(margin, (int, float)) and margin > 0 else sd_a
+    out["power"] = {"effect": effect, "effect_is": "the declared margin" if effect != sd_a else "one seed std of the arm",
+                    "paired": stats.seeds_needed(effect, sd_d) if sd_d > 0 else None,
+                    "unpaired": stats.seeds_needed(effect, math.sqrt(2) * sd_a) if sd_a > 0 else None}
+    return out
+
+
+def reread(path: Path) -> str:
+    """The table of a written noise_sources.json, its spreads and readings recomputed from the values."""
+    from harness.results import read_json
+
+    try:
+        d = read_json(path)
+        runs = {s: list(zip(v["values_a"], [a + x for a, x in zip(v["values_a"], v["differences"])]))
+                for s, v in d["sources"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"--reread {path}: not a readable noise_sources.json ({e}).") from None
+    block = {**_spreads(runs, d.get("unused") or []), "test_set": d.get("test_set"), "power": d["power"]}
+    return render({k: d[k] for k in ("seed", "arms", "k", "metric", "unit")}, block)
+
+
+def _spread(d: dict):
+    from harness.stats.sources import Spread
+
+    return Spread(**d)
+
+
+def _test_set(ref: tuple, spec) -> dict | None:
+    """The test set's own sampling noise, from the reference runs' per-example records."""
+    if not spec.examples:
+        return None
+    ca, cb = (example_correctness(r, spec.name) for r in ref)
+    if ca is None or cb is None or ca.size != cb.size or ca.size == 0:
+        return None
+    n, scale = int(ca.size), spec.example_scale
+    p = float(ca.mean())
+    diff = cb.astype(float) - ca.astype(float)
+    return {"n_examples": n, "a_std": scale * math.sqrt(p * (1 - p) / n),
+            "difference_std": scale * float(diff.std()) / math.sqrt(n)}
+
+
+def render(header: dict, block: dict) -> str:
+    base, other = header["arms"]
+    u = f" {header['unit']}" if header["unit"] else ""
+    metric = header["metric"] + (f" ({header['unit']})" if header["unit"] else "")
+    lines = [f"noise sources: seed {header['seed']}, {base} and {other}, K={header['k']} runs per source, {metric}",
+             "", f"{base}: {block['reading_a']['sentence']}",
+             f"{other} - {base}: {block['reading_difference']['sentence']}", "",
+             f"{'source':<12} {base + ': std (95% CI)':<30} {'share':>6}   {other + ' - ' + base + ': std (95% CI)':<30} {'share':>6}"]
+    full = block["sources"]["all"]
+    for source, v in block["sources"].items():
+        cells = []
+        for side in ("a", "difference"):
+            s, f = v[side], full[side]["std"]
+            share = "1" if source == "all" else (f"{s['std'] / f:.2f}" if f > 0 else "-")
+            cells += [f"{s['std']:.3g} ({s['low']:.3g}-{s['high']:.3g}){u}", share]
+        name = "all streams" if source == "all" else source
+        lines.append(f"{name:<12} {cells[0]:<30} {cells[1]:>6}   {cells[2]:<30} {cells[3]:>6}")
+    for source in block["unused"]:
+        lines.append(f"{source:<12} not used by this training (one run per arm with it moved changed no weight or metric)")
+    t = block["test_set"]
+    if t:
+        lines.append(f"{'test set':<12} {t['a_std']:.3g}{u} (binomial, {t['n_examples']} examples){'':<5}"
+                     f"{t['difference_std']:.3g}{u} (paired per-example differences)")
+    s = full["a"]
+    if s["std"] > 0:
+        lines.append(f"(at K={header['k']}, each std's 95% interval spans {s['low'] / s['std']:.2f}-"
+                     f"{s['high'] / s['std']:.2f} times it: more runs per source narrow it)")
+    p = block["power"]
+    lines += ["", f"seeds for 80% power at {p['effect']:.3g}{u} ({p['effect_is']}): {p['paired']} paired "
+                  f"(the spread of {other} - {base}), {p['unpaired']} unpaired (arms on independent seeds)"]
+    return "\n".join(lines)
+
+
+def _figure(header: dict, block: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(block["sources"])
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for ax, side, title in zip(axes, ("a", "difference"),
+                               (header["arms"][0], f"{header['arms'][1]} - {header['arms'][0]}")):
+        s = [block["sources"][n][side] for n in names]
+        y = np.arange(len(names))
+        ax.barh(y, [x["std"] for x in s], color=["#888" if n == "all" else "#4c72b0" for n in names])
+        ax.errorbar([x["std"] for x in s], y, xerr=[[x["std"] - x["low"] for x in s], [x["high"] - x["std"] for x in s]],
+                    fmt="none", color="k", lw=1)
+        ax.set_yticks(y, [("all streams" if n == "all" else n) for n in names])
+        ax.set_title(f"{title}: std of {header['metric']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Where the noise floor comes from (issue 31): each stream moved alone, the arm and the paired
+difference. Synthetic trainings whose metric is a known function of the streams, so the answer is
+known: independent per-stream terms (they add up, each recovered within its interval), a metric
+any change scrambles (unstable), and arms that differ in nothing (B - A has no spread anywhere)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from harness.stats.sources import read_sources, spread
+from harness.tools import noise_sources
+from harness.training.run import Run
+
+K = 12
+SD = {"init": 3.0, "data_order": 2.0, "model": 1.0}  # the per-stream terms' standard deviations
+
+
+def additive(cfg, run: Run, scramble: bool = False, shift: float = 0.0) -> dict:
+    """score = 3 z_init + 2 z_order + 1 z_model (+ the arm's shift, the factor); scramble: a hash of all."""
+    with run.init():
+        model = torch.nn.Linear(2, 1)
+        z_init = torch.randn(()).item()
+    run.watch(model)
+    z_order = torch.randn((), generator=run.generator("data_order")).item()
+    z_model = torch.randn(()).item()  # after run.init: the model stream
+    run.step(model.weight.sum() * 0)
+    terms = SD["init"] * z_init + SD["data_order"] * z_order + SD["model"] * z_model
+    if scramble:  # any stream's change gives a fresh draw: unstable training in miniature
+        g = torch.Generator().manual_seed(hash((round(z_init, 12), round(z_order, 12), round(z_model, 12))) % 2**31)
+        terms = 4.0 * torch.randn((), generator=g).item()
+    return {"score": 50.0 + terms + shift}
+
+
+EXPERIMENT = """# @package _global_
+experiment_name: sources
+train:
+  fn: tests.test_noise_sources.additive
+  kwargs: {scramble: false, shift: 0.0}
+stats:
+  metric: score
+  metrics: {score: max}
+ab:
+  factor: train.kwargs.shift
+  arms: {A: 0.0, B: 0.0}
+  seeds: [0]
+"""
+
+
+@pytest.fixture(scope="module")
+def conf(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("conf")
+    (folder / "experiment").mkdir()
+    (folder / "experiment" / "sources.yaml").write_text(EXPERIMENT)
+    return folder
+
+
+def _run(conf, tmp_path, *extra, k=K):
+    out = tmp_path / "out"
+    code = noise_sources.main(["--config-dir", str(conf), "--repeats", str(k), "--out", str(out),
+                               "--sources", "init,data_order,model,augment", "+experiment=sources",
+                               "determinism.threads=1", "logger=none", *extra])
+    assert code == 0
+    return json.loads((out / "noise_sources.json").read_text())
+
+
+def test_independent_terms_are_recovered_and_add_up_and_the_difference_of_equal_arms_is_zero(conf, tmp_path):
+    r = _run(conf, tmp_path)
+    for source, sd in SD.items():
+        a = r["sources"][source]["a"]
+        assert a["low"] <= sd <= a["high"], (source, a)  # within its 95% chi-square interval
+    full = r["sources"]["all"]["a"]
+    assert full["low"] <= math.sqrt(sum(v * v for v in SD.values())) <= full["high"]
+    assert r["unused"] == ["augment"]  # the training never draws from it: one run per arm said so
+    assert r["reading_a"]["kind"] == "adds_up"
+    # arms that differ in nothing: no spread in any source, exactly
+    assert all(v["difference"]["std"] == 0 for v in r["sources"].values())
+    assert r["reading_difference"]["kind"] == "none"
+
+
+def test_a_training_that_scrambles_on_any_change_is_called_unstable(conf, tmp_path):
+    r = _run(conf, tmp_path, "train.kwargs.scramble=true", k=40)  # enough runs for the intervals to tell
+    assert r["reading_a"]["kind"] == "unstable", r["reading_a"]
+    assert r["reading_a"]["sentence"].startswith("every single source reaches")
+
+
+def test_the_reading_rules_on_known_spreads():
+    import numpy as np
+
+    z = np.random.default_rng(0).standard_normal(200)
+    z = (z - z.mean()) / z.std(ddof=1)  # std exactly 1, 200 values: narrow intervals
+    full = spread(z)
+    same = read_sources({"init": full, "data_order": spread(z[::-1])}, full)
+    assert same.kind == "unstable" and "100-100%" in same.sentence
+    half = spread(z / math.sqrt(2))  # each half the variance: together exactly the full one
+    assert read_sources({"init": half, "data_order": half}, full).kind == "adds_up"
+    small = spread(z / 10)  # together 2% of the variance: neither reading
+    assert read_sources({"init": small, "data_order": small}, full).kind == "dominant"
+    few = spread([0.0, 1.0, 2.0, 3.0, 4.0])  # 5 runs: the intervals allow both readings
+    assert read_sources({"init": few, "data_order": spread([0.0, 0.7, 1.4, 2.1, 2.8])}, few).kind == "undetermined"
+    assert spread([3.0, 3.0, 3.0]).std == 0.0  # identical values: exactly zero, never a residue
+
+
+def test_bad_input_is_refused_in_one_paragraph(conf, tmp_path, capsys):
+    assert noise_sources.main(["--config-dir", str(conf), "--repeats", "2", "+experiment=sources"]) == 2
+    assert "--repeats 2: a spread with an interval needs at least 3 runs" in capsys.readouterr().err
