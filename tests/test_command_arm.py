@@ -195,7 +195,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("tool", ["noise_audit", "audit"])
+@pytest.mark.parametrize("tool", ["noise_audit", "audit", "noise_sources"])
 def test_tools_that_look_inside_a_run_refuse_a_command_arm(tool, capsys):
     import importlib
 
