@@ -82,7 +82,7 @@ def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
     assert silent["status"] == "failed" and "'score ([0-9.]+)' never matched" in silent["error"]["message"]
     assert "trained, but printed no score" in silent["error"]["message"]  # the last lines of stdout
     hang = _result(tmp_path, 0, "D")
-    assert hang["status"] == "failed" and "train.timeout_s=1 s" in hang["error"]["message"]
+    assert hang["status"] == "failed" and hang["error"]["message"].startswith("seed 0 arm D: it ran past train.timeout_s=1 s")
     pid = read_json(tmp_path / "runs" / "seed=0" / "arm=D" / "seen.json")["pid"]
     assert not _alive(pid)  # killed, not left running
     assert _result(tmp_path, 0, "A")["status"] == "completed"
