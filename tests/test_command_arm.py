@@ -166,7 +166,8 @@ def test_a_script_edited_between_two_looks_of_a_sequential_run_stops_it(tmp_path
     assert "helper.py" in proc.stderr.split("the code changed: edited:")[1][:300]
 
 
-def test_sigkill_of_the_harness_leaves_no_child(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_sigkill_or_ctrl_c_of_the_harness_leaves_no_child(tmp_path, sig):
     out = tmp_path / "run"
     args = ["--config-dir", str(TEST_CONF), *BASE, "ab.arms.A=hang", "ab.seeds=[0]", f"hydra.run.dir={out}"]
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, stdout=subprocess.DEVNULL,
@@ -179,8 +180,8 @@ def test_sigkill_of_the_harness_leaves_no_child(tmp_path):
         pid = json.loads(seen.read_text())["pid"]
         assert _alive(pid)
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        proc.send_signal(sig)  # Ctrl-C: SIGINT to the harness (the child is in a process group of its own)
+        proc.wait(timeout=60)
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
