@@ -59,11 +59,13 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def spread(values: list[float]) -> dict:
+    from harness.stats import exact_std
+
     a = np.asarray(values, dtype=float)
     return {
         "n": len(a),
         "mean": float(a.mean()),
-        "std": float(a.std(ddof=1)) if len(a) > 1 else None,
+        "std": exact_std(a) if len(a) > 1 else None,  # identical runs: exactly 0, not 1e-15
         "range": float(a.max() - a.min()),
         "values": a.tolist(),
     }
