@@ -203,7 +203,8 @@ def test_tools_that_look_inside_a_run_refuse_a_command_arm(tool, capsys):
     main = importlib.import_module(f"harness.tools.{tool}").main
     assert main(["--config-dir", str(TEST_CONF), *BASE]) == 2
     err = capsys.readouterr().err
-    assert f"harness.{tool} needs" in err and "a command arm (train.cmd) is a black box" in err
+    said = err.split("error: ", 1)[1]
+    assert f"harness.{tool}" in said.split(" need")[0] and "a command arm (train.cmd) is a black box" in said
 
 
 def test_a_problem_in_one_arm_names_the_arm(tmp_path):

@@ -285,7 +285,7 @@ def main(argv=None) -> int:
     try:
         arm_cfg, seed, arm = select_run(compose_config(args.overrides, args.config_dir), args.overrides)
         if is_command(arm_cfg):
-            raise BadInput(black_box_refusal("harness.audit", "every op of a training step"))
+            raise BadInput(black_box_refusal("harness.audit", "needs every op of a training step"))
         _preflight(arm_cfg, arm)
         findings, info = audit_step(arm_cfg, seed)
     except BadInput as e:

@@ -33,7 +33,6 @@ from harness.results import example_correctness, write_json
 from harness.stats.sources import read_sources, spread
 from harness.tools.diff import parse_args
 from harness.tools.golden import BadInput, add_config_dir, compose_config, stack_summary
-from harness.integrations.command_spec import black_box_refusal, is_command
 from harness.tools.noise_runs import audited_metric, train_one
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -71,8 +70,6 @@ def main(argv=None) -> int:
         if not sources or len(set(sources)) < len(sources):
             raise BadInput(f"--sources {args.sources!r}: give distinct stream names, e.g. {','.join(STREAMS)}.")
         cfg = compose_config(args.overrides, args.config_dir)
-        if is_command(cfg):
-            raise BadInput(black_box_refusal("harness.noise_sources", "the run's random streams, each moved alone"))
         declaration, metric = audited_metric(cfg, args.metric)
         arms = _two_arms(cfg, declaration)
         out_dir = Path(args.out) if args.out else Path("outputs") / "noise_sources" / (
