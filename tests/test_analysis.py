@@ -47,7 +47,7 @@ def test_analysis_of_ten_seeds_has_the_documented_structure():
     assert a["schema"] == SCHEMA
     assert list(a) == [
         "schema", "declaration", "departures", "experiment", "factor", "metric", "unit", "direction", "higher_is_better", "directions",
-        "alpha", "baseline", "margin", "arms", "noise_floor", "test_set_noise", "pairing_verified", "setup",
+        "alpha", "baseline", "margin", "arms", "noise_floor", "test_set_noise", "pairing_verified", "pairing", "setup",
         "identity", "multiple_comparisons", "comparisons", "curves", "dose_trend", "dose_trend_why", "not_compared", "excluded", "unreadable",
         "data_unverified",
     ]

@@ -29,6 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from harness.analysis.shown_apart import apart
+
 from harness.results import NOT_IN_IDENTITY, config_digest, flatten, key_bytes
 
 _DIGESTS: dict = {}  # (config without seed/arm, factor) -> (config_hash, base_hash): configs repeat
@@ -288,7 +290,7 @@ def describe(groups, differences, by_comparison, problems, baseline) -> str:
         config = config_differences(groups) if "base_hash" in differences else {}
         if config:
             lines.append("The configs differ at " + "; ".join(
-                f"{k}: {' vs '.join(_short(v) for v in vals)}" for k, vals in list(config.items())[:8]))
+                f"{k}: {apart(vals)}" for k, vals in list(config.items())[:8]))
         per = "; ".join(f"{arm} vs {baseline}: {', '.join(_LABELS[p].split(' (')[0] for p in ps) or 'nothing'}"
                         for arm, ps in by_comparison.items())
         parts.append(

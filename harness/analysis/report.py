@@ -15,7 +15,7 @@ from rich.text import Text
 
 from harness.results import atomic_write
 from harness.ledger.record import fdr_words  # the level the ledger gave, when stats.fdr set one
-from harness.analysis.summary import Fmt as _Fmt
+from harness.analysis.summary import Fmt as _Fmt, pairing_line
 
 UNDECIDED = ("undecided", "differs")  # verdicts that come with "seeds needed"
 
@@ -182,11 +182,7 @@ def _noise_section(analysis: dict, f: _Fmt) -> Section:
     ts = analysis.get("test_set_noise") or {}
     if ts and not ts.get("available"):
         noise.notes.append(f"test-set noise: not in the intervals: {ts.get('reason')}")
-    if analysis.get("pairing_verified"):
-        noise.notes.append(
-            "pairing verified: " + " and ".join(analysis["pairing_verified"])
-            + " fingerprints are equal across arms in every seed"
-        )
+    noise.notes.append(pairing_line(analysis))
     setup = analysis.get("setup") or {}
     if any(setup.values()):
         noise.notes.append("setup: " + "; ".join(f"{k} {', '.join(v) or '—'}" for k, v in setup.items()))

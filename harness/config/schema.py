@@ -65,6 +65,18 @@ class TrainConfig:
     eval_batch_size: int = 512
     log_every: int = 10  # steps between curve points, progress updates and non-finite checks
     num_workers: int = 0  # DataLoader workers; any value gives the same batches
+    # A command arm (harness/integrations/command.py): set cmd to run an unchanged script once per
+    # (seed, arm) instead of train.fn, and read its metrics. {seed}, {arm}, {run_dir} (the unit's
+    # folder) are replaced in cmd, args values, metrics_from.file and compare_files.
+    cmd: Any = None  # null: train.fn runs; a string (split like a shell) or a list of arguments
+    cwd: Optional[str] = None  # the command's working folder; null: the folder the harness was launched from
+    args: Dict[str, Any] = field(default_factory=dict)  # flags: true -> --key, false/null -> omitted, else --key value
+    seed_arg: Optional[str] = "--seed"  # the harness's seed S is passed as `--seed S`; null: not passed
+    # {stdout: {metric: 'regex with one (group)'}}: the last match's first group; and/or
+    # {file: '{run_dir}/metrics.json'}: a JSON object of name -> number the command writes
+    metrics_from: Any = None
+    timeout_s: Optional[float] = None  # kill a unit that runs longer (seconds); null: no limit
+    compare_files: List[str] = field(default_factory=list)  # files the certificate compares byte for byte
 
 
 class WandbMode(Enum):
