@@ -3,7 +3,7 @@
 Read from the code's own imports (a lazy import inside a function counts: it is still a dependency
 of one concern on another). The rooms, from the entry points down:
 
-    entry (harness/*.py)  ->  tools  ->  experiment  ->  analysis, tracking  ->  config  ->  training  ->  results
+    entry (harness/*.py)  ->  tools  ->  experiment  ->  analysis, tracking  ->  ledger  ->  config  ->  integrations  ->  training  ->  results
                                                           stats (pure, imports nothing of ours)
 
 builtin is a user of the public API (harness.Run, harness.instantiate), like a researcher's code.
@@ -18,9 +18,9 @@ from pathlib import Path
 from .conftest import REPO
 
 PACKAGE = REPO / "harness"
-RANK = {"entry": 7, "tools": 6, "experiment": 5, "analysis": 4, "tracking": 4, "config": 3, "training": 2,
-        "stats": 1, "results": 0}
-ROOMS = ("config", "training", "experiment", "analysis", "stats", "tracking", "tools", "builtin")
+RANK = {"entry": 7, "tools": 6, "experiment": 5, "analysis": 4, "tracking": 4, "ledger": 3.5, "config": 3,
+        "integrations": 2.5, "training": 2, "stats": 1, "results": 0}
+ROOMS = ("config", "integrations", "training", "experiment", "analysis", "stats", "tracking", "tools", "builtin", "ledger")
 MAX_TOP_LEVEL, MAX_LINES = 12, 400
 
 

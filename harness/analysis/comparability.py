@@ -29,6 +29,9 @@ from __future__ import annotations
 import hashlib
 import json
 
+from harness.analysis.shown_apart import apart
+
+from harness.analysis.math_identity import MATH_PARTS, math_part
 from harness.results import NOT_IN_IDENTITY, config_digest, flatten, key_bytes
 
 _DIGESTS: dict = {}  # (config without seed/arm, factor) -> (config_hash, base_hash): configs repeat
@@ -126,11 +129,8 @@ def _env_part(r, part):
         return env.get("mode")
     if part == "env.precision":
         return env.get("precision", (r.get("config") or {}).get("precision"))
-    if part == "env.math_environment":  # CUDA libraries and their variables: they decide GPU bits only
-        return env.get("math_environment") if str(env.get("device", "")).startswith("cuda") else None
-    if part == "env.math_modes" and env.get("math_modes") is not None:  # pinned, and as the fn left them
-        modes = {**env["math_modes"], **{f"{k} at end": v for k, v in (env.get("math_modes_at_end") or {}).items()}}
-        return ", ".join(f"{k}={v}" for k, v in modes.items())
+    if part in MATH_PARTS:
+        return math_part(env, part)
     return env.get(part[len("env."):])
 
 
@@ -297,7 +297,7 @@ def describe(groups, differences, by_comparison, problems, baseline) -> str:
         config = config_differences(groups) if "base_hash" in differences else {}
         if config:
             lines.append("The configs differ at " + "; ".join(
-                f"{k}: {' vs '.join(_short(v) for v in vals)}" for k, vals in list(config.items())[:8]))
+                f"{k}: {apart(vals)}" for k, vals in list(config.items())[:8]))
         per = "; ".join(f"{arm} vs {baseline}: {', '.join(_LABELS[p].split(' (')[0] for p in ps) or 'nothing'}"
                         for arm, ps in by_comparison.items())
         parts.append(

@@ -65,6 +65,7 @@ def decide(g: Gathered) -> dict:
         "noise_floor": _noise_floor_block(values, chosen, n_test, metric),
         "test_set_noise": examples_note,
         "pairing_verified": g.verified,
+        "pairing": g.pairing,
         "setup": g.setup,
         "identity": g.ident,
         "multiple_comparisons": {

@@ -41,7 +41,8 @@ class Gathered:
     baseline: str
     ident: dict  # analysis.json's identity block
     usable: dict  # (seed, arm) -> {"value", "result": {seed, arm, metrics, factor_value, fingerprints.final}}
-    verified: list  # the fingerprints whose pairing was verified
+    verified: list  # the fingerprints that prove the pairing (empty when it is not proven)
+    pairing: dict  # analysis.json's pairing block: each fingerprint's state, the basis, proven or not
     compared: dict  # arm -> the seeds compared with the baseline
     not_compared: list
     excluded: list
@@ -92,13 +93,9 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
 
     usable, excluded = _usable_runs(results, spec)
     div = diverged.gathered(decl.diverged, usable, excluded, baseline, others, spec.higher_is_better)
-    verified = _check_pairing(usable)
+    verified, pairing = _check_pairing(usable)
     usable, unpaired = _drop_unpaired(usable, baseline, others)
     excluded = excluded + unpaired
-    if div["pairs"]:  # the runs the diverged pairs count are compared, not left out
-        counted = diverged.counted_seeds(div["runs"], div["pairs"], baseline)
-        excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]
-    excluded = _sorted_entries(excluded, arms)
 
     by_arm = {arm: {seed: run for (seed, a), run in usable.items() if a == arm} for arm in arms}
     compared = {}
@@ -121,13 +118,20 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         raise AnalysisError(
             f"Too few complete pairs: {'; '.join(too_few)}. At least {stats.MIN_PAIRS} seeds with a "
             f"usable result in both arms are needed to estimate seed noise."
-            + (f" Excluded runs: {_describe_excluded(excluded)}." if excluded else "")
+            + (f" Excluded runs: {_describe_excluded(_sorted_entries(excluded, arms))}." if excluded else "")
             + " Run more seeds, or fix the failed runs and re-run them."
         )
 
+    # the diverged pairs of a comparison that is made are counted in it, not left out; an arm with too
+    # few finished pairs to compare keeps its diverged runs in the left-out list, named
+    div["pairs"] = {arm: p for arm, p in div["pairs"].items() if arm in compared}
+    if div["pairs"]:
+        counted = diverged.counted_seeds(div["runs"], div["pairs"], baseline)
+        excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]
+    excluded = _sorted_entries([{k: v for k, v in e.items() if k != "diverged"} for e in excluded], arms)
     return Gathered(
         decl=decl, experiment=experiment, factor=factor, arms=arms, baseline=baseline, ident=ident,
-        usable={key: _compact(run) for key, run in usable.items()}, verified=verified, compared=compared,
+        usable={key: _compact(run) for key, run in usable.items()}, verified=verified, pairing=pairing, compared=compared,
         not_compared=not_compared, excluded=excluded,
         n_test=_common_n_test(usable) if spec.examples else None,
         examples=evidence.examples(compared, by_arm, baseline, spec),
@@ -160,6 +164,22 @@ def _factor_value(arm, results):
     return None
 
 
+def _of_results_or_flags(results, choices: Mapping) -> Declaration:
+    """The results' own declaration; for results that carry none (written by another tool: their
+    config has no stats block), the one --metric and --direction make, which is then what was asked."""
+    try:
+        return declaration_io.of_results(results)
+    except DeclarationError:
+        metric, direction = choices.get("metric"), choices.get("direction")
+        if not (metric and direction):
+            raise
+    first = results[0]
+    arms = {str(r.get("arm")): r.get("factor_value") for r in results}
+    return Declaration.from_config({"experiment_name": first.get("experiment") or "default",
+                                    "ab": {"factor": first.get("factor"), "arms": arms},
+                                    "stats": {"metric": metric, "metrics": {metric: direction}}}, strict=False)
+
+
 def declared(results, declaration: Declaration | None, choices: Mapping) -> Declaration:
     """The declaration to analyse with: the given one (else the results' own), with ``choices``
     as an alternative. AnalysisError for a choice that is not one, or a declaration that cannot be read."""
@@ -168,7 +188,7 @@ def declared(results, declaration: Declaration | None, choices: Mapping) -> Decl
         raise TypeError(f"analyze() got unexpected keyword argument(s) {', '.join(unknown)}; "
                         f"the analysis choices are {', '.join(CHOICES)}.")
     try:
-        decl = declaration if declaration is not None else declaration_io.of_results(results)
+        decl = declaration if declaration is not None else _of_results_or_flags(results, choices)
         picked = {k: v for k, v in choices.items() if v is not None}
         resampling = {k: picked.pop(k) for k in ("bootstrap_resamples", "bootstrap_seed") if k in picked}
         if "margin" not in picked:

@@ -14,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.results import atomic_write
-from harness.analysis.summary import Fmt as _Fmt
+from harness.ledger.record import fdr_words  # the level the ledger gave, when stats.fdr set one
+from harness.analysis.summary import Fmt as _Fmt, pairing_line
 
 UNDECIDED = ("undecided", "differs")  # verdicts that come with "seeds needed"
 
@@ -52,9 +53,10 @@ def headline(analysis: dict) -> str:
     direction = analysis.get("direction") or ("max" if analysis.get("higher_is_better", True) else "min")
     words = "higher is better" if direction == "max" else "lower is better"
     unit = f"{analysis['unit']}, " if analysis.get("unit") else ""
+    level = fdr_words((analysis.get("declaration") or {}).get("fdr")) or f"alpha {analysis['alpha']:g}"
     return (
         f"{analysis.get('experiment')}: factor {analysis.get('factor')}, metric {analysis['metric']} "
-        f"({unit}{words}, declared {direction}), baseline {analysis['baseline']}, alpha {analysis['alpha']:g}"
+        f"({unit}{words}, declared {direction}), baseline {analysis['baseline']}, {level}"
     )
 
 
@@ -180,11 +182,7 @@ def _noise_section(analysis: dict, f: _Fmt) -> Section:
     ts = analysis.get("test_set_noise") or {}
     if ts and not ts.get("available"):
         noise.notes.append(f"test-set noise: not in the intervals: {ts.get('reason')}")
-    if analysis.get("pairing_verified"):
-        noise.notes.append(
-            "pairing verified: " + " and ".join(analysis["pairing_verified"])
-            + " fingerprints are equal across arms in every seed"
-        )
+    noise.notes.append(pairing_line(analysis))
     setup = analysis.get("setup") or {}
     if any(setup.values()):
         noise.notes.append("setup: " + "; ".join(f"{k} {', '.join(v) or '—'}" for k, v in setup.items()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from harness.analysis import comparability as comparability
+from harness.training.proof import BLACK_BOX, missing_reason
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
 
@@ -150,26 +151,40 @@ def _usable_runs(results, spec):
     return usable, excluded
 
 
-def _check_pairing(usable) -> list[str]:
-    """Raise when arms of one seed differ in a fingerprint they must share; return what was verified."""
+def _check_pairing(usable) -> tuple[list[str], dict]:
+    """Raise when arms of one seed differ in a fingerprint they must share. Returns (verified, pairing):
+    the fingerprints that prove the pairing (empty unless every required one covered something and
+    was equal in every seed), and analysis.json's pairing block: each fingerprint compared wherever
+    the arms recorded it, reported as what it is (equal; different, as the factor allows; missing)."""
     by_seed: dict = {}
     for (seed, arm), run in usable.items():
         by_seed.setdefault(seed, {})[arm] = run["result"]
     violations = []
-    verified = set()
-    for seed in _seed_sorted(by_seed):
-        runs = by_seed[seed]
-        if len(runs) < 2:
-            continue
-        for key in PAIRED_FINGERPRINTS:
-            if not any((r.get("pairing") or {}).get(key) for r in runs.values()):
+    checks = {}
+    for key in PAIRED_FINGERPRINTS:
+        required, seeds, equal, differ, missing = False, 0, 0, 0, []
+        for seed in _seed_sorted(by_seed):
+            runs = by_seed[seed]
+            if len(runs) < 2:
                 continue
-            prints = {arm: (r.get("fingerprints") or {}).get(key) for arm, r in runs.items()}
-            if len(set(prints.values())) > 1 or None in prints.values():
+            seeds += 1
+            need = any((r.get("pairing") or {}).get(key) for r in runs.values())
+            required = required or need
+            fps = {arm: r.get("fingerprints") or {} for arm, r in runs.items()}
+            why = {arm: missing_reason(key, fp) for arm, fp in fps.items()}
+            if all(why.values()):  # nothing to compare: not equal, not different, missing
+                missing.append((seed, next(iter(why.values()))))
+                continue
+            prints = {arm: (fp.get(key) if not why[arm] else None) for arm, fp in fps.items()}
+            if len(set(prints.values())) == 1:
+                equal += 1
+            elif need:
                 shown = ", ".join(f"{arm}={fp if fp is not None else 'missing'}" for arm, fp in prints.items())
                 violations.append(f"seed {seed}, arms {', '.join(prints)}: fingerprints.{key} differs ({shown})")
             else:
-                verified.add(key)
+                differ += 1
+        if seeds:
+            checks[key] = _pairing_check(key, required, seeds, equal, differ, missing)
     if violations:
         raise AnalysisError(
             f"Pairing violated: {'; '.join(violations)}. The results' pairing says arms of one seed "
@@ -177,7 +192,26 @@ def _check_pairing(usable) -> list[str]:
             f"without that the difference mixes the factor with seed noise. Re-run the affected seeds "
             f"with the harness, which draws init and data order from their own seeded streams."
         )
-    return [key for key in PAIRED_FINGERPRINTS if key in verified]
+    black_box = bool(usable) and all((run["result"].get("fingerprints") or {}).get("black_box") for run in usable.values())
+    needed = [key for key, c in checks.items() if c["required"]]
+    proven = bool(needed) and not black_box and all(checks[key]["state"] == "equal" for key in needed)
+    block = {"proven": proven, "basis": BLACK_BOX if black_box else "fingerprints", "checks": checks}
+    return (needed if proven else []), block
+
+
+def _pairing_check(key, required, seeds, equal, differ, missing) -> dict:
+    """One fingerprint's state across the seeds, and the sentence the report prints for it."""
+    if missing:
+        state = "missing"
+        line = (f"{key} MISSING in {len(missing)} of {seeds} seed(s), so not compared: {missing[0][1]}")
+    elif differ:
+        state = "differs"
+        line = (f"{key} differs across arms in {differ} of {seeds} seed(s), as expected: ab.factor changes it"
+                + (f" (equal in {equal})" if equal else ""))
+    else:
+        state = "equal"
+        line = f"{key} equal across arms in every seed" + ("" if required else " (not required: ab.factor may change it)")
+    return {"state": state, "required": required, "seeds": seeds, "line": line}
 
 
 def _drop_unpaired(usable, baseline, others):

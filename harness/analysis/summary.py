@@ -78,7 +78,10 @@ def declaration_line(analysis: dict) -> str:
     decl = analysis.get("declaration") or {}
     arms = ", ".join(f"{k}={v}" for k, v in (decl.get("arms") or {}).items())
     said = "analysed with (an alternative, not the declaration)" if analysis.get("departures") else "declared"
-    return (f"{said}: metric {analysis['metric']} ({unit}{words}); margin {margin}; alpha {alpha:g}; "
+    from harness.ledger.record import fdr_words  # the level the ledger gave (stats.fdr)
+
+    level = fdr_words(decl.get("fdr")) if not analysis.get("departures") else ""
+    return (f"{said}: metric {analysis['metric']} ({unit}{words}); margin {margin}; {level or f'alpha {alpha:g}'}; "
             f"baseline {analysis['baseline']}; factor {analysis.get('factor')}" + (f" ({arms})" if arms else "") + design)
 
 
@@ -98,10 +101,7 @@ def lines(analysis: dict) -> list[str]:
     arms = analysis["arms"]
     n = {a["n"] for a in arms.values()}
     seeds = f"{n.pop()} seeds" if len(n) == 1 else "seeds " + ", ".join(f"{k} {a['n']}" for k, a in arms.items())
-    pairing = analysis.get("pairing_verified")
-    out.append(f"runs: {seeds} x {len(arms)} arms; "
-               + (f"pairing verified ({' and '.join(pairing)} equal across arms in every seed)" if pairing
-                  else "pairing: no shared fingerprints to verify"))
+    out.append(f"runs: {seeds} x {len(arms)} arms; {pairing_line(analysis)}")
     cert = analysis.get("certificate")
     if isinstance(cert, dict) and cert.get("line"):
         out.append(str(cert["line"]))
@@ -128,6 +128,25 @@ def lines(analysis: dict) -> list[str]:
     if analysis.get("data_unverified"):
         out.append(f"data not verified: {analysis['data_unverified']} run(s) (data.verify=false)")
     return out
+
+
+def pairing_line(analysis: dict) -> str:
+    """What the pairing rests on, said as it is: proven by fingerprints that covered something, by
+    seed only for a black box, or not proven (with each missing fingerprint and what fills it)."""
+    block = analysis.get("pairing") or {}
+    checks = block.get("checks") or {}
+    if block.get("basis") and block.get("basis") != "fingerprints":
+        return f"pairing: {block['basis']}"
+    pairing = analysis.get("pairing_verified")
+    if pairing:
+        others = [c["line"] for k, c in checks.items() if k not in pairing]
+        return (f"pairing verified ({' and '.join(pairing)} equal across arms in every seed)"
+                + "".join(f"; {line}" for line in others))
+    if any(c["state"] == "missing" and c["required"] for c in checks.values()):
+        return "pairing NOT verified: " + "; ".join(c["line"] for c in checks.values())
+    # nothing the results say arms must share (results from another tool): what was recorded, as it is
+    return "pairing: no shared fingerprints to verify" + "".join(
+        f"; {c['line']}" for c in checks.values() if c["state"] != "missing")
 
 
 def _pct(level: float) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from harness.config.condition_rules import condition_problems  # noqa: F401 - public here too
+from harness.config.fdr_spec import fdr_spec
 from harness.config.metric_spec import (  # noqa: F401 - public here too
     DIRECTIONS, PERCENT_UNITS, DeclarationError, MetricSpec, _number, _plain, _v, metric_spec)
 
@@ -70,6 +71,7 @@ class Declaration:
     # there are any, the primary claim is the average effect across them (conditions.py)
     conditions: dict = field(default_factory=dict)
     diverged: str = "worst"  # worst | exclude | fail: how a run with a non-finite loss or metric counts
+    fdr: Optional[dict] = None  # stats.fdr: {method, level}, then alpha_t and its place in the ledger (fdr_spec.py)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -173,9 +175,10 @@ class Declaration:
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "bootstrap_resamples" else 0):
                 problems.append(f"stats.{key}={value!r} must be an integer >= "
                                 f"{1 if key == 'bootstrap_resamples' else 0}.")
+        fdr = fdr_spec(s.get("fdr"), problems, sequential=sequential is not None, conditions=bool(ab.get("conditions")))
         if problems:
             raise DeclarationError(" ".join(problems))
-        return cls(
+        return cls(fdr=fdr,
             experiment=str(c.get("experiment_name", "default")), factor=str(ab.get("factor", "")), arms=arms,
             baseline=str(baseline) if baseline is not None else "", seeds=tuple(int(x) for x in ab.get("seeds") or ()),
             metric=metric, metrics=metrics, margin=float(margin) if _number(margin) else margin,
@@ -334,7 +337,9 @@ def declared_metrics(cfg: Mapping) -> dict:
     declared = (cfg.get("stats") or {}).get("metrics")
     if declared:
         return dict(declared)
-    fn = (cfg.get("train") or {}).get("fn", BUILTIN_LOOP)
+    # only a config that names the built-in loop (every composed one does, by the schema's default):
+    # results written by hand or by another program declare their own, or are analysed with --direction
+    fn = (cfg.get("train") or {}).get("fn")
     return builtin_loop_metrics() if fn == BUILTIN_LOOP else {}
 
 

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.training.threads import is_auto
 from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
+from harness.integrations.command_spec import is_command, problems as command_problems
 
 BUILTIN_LOOP = "harness.builtin.loop.train"
 
@@ -82,6 +83,8 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
 
 
 def check_train_fn(cfg: DictConfig) -> list[str]:
+    if is_command(cfg):  # a command arm: its keys are checked per arm (check_components), not a signature
+        return []
     try:
         fn = resolve_callable(cfg.train.fn, "train.fn")
     except ComponentError as e:
@@ -115,6 +118,8 @@ def check_train_fn(cfg: DictConfig) -> list[str]:
 def check_components(arm_cfg: DictConfig, seen: dict) -> list[str]:
     """Each _target_ node of one arm (a node already checked for another arm gives the same answer)."""
     p: list[str] = []
+    if is_command(arm_cfg):  # the script builds its own data and model: its keys, not the config's nodes
+        return command_problems(arm_cfg)
     builtin = arm_cfg.train.fn == BUILTIN_LOOP
     for key, call_site, required in (("data", (), builtin), ("model", (), builtin), ("loss", (), builtin),
                                       ("optim", ("params",), builtin), ("scheduler", ("optimizer",), False)):

@@ -75,6 +75,18 @@ class TrainConfig:
     eval_batch_size: int = 512
     log_every: int = 10  # steps between curve points, progress updates and non-finite checks
     num_workers: int = 0  # DataLoader workers; any value gives the same batches
+    # A command arm (harness/integrations/command.py): set cmd to run an unchanged script once per
+    # (seed, arm) instead of train.fn, and read its metrics. {seed}, {arm}, {run_dir} (the unit's
+    # folder) are replaced in cmd, args values, metrics_from.file and compare_files.
+    cmd: Any = None  # null: train.fn runs; a string (split like a shell) or a list of arguments
+    cwd: Optional[str] = None  # the command's working folder; null: the folder the harness was launched from
+    args: Dict[str, Any] = field(default_factory=dict)  # flags: true -> --key, false/null -> omitted, else --key value
+    seed_arg: Optional[str] = "--seed"  # the harness's seed S is passed as `--seed S`; null: not passed
+    # {stdout: {metric: 'regex with one (group)'}}: the last match's first group; and/or
+    # {file: '{run_dir}/metrics.json'}: a JSON object of name -> number the command writes
+    metrics_from: Any = None
+    timeout_s: Optional[float] = None  # kill a unit that runs longer (seconds); null: no limit
+    compare_files: List[str] = field(default_factory=list)  # files the certificate compares byte for byte
 
 
 class WandbMode(Enum):
@@ -122,6 +134,24 @@ def builtin_loop_metrics() -> dict:
 
 
 @dataclass
+class FDRConfig:
+    # The false discovery rate held over every claim in the project's ledger (docs/statistics.md):
+    # none (each claim at stats.alpha), lond, lord++, saffron or addis. With a method, the experiment's
+    # level alpha_t is taken from the ledger when it is declared, before any data.
+    method: str = "none"
+    level: float = 0.1
+
+
+@dataclass
+class LedgerConfig:
+    # Every declared analysis appends its claims to the project's ledger (python -m harness.ledger).
+    enabled: bool = True
+    path: str = "outputs/ledger.sqlite"  # relative to the launch directory
+    # A team's ledger in PostgreSQL instead (postgresql://USER@HOST/DB; pip install "psycopg[binary]")
+    url: Optional[str] = None
+
+
+@dataclass
 class StatsConfig:
     metric: str = "test_accuracy"  # the primary metric: the verdict is about it (a key of the metrics)
     # Every metric to report, declared (never guessed from a name): a direction (rmse: min) or
@@ -144,6 +174,7 @@ class StatsConfig:
     diverged: str = "worst"
     bootstrap_resamples: int = 9999
     bootstrap_seed: int = 0
+    fdr: FDRConfig = field(default_factory=FDRConfig)
 
 
 @dataclass
@@ -247,3 +278,4 @@ class Config:
     stats: StatsConfig = field(default_factory=StatsConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     repro: ReproConfig = field(default_factory=ReproConfig)
+    ledger: LedgerConfig = field(default_factory=LedgerConfig)

@@ -83,8 +83,10 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
 
             plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
             preflight_or_refuse(cfg, plan.arms)
-            return run_sequential(plan, declaration, say=say, tracker=tracker, show_table=show_table,
-                                  pool=pool if pool.side_by_side else None)
+            executed = run_sequential(plan, declaration, say=say, tracker=tracker, show_table=show_table,
+                                      pool=pool if pool.side_by_side else None)
+            _record(cfg, executed.analysis, out_dir, say)  # the decision at the look that settled it
+            return executed
         if declaration.conditions:  # every (condition, seed, arm); the average across them (conditions.py)
             from harness.experiment.conditions import condition_configs, given_overrides, refuse_narrowed, run_conditions
 
@@ -93,7 +95,11 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             return run_conditions(configs, out_dir, declaration, say=say, tracker=tracker,
                                   certify=bool(cfg.repro.certificate), show_table=show_table)
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
+            declaration = _ledger_level(cfg, declaration, out_dir)
             declaration.write(out_dir, say=say)
+        elif declaration.fdr:
+            raise ExperimentError("stats.fdr.method is set, but a sweep's level is not yet taken from the ledger; "
+                                  "run each experiment on its own, or stats.fdr.method=none. Nothing was run.")
         plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
         if pool.side_by_side:
             from harness.experiment.side_by_side import run_side_by_side
@@ -118,6 +124,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             analysis = _analysis(out_dir, declaration, unchanged_inputs=not _ran_anything(outcome))
         except AnalysisError as e:
             return Executed(outcome, None, f"no analysis: {e} The result files are in {out_dir / 'runs'}.")
+        _record(cfg, analysis, out_dir, say, declaration)
         if show_table:
             render_table(analysis, tables=plan.tables)
         if analysis.pop("_unchanged", False):
@@ -139,6 +146,27 @@ def _grid_point(out_dir: Path, sweep_root: Path) -> bool:
         return len(Path(out_dir).resolve().relative_to(Path(sweep_root).resolve()).parts) > 1
     except ValueError:
         return False
+
+
+def _ledger_level(cfg, declaration, out_dir: Path):
+    """The declaration with alpha_t from the ledger (stats.fdr), fixed before any data."""
+    from harness.ledger.store import LedgerError
+    from harness.ledger.record import assign_for_config
+
+    try:
+        return assign_for_config(cfg, declaration, out_dir)
+    except LedgerError as e:
+        raise ExperimentError(f"{e} Nothing was run.") from None
+
+
+def _record(cfg, analysis, out_dir: Path, say, declaration=None) -> None:
+    """The declared analysis's claims into the ledger; a failure is a warning (the analysis stands)."""
+    from harness.config.declaration import Declaration
+    from harness.ledger.record import record_for_config
+
+    if analysis is not None:
+        declaration = declaration or Declaration.from_dict(analysis["declaration"])
+        record_for_config(cfg, analysis, out_dir, declaration, warn=lambda w: log.warning(w) if say is _say else say(w))
 
 
 def _ran_anything(outcome) -> bool:

@@ -26,8 +26,18 @@ from harness.results import NOT_IN_IDENTITY as NOT_IN_HASH  # never change a run
 from harness.results import config_digest, flatten  # noqa: F401 - flatten is used by arms.py
 
 
+# train's keys of a command arm (schema.py): left out of a config that runs train.fn, so that a
+# train.fn run's identity (its hash, what resume compares) is what it was before command arms existed
+COMMAND_KEYS = ("cmd", "cwd", "args", "seed_arg", "metrics_from", "timeout_s", "compare_files")
+
+
 def plain(cfg) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    out = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    train = out.get("train") if isinstance(out, dict) else None
+    if isinstance(train, dict) and train.get("cmd") is None:
+        for key in COMMAND_KEYS:
+            train.pop(key, None)
+    return out
 
 
 def under(key: str, path: str) -> bool:
@@ -118,9 +128,10 @@ def _git_state(folder: Path) -> Optional[dict]:
             if diff.stdout else None}
 
 
-def code_identity(targets: list[str], extra_paths=(), use_git: bool = False) -> dict:
-    """The code a run depends on: {"version": one string for resume, "files": {name: digest}, ...}."""
-    key = json.dumps([sorted(targets), list(map(str, extra_paths)), use_git, os.getcwd()])
+def code_identity(targets: list[str], extra_paths=(), use_git: bool = False, git_folders=()) -> dict:
+    """The code a run depends on: {"version": one string for resume, "files": {name: digest}, ...}.
+    ``git_folders``: folders whose repository's tree counts too with ``use_git`` (a command's script)."""
+    key = json.dumps([sorted(targets), list(map(str, extra_paths)), use_git, list(map(str, git_folders)), os.getcwd()])
     if key in _CACHE:
         return _CACHE[key]
     files: dict[str, str] = {}
@@ -140,6 +151,10 @@ def code_identity(targets: list[str], extra_paths=(), use_git: bool = False) -> 
             state = _git_state(root if root.is_dir() else root.parent)
             if state:
                 git[top] = state
+    for folder in git_folders if use_git else ():
+        state = _git_state(Path(folder))
+        if state:
+            git[f"command:{Path(folder).name}"] = state  # by name: the same tree elsewhere is the same code
     for p in extra_paths:
         path = Path(p).expanduser()
         if not path.exists():

@@ -86,10 +86,12 @@ def _unsound(old: dict, seed, arm) -> Optional[str]:
     if seed is not None and (old.get("seed"), str(old.get("arm"))) != (seed, str(arm)):
         return f"it holds seed {old.get('seed')} arm {old.get('arm')}, not this folder's seed {seed} arm {arm}"
     fp = old.get("fingerprints") or {}
-    missing = [k for k in ("init", "data_order", "final") if not isinstance(fp.get(k), str)]
+    # a fingerprint the run recorded as missing (it covered nothing) is what that run proves, not damage
+    said = fp.get("missing") if isinstance(fp.get("missing"), dict) else {}
+    missing = [k for k in ("init", "data_order", "final") if not isinstance(fp.get(k), str) and not said.get(k)]
     try:
         steps = load_steps(old)
-        if not steps or not steps.get("loss"):
+        if (not steps or not steps.get("loss")) and fp.get("black_box") is not True:  # a command records no steps
             missing.append("steps")
     except (KeyError, TypeError, ValueError):
         missing.append("steps")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 import warnings
 import traceback
@@ -20,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.config.declaration import declared_metrics
 from harness.training.components import ComponentError, resolve_callable, targets
+from harness.integrations.command_spec import code_files, training_fn
 from harness.experiment.identity import code_identity, config_hash, plain
 # torch is imported by the first run, not here: a bad value is refused before that (execute.py).
 from harness.results import SCHEMA
@@ -35,7 +37,10 @@ def _value(x):
 
 def code_of(cfg) -> dict:
     """The code identity of an arm's config (cached per process)."""
-    return code_identity(targets(cfg), list(cfg.repro.code_paths), bool(cfg.repro.code_git))
+    # a command arm's script and the .py files beside it are its code, like a train.fn's package
+    files = code_files(cfg)  # with repro.code_git, the git tree of their repository too (one folder)
+    return code_identity(targets(cfg), [*cfg.repro.code_paths, *files], bool(cfg.repro.code_git),
+                         git_folders=[os.path.dirname(os.path.abspath(p)) for p in files[:1]])
 
 
 def check_metrics(metrics) -> dict:
@@ -55,7 +60,7 @@ def check_metrics(metrics) -> dict:
 
 
 def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None, init_hook=None,
-              stop_after: Optional[int] = None) -> dict:
+              stop_after: Optional[int] = None, folder=None, arm: Optional[str] = None) -> dict:
     """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
     (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
     from harness.training import math_modes
@@ -66,12 +71,14 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
     found = math_modes.read()  # put back after the unit: the next one in this process starts clean
     try:
         configure(settings, device)  # modes and threads, before anything touches a tensor
-        return _train_pinned(cfg, seed, settings, device, math_modes.read(), progress, init_hook, stop_after)
+        return _train_pinned(cfg, seed, settings, device, math_modes.read(), progress=progress, init_hook=init_hook,
+                             stop_after=stop_after, folder=folder, arm=arm)
     finally:
         math_modes.restore(found)
 
 
-def _train_pinned(cfg, seed, settings, device, pinned, progress, init_hook, stop_after) -> dict:
+def _train_pinned(cfg, seed, settings, device, pinned, *, progress, init_hook, stop_after, folder, arm) -> dict:
+    """train_one once the math modes are pinned (``pinned``: as read then, for the environment)."""
     from harness.training import gpu_memory
     from harness.training.determinism import capture_environment
     from harness.training.run import Run
@@ -81,10 +88,14 @@ def _train_pinned(cfg, seed, settings, device, pinned, progress, init_hook, stop
         init_hook=init_hook, keep_step_weights=int(cfg.repro.keep_step_weights),
         save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
         metrics=declared_metrics(cfg) if cfg.get("stats") is not None else None,  # declared: whose examples
+        run_dir=folder,
         stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise_sources)
     )
-    fn = resolve_callable(cfg.train.fn, "train.fn")
+    fn = resolve_callable(training_fn(cfg), "train.fn")  # a command arm goes through the same door
     frozen = cfg.copy()
+    if arm is not None:  # which arm this is, as the recorded config says of its seed (a command's {arm})
+        OmegaConf.set_readonly(frozen, False)
+        frozen.arm = arm
     OmegaConf.set_readonly(frozen, True)  # the recorded config is what ran: the loop cannot change it
     memory = gpu_memory.before(device)  # a CUDA run's memory, which workers=auto on a GPU widens by
     with _warnings_kept(settings.mode == "warn") as kept:
@@ -153,7 +164,8 @@ def new_result(arm_cfg: DictConfig, seed: int, arm: str) -> dict:
     return result
 
 
-def run_one(arm_cfg: DictConfig, seed: int, arm: str, progress=None, init_hook=None) -> tuple[dict, Optional[dict]]:
+def run_one(arm_cfg: DictConfig, seed: int, arm: str, progress=None, init_hook=None,
+            folder=None) -> tuple[dict, Optional[dict]]:
     """Train one (seed, arm) and build its result. Failures become a 'failed' result, not a raise.
 
     Returns (result, weights or None). KeyboardInterrupt and SystemExit pass through: nothing is
@@ -166,7 +178,7 @@ def run_one(arm_cfg: DictConfig, seed: int, arm: str, progress=None, init_hook=N
     weights = None
     t0 = time.perf_counter()
     try:
-        out = train_one(arm_cfg, seed, progress=progress, init_hook=init_hook)
+        out = train_one(arm_cfg, seed, progress=progress, init_hook=init_hook, folder=folder, arm=arm)
         weights = out.pop("weights", None)
         result.update(out)
         result["status"] = "completed"

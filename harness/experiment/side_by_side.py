@@ -160,12 +160,7 @@ def certify_with(pool: Workers, arms, results, out_dir: Path, log) -> tuple[Opti
         if kind == "raise":
             raise body[0]
         again = body[0] if kind == "done" else {"status": "failed", "error": {"message": f"its worker {body[0]}"}}
-    if again["status"] != "completed":
-        cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
-                "first_divergent_step": None, "final_equal": False,
-                "line": f"bitwise reproducible: NO: the rerun failed ({again['error']['message']})"}
-    else:
-        cert = serial.certificate(first, again)
+    cert = serial.certificate(first, again) if again["status"] == "completed" else serial.failed_rerun(first, again)
     cert["config_hash"] = first["config_hash"]
     cert["code_version"] = first.get("code_version")
     cert["final"] = first["fingerprints"]["final"]

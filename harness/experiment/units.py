@@ -72,6 +72,8 @@ def check_pairing(results: list[dict]) -> None:
 
 def certificate(first: dict, second: dict) -> dict:
     """Compare every per-step fingerprint of a run and its rerun."""
+    if (first.get("fingerprints") or {}).get("black_box"):
+        return _metrics_certificate(first, second)
     a, b = load_steps(first), load_steps(second)
     n = len(a["loss"])
     diverged = {}
@@ -97,6 +99,34 @@ def certificate(first: dict, second: dict) -> dict:
         "final_equal": same_final,
         "line": line,
     }
+
+
+def failed_rerun(first: dict, again: dict) -> dict:
+    """The certificate when its rerun failed: not reproducible, at the level the run could be compared."""
+    level = "reproducible at the level of the metrics" if (first.get("fingerprints") or {}).get("black_box") \
+        else "bitwise reproducible"
+    return {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
+            "first_divergent_step": None, "final_equal": False,
+            "line": f"{level}: NO: the rerun failed ({again['error']['message']})"}
+
+
+def _metrics_certificate(first: dict, second: dict) -> dict:
+    """A command is a black box: no steps to compare, only what it produced. Its metrics bit for bit
+    (and train.compare_files byte for byte: both are in the final digest) -- never "bitwise"."""
+    files = len(((first.get("config") or {}).get("train") or {}).get("compare_files") or [])
+    a, b = first.get("metrics") or {}, second.get("metrics") or {}
+    differ = sorted(k for k in set(a) | set(b) if json.dumps(a.get(k)) != json.dumps(b.get(k)))
+    same = not differ and first["fingerprints"]["final"] == second["fingerprints"]["final"]
+    what = f"{len(a)} metric(s) bit for bit" + (f", {files} file(s) byte for byte" if files else "")
+    if same:
+        line = f"reproducible at the level of the metrics: yes ({what}; seed {first['seed']}, arm {first['arm']} rerun)"
+    else:
+        shown = ", ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in differ) or "train.compare_files differ"
+        line = (f"reproducible at the level of the metrics: NO: seed {first['seed']} arm {first['arm']} rerun "
+                f"differs ({shown})")
+    return {"reproducible": same, "level": "metrics", "steps": 0, "seed": first["seed"], "arm": first["arm"],
+            "first_divergent_step": None, "final_equal": first["fingerprints"]["final"] == second["fingerprints"]["final"],
+            "metrics_differ": differ, "line": line}
 
 
 # -- the experiment -----------------------------------------------------------------------------
@@ -219,7 +249,7 @@ def _unit(arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker, *, res
         moved = supersede(path)
         if moved:
             log(f"seed={seed} arm={arm}: previous result kept at {moved}")
-        result, weights = run_one(arm_cfg, seed, arm, progress=bar.start(seed, arm))
+        result, weights = run_one(arm_cfg, seed, arm, progress=bar.start(seed, arm), folder=path.parent)
         bar.done()
         if weights is not None:
             save_weights(path.parent / "weights.pt", weights)
@@ -248,12 +278,7 @@ def _certify(arms, results, out_dir, log) -> tuple[Optional[dict], bool]:
         again = rerun_fresh(arm_cfg, first["seed"], first["arm"])
     else:
         again, _ = run_one(arm_cfg, first["seed"], first["arm"])
-    if again["status"] != "completed":
-        cert = {"reproducible": False, "steps": 0, "seed": first["seed"], "arm": first["arm"],
-                "first_divergent_step": None, "final_equal": False,
-                "line": f"bitwise reproducible: NO: the rerun failed ({again['error']['message']})"}
-    else:
-        cert = certificate(first, again)
+    cert = certificate(first, again) if again["status"] == "completed" else failed_rerun(first, again)
     cert["config_hash"] = first["config_hash"]
     cert["code_version"] = first.get("code_version")  # with final: which result it certifies
     cert["final"] = first["fingerprints"]["final"]
@@ -286,8 +311,9 @@ def _run_line(r: dict) -> str:
     if r["status"] != "completed":
         return f"{head}: FAILED ({r['error']['type']}: {r['error']['message']})"
     m, t = r["metrics"], r["timing"]
+    ran = f"{t['steps']} steps" if t.get("steps") else "a command"  # a command records no steps
     primary = ((r.get("config") or {}).get("stats") or {}).get("metric")
     names = ([primary] if primary in m else []) + [k for k in m if k != primary and not k.startswith("n_")]
     shown = "  ".join(f"{k} {m[k]:.4g}" for k in names[:3])
-    return f"{head}: {shown}  {t['steps']} steps in {t['train_seconds']:.1f}s  final {r['fingerprints']['final']}"
+    return f"{head}: {shown}  {ran} in {t['train_seconds']:.1f}s  final {r['fingerprints']['final']}"
 

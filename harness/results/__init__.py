@@ -37,7 +37,7 @@ _STEP_DIGITS = {"loss": 8, "params": 16}
 # Config keys that never change a run's numbers: left out of config_hash and base_hash.
 # (The same list as experiment._NOT_IN_HASH; tests/test_identity.py holds the two together.)
 NOT_IN_IDENTITY = ("seed", "arm", "resume", "lock_timeout", "progress", "tables", "workers", "logger", "stats", "ab",
-                   "experiment_name")
+                   "experiment_name", "ledger")
 REPRO_NOT_IN_IDENTITY = ("certificate", "code_paths", "code_git")
 
 

@@ -46,6 +46,9 @@ race.py (Kim & Nelson's race of K configurations), imported only by the race swe
 Across conditions: meta.py (the random-effects model, REML / Hartung-Knapp), meta_claims.py (the
 claims across conditions, decided with the conditions' estimated variances), meta_peers.py (rliable's
 aggregates), trend.py (dose trends).
+Across claims: online_fdr.py (LOND, LORD++, SAFFRON, ADDIS: each claim's level alpha_t from the
+claims before it, as the R package onlineFDR computes it), online_fdr_sim.py (their simulated FDR
+and power), imported by the ledger (harness/ledger/).
 """
 
 from ._core import (

@@ -90,7 +90,7 @@ def read_sources(spreads: dict, full: Spread) -> SourcesReading:
         return SourcesReading("undetermined", shares, total, (
             f"too few runs to tell: with {full.n} runs per source each spread is known within x{factor:.1f}, and "
             f"both readings fit (the sources adding up, {100 * total:.0f}% of the seed variance: {parts}; or each "
-            f"alone reaching the full spread, {100 * low:.0f}-{100 * high:.0f}%). Run more (--repeats 20 or more)."))
+            f"alone reaching the full spread, {100 * low:.0f}-{100 * high:.0f}%). Run more (--repeats {max(20, 4 * full.n)})."))
     top = max(shares, key=shares.get)
     return SourcesReading("dominant", shares, total, (
         f"the largest source is {top} ({100 * shares[top]:.0f}% of the full spread); the sources' variances "

@@ -6,9 +6,10 @@ goldens: the bits differ, did the results?), golden_ops.py (a golden's stored op
 (diff --ops: the first aten op whose bits differ), module_stack.py (which module runs an op),
 butterfly.py (diff's plot), noise_audit.py and noise_runs.py (nondeterminism noise against seed noise),
 noise_sources.py (the seed noise, one random stream at a time), audit.py (which ops are deterministic),
-args.py (their shared command-line handling). The ``harness/<tool>.py`` files beside the rooms are
+args.py (their shared command-line handling), ledger.py (the door to harness/ledger/cli.py). The
+``harness/<tool>.py`` files beside the rooms are
 the commands' entry points and hold no logic.
 
-May import: harness.experiment (to run units as the harness does), harness.analysis,
+May import: harness.experiment (to run units as the harness does), harness.analysis, harness.ledger,
 harness.config, harness.training, harness.results; never duplicates the runner.
 """

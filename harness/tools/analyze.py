@@ -132,7 +132,11 @@ def main(argv=None) -> int:
         print(f"harness.analyze: could not write into {args.dir}: {e}. Use --no-write to only print.", file=sys.stderr)
         return EXIT_BAD_INPUT
     report.render_table(analysis, tables=args.tables)
-    if not args.no_write:
+    if not args.no_write:  # the claims into the project's ledger (an alternative's flagged as one)
+        from harness.ledger.record import record_written
+
+        record_written(analysis, Path(args.dir if Path(args.dir).is_dir() else Path(args.dir).parent),
+                       warn=lambda w: print(f"harness.analyze: {w}", file=sys.stderr))
         where = Path(args.dir if Path(args.dir).is_dir() else Path(args.dir).parent) / analysis.get("written_to", "")
         written = [n for n in ("analysis.json", "report.md", "analysis.png") if (where / n).is_file()]
         print(f"wrote {', '.join(written)} into {where}"

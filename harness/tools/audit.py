@@ -39,6 +39,7 @@ from torch.utils._pytree import tree_flatten
 from harness.training.determinism import DeterminismError
 from harness.tools.diff import parse_args
 from harness.tools.golden import BadInput, add_config_dir, compose_config, select_run
+from harness.integrations.command_spec import black_box_refusal, is_command
 from harness.tools.module_stack import ModuleStack  # noqa: F401 - public here too
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
@@ -283,6 +284,8 @@ def main(argv=None) -> int:
     args = parse_args(parser(), argv)  # --config-dir anywhere (diff.parse_args)
     try:
         arm_cfg, seed, arm = select_run(compose_config(args.overrides, args.config_dir), args.overrides)
+        if is_command(arm_cfg):
+            raise BadInput(black_box_refusal("harness.audit", "needs every op of a training step"))
         _preflight(arm_cfg, arm)
         findings, info = audit_step(arm_cfg, seed)
     except BadInput as e:

@@ -2,7 +2,8 @@
 
 Owns: run.py (the ``Run``: seeded streams, the loader and sampler, the step recorder, logs,
 per-example records), batches.py (the shuffled order, tensors read a batch at a time, data nodes
-built once per process), fingerprint.py (bit-exact digests), rng.py (one generator per purpose),
+built once per process), fingerprint.py (bit-exact digests), proof.py (what a pairing fingerprint must
+have covered to prove anything, and what fills a missing one; torch-free, the analysis reads it), rng.py (one generator per purpose),
 determinism.py (deterministic mode and pinned threads), math_modes.py (TF32 and float32 matmul
 precision: pinned per unit, recorded, restored), threads.py (how many: the rule behind
 determinism.threads=auto and workers=auto, torch-free), gpu_memory.py (what a CUDA run used of its

@@ -1,11 +1,13 @@
 """Batches for a training function: the seeded shuffled order, tensors read a batch at a time, the
-loader that fingerprints each batch as it is consumed, and data nodes built once per process."""
+loader that fingerprints each batch as it is consumed, ordered batches fingerprinted by content,
+the data_order digest (which counts what it covered), and data nodes built once per process."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import deque
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from torch.utils.data import DataLoader, Sampler
@@ -68,6 +70,68 @@ class _FingerprintedLoader:
             # DataLoader keeps the sampler's order, so the oldest drawn batch is this one
             self.order.update(self.sampler.drawn.popleft().numpy().tobytes())
             yield batch
+
+
+class OrderDigest:
+    """data_order: blake2b over what was consumed, and how many batches that was (0: proves nothing)."""
+
+    def __init__(self):
+        self._h = hashlib.blake2b(digest_size=8)
+        self.batches = 0
+
+    def update(self, data: bytes) -> None:
+        self._h.update(data)
+        self.batches += 1
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
+class OrderedBatches:
+    """run.ordered: the wrapped batches in their order, each one's content hashed when consumed."""
+
+    def __init__(self, batches, order: OrderDigest):
+        self.batches, self.order = batches, order
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        for batch in self.batches:
+            h = hashlib.blake2b(digest_size=16)
+            _hash_content(batch, h)
+            self.order.update(h.digest())
+            yield batch
+
+
+def _hash_content(x, h) -> None:
+    """Feed a batch's content (with dtypes and shapes, so a reshaped batch differs) to ``h``."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"T{t.dtype}{tuple(x.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes())
+    elif hasattr(x, "__array_interface__") or type(x).__module__ == "numpy":
+        import numpy as np
+
+        a = np.ascontiguousarray(x)
+        h.update(f"A{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    elif isinstance(x, Mapping):
+        h.update(b"{")
+        for key in sorted(x, key=str):
+            h.update(repr(key).encode())
+            _hash_content(x[key], h)
+        h.update(b"}")
+    elif isinstance(x, (list, tuple)):
+        h.update(f"({len(x)}".encode())
+        for item in x:
+            _hash_content(item, h)
+    elif isinstance(x, (bool, int, float, str, bytes)) or x is None:
+        h.update(repr(x).encode())
+    else:
+        raise TypeError(f"run.ordered got a batch holding a {type(x).__name__}: its content cannot be "
+                            "fingerprinted. Batches must be tensors, numpy arrays, numbers or strings, nested in "
+                            "tuples, lists or dicts.")
 
 
 _DATASETS: dict[str, Any] = {}

@@ -4,13 +4,16 @@ A training function is ``fn(cfg, run, **train.kwargs) -> dict of final metrics``
 already switched PyTorch into the configured determinism mode and pinned the threads; the ``Run``
 hands out everything seeded and records everything the harness proves things with:
 
-    run.device, run.seed, run.precision
+    run.device, run.seed, run.precision, run.run_dir (the unit's folder, or None)
     run.generator("data_order" | "augment" | any name)  a torch.Generator per purpose, from the seed
     with run.init(): model = ...        initial weights from the init stream; afterwards the global
                                         RNG is the model stream (dropout, noise in a loss term)
     run.loader(dataset, batch_size)     a DataLoader whose order comes from the data_order stream
                                         and is fingerprinted batch by batch as you consume it
     run.sampler(n, batch_size)          the same order, for a DataLoader you build yourself
+    run.ordered(batches)                batches that must keep their order (contiguous BPTT windows,
+                                        a curriculum): passed through unchanged, each one's content
+                                        fingerprinted as you consume it
     run.watch(model, total_steps=None)  the init fingerprint; the parameters fingerprinted each step
     run.step(loss)                      once per optimizer step: loss bits + parameter digest
     run.log(step, **scalars)            curve points (result.json, wandb)
@@ -18,6 +21,12 @@ hands out everything seeded and records everything the harness proves things wit
     run.record_examples(correct, metric=NAME)  per-example outcomes on the test split of a metric
                                         declared with examples: true (its test-set noise)
     run.dataset(node, **kw)             instantiate a data node once per process (cached by config)
+    run.black_box(final)                the training ran outside this process (a command arm): no
+                                        watch, no steps; ``final`` is a digest of what it produced
+
+A fingerprint of nothing proves nothing: a run that drew no batch through the Run records its
+data_order as missing (``fingerprints.missing`` says what to call to fill it), never as the hash
+of zero bytes that every such run shares.
 
 It imports neither Hydra nor wandb and knows nothing of arms: a notebook can build one directly.
 ``metrics`` are the declared metrics (the config's ``stats.metrics``: the harness passes the arm
@@ -27,7 +36,6 @@ config's); they tell ``record_examples`` without a name which metric its outcome
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from collections import deque
 from typing import Any, Callable, Iterable, Mapping, Optional
@@ -36,9 +44,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from harness.training.fingerprint import StepRecorder, flatten_parameters, model_fingerprint
+from harness.training.proof import BLACK_BOX, HOW_TO_FILL
 from harness.training.rng import Streams, seed_worker
 from harness.training.batches import (  # noqa: F401 - TensorBatches and cached_dataset: public here too
-    ShuffledBatches, TensorBatches, _FingerprintedLoader, cached_dataset)
+    OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, cached_dataset)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -62,19 +71,23 @@ class Run:
                  check_every: int = 10, progress: Optional[Callable[[int, Optional[int], float], None]] = None,
                  init_hook: Optional[Callable[[torch.nn.Module], None]] = None, keep_step_weights: int = 0,
                  save_weights: bool = False, stop_after: Optional[int] = None, metrics: Optional[Mapping] = None,
-                 stream_seeds: Optional[Mapping] = None):
+                 stream_seeds: Optional[Mapping] = None, run_dir=None):
         """``init_hook(model)`` may change the initial weights in place before the init fingerprint
         (the noise audit nudges one weight by an ULP). ``keep_step_weights``: keep the full weights
         of the first N steps (harness.diff's butterfly curve); ``save_weights``: the final ones.
         ``metrics``: the declared metrics, name -> a ``stats.metrics`` entry (a direction, or
         {direction, unit, examples}) or a harness.config.declaration.MetricSpec; None: none declared.
-        ``stream_seeds``: purpose -> a seed that stream derives from instead of ``seed`` (seeds.*)."""
+        ``stream_seeds``: purpose -> a seed that stream derives from instead of ``seed`` (seeds.*).
+        ``run_dir``: the unit's own folder (where its result.json goes), None for a run written nowhere
+        (the certificate's rerun, a notebook): a training function may keep files of its own there."""
         self.seed = int(seed)
         self.device = torch.device(device)
         self.precision = precision
+        self.run_dir = run_dir
         self.streams = Streams.from_seed(self.seed, stream_seeds)
         self._generators = {"data_order": self.streams.data_order, "augment": self.streams.augment}
-        self._order = hashlib.blake2b(digest_size=8)
+        self._order = OrderDigest()
+        self._black_box: Optional[str] = None
         self._check_every = max(1, int(check_every))
         self._progress = progress
         self._init_hook = init_hook
@@ -143,6 +156,13 @@ class Run:
             loader = DataLoader(dataset, batch_sampler=sampler, **common, **kwargs)
         return _FingerprintedLoader(loader, sampler, self._order)
 
+    def ordered(self, batches: Iterable) -> "OrderedBatches":
+        """``batches`` passed through in their own order (no shuffling), each batch's content (tensors,
+        arrays, numbers, nested in tuples, lists or dicts) fingerprinted into data_order as it is
+        consumed: the pairing proof for data that must not be shuffled. Iterable once per epoch like
+        the object it wraps. Tensors on a GPU are copied to the host to be hashed (a sync per batch)."""
+        return OrderedBatches(batches, self._order)
+
     def dataset(self, node, **call_site):
         """Instantiate a data node once per process, cached by its resolved config.
 
@@ -192,7 +212,6 @@ class Run:
         if self.steps <= self._keep:
             self._step_weights.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in self._params]))
         if self.steps % self._check_every == 0 or self.steps == self._total:
-            self._check_watched()
             self._check_finite()
         if self._stop_after is not None and self.steps >= self._stop_after:
             raise StopRun(self.steps)
@@ -246,15 +265,22 @@ class Run:
             f"and declare NAME in stats.metrics as {{direction: max, unit: pts, examples: true}} (unit pts or %: "
             f"the metric is 100 x the mean outcome; otherwise the mean itself).")
 
+    def black_box(self, final: str) -> None:
+        """Say the training ran outside this process (a command the harness started): nothing was
+        watched and no step recorded, so init, data order and steps are recorded as missing and the
+        pairing rests on the seed alone. ``final`` is a digest of what the run produced (its metrics,
+        the bytes of files it wrote): what the certificate compares."""
+        if self._recorder is not None or self.steps:
+            raise RunUsageError("run.black_box after run.watch/run.step: a run is watched here or run elsewhere, not both.")
+        self._black_box = str(final)
+
     # -- the harness's side ----------------------------------------------------------------------
 
-    def _check_watched(self) -> None:
-        """New Parameter objects since run.watch (a walk over the modules, so not every step)."""
+    def _check_finite(self) -> None:
+        """A non-finite loss stops the run; so do parameters replaced since run.watch (a module walk)."""
         why = self._recorder.replaced(self._model) if self._model is not None else None
         if why is not None:
             raise RunUsageError(why)
-
-    def _check_finite(self) -> None:
         losses = self._recorder.losses[: self.steps]
         bad = (~torch.isfinite(losses)).nonzero()
         if len(bad):
@@ -268,6 +294,8 @@ class Run:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         seconds = time.perf_counter() - self._t0
+        if self._black_box is not None:
+            return self._black_box_record(metrics, seconds)
         if self._recorder is None:
             raise RunUsageError(
                 "the training function never called run.watch(model): without it there are no init or "
@@ -276,7 +304,6 @@ class Run:
             )
         if self.steps == 0:
             raise RunUsageError("the training function never called run.step(loss): no step was recorded.")
-        self._check_watched()
         self._check_finite()
         steps = self._recorder.finish()
         final = model_fingerprint(self._model) if self._model is not None else _params_fp(self._params)
@@ -286,9 +313,10 @@ class Run:
             "metrics": dict(metrics),
             "fingerprints": {
                 "init": self._init_fp,
-                "data_order": self._order.hexdigest(),
+                "data_order": self._order.hexdigest() if self._order.batches else None,
                 "final": final,
                 "steps": {"loss": steps["loss"], "params": steps["params"]},
+                "batches": self._order.batches,
             },
             "curve": {"step": rows, **{n: [self._curve[s].get(n) for s in rows] for n in names}},
             "timing": {
@@ -298,6 +326,8 @@ class Run:
                 "ms_per_step": 1000 * seconds / self.steps,
             },
         }
+        if not self._order.batches:
+            out["fingerprints"]["missing"] = {"data_order": f"no batch was drawn through the Run: {HOW_TO_FILL['data_order']}"}
         if self._examples:
             missing = [name for name in self._examples if name not in metrics]
             if missing:
@@ -320,6 +350,20 @@ class Run:
     def last_loss(self) -> Optional[float]:
         """The last recorded loss (a host sync)."""
         return float(self._recorder.losses[self.steps - 1]) if self._recorder is not None and self.steps else None
+
+
+    def _black_box_record(self, metrics, seconds: float) -> dict:
+        why = f"not seen: the training ran outside this process, so the pairing is {BLACK_BOX}"
+        curve_rows = sorted(self._curve)
+        names = sorted({n for r in self._curve.values() for n in r})
+        return {
+            "metrics": dict(metrics),
+            "fingerprints": {"init": None, "data_order": None, "final": self._black_box,
+                             "steps": {"loss": [], "params": []}, "batches": 0,
+                             "missing": {"init": why, "data_order": why}, "black_box": True},
+            "curve": {"step": curve_rows, **{n: [self._curve[s].get(n) for s in curve_rows] for n in names}},
+            "timing": {"train_seconds": seconds, "steps": 0, "steps_per_s": None, "ms_per_step": None},
+        }
 
 
 class _HashingDeque(deque):

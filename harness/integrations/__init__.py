@@ -1,0 +1,12 @@
+"""Ways in from outside: a researcher's code as it already is, behind the same door as a train.fn.
+
+Owns: command_spec.py (a command arm's train.* keys read and checked before any unit runs, the
+argument list and the files that make up the command's code; torch-free), command.py (the command
+arm as a training function: ``train(cfg, run)`` runs the command once for the Run's (seed, arm) and
+reads its metrics), process.py (the child process: its environment, its output files, a timeout,
+and a process group that dies with the harness).
+
+May import: harness.training (the Run's public API) and harness.results only. The experiment calls a
+command arm through ``train.fn``'s door (``training_fn``), so resume, workers, sweeps, the
+certificate and tracking treat it as any training function.
+"""

@@ -1,0 +1,122 @@
+"""The command arm: a script run unchanged, once per (seed, arm), behind train.fn's door.
+
+``train(cfg, run)`` is what a unit calls when ``train.cmd`` is set (command_spec.training_fn): it
+renders the command for the Run's seed and the arm, runs it with the unit's environment
+(process.py), and reads the metrics from its stdout or a file it wrote. A command is a black box:
+the Run records no init, data order or steps, so the pairing rests on the seed alone and the
+certificate compares what the run produced, metrics bit for bit and train.compare_files byte for
+byte (``run.black_box(final)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import tempfile
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from harness.integrations.command_spec import CommandSpec, fill
+from harness.integrations import process
+from harness.integrations.process import CommandFailed
+
+
+def train(cfg, run) -> dict:
+    spec = CommandSpec.from_config(cfg)
+    arm = arm_of(cfg)
+    if run.run_dir is not None:
+        return _unit(spec, cfg, run, arm, Path(run.run_dir))
+    with tempfile.TemporaryDirectory(prefix="harness-command-") as tmp:  # a rerun: written nowhere
+        return _unit(spec, cfg, run, arm, Path(tmp))
+
+
+def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    who = f"seed {run.seed} arm {arm}"
+    argv = spec.render(run.seed, arm, folder)
+    out, err = folder / "stdout.txt", folder / "stderr.txt"
+    env = process.environment(run.seed, arm, folder, int(cfg.determinism.threads))
+    try:
+        code = process.run(argv, spec.workdir(), env, out, err, spec.timeout_s)
+    except CommandFailed as e:  # the timeout: said with the unit and what it printed last
+        raise CommandFailed(f"{who}: {e}: {shlex.join(argv)}\nlast lines of stdout ({out}):\n"
+                            f"{process.tail(out) or '(stdout is empty)'}") from None
+    if code != 0:
+        shown = process.tail(err) or "(stderr is empty)"
+        raise CommandFailed(f"{who}: the command exited with code {code}: {shlex.join(argv)}\n"
+                            f"last lines of stderr ({err}):\n{shown}")
+    metrics = _read_metrics(spec, run, arm, folder, out, who)
+    run.black_box(final=_digest(metrics, spec, run.seed, arm, folder, who))
+    return metrics
+
+
+def _read_metrics(spec: CommandSpec, run, arm: str, folder: Path, out: Path, who: str) -> dict:
+    metrics: dict = {}
+    if spec.patterns:
+        text = out.read_text(errors="replace")
+        for name, pattern in spec.patterns:
+            found = [m.group(1) for m in pattern.finditer(text)]
+            if not found:
+                raise CommandFailed(f"{who}: train.metrics_from.stdout.{name} pattern {pattern.pattern!r} never "
+                                    f"matched the command's output. Last lines of stdout ({out}):\n"
+                                    f"{process.tail(out) or '(stdout is empty)'}")
+            values = [_number(v, name, who) for v in found]
+            metrics[name] = values[-1]
+            if len(values) > 1:  # a per-epoch line: every match is a curve point
+                for i, v in enumerate(values, start=1):
+                    run.log(i, **{name: v})
+    if spec.metrics_file:
+        path = _under(spec, fill(spec.metrics_file, run.seed, arm, folder))
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise CommandFailed(f"{who}: train.metrics_from.file {path} could not be read as JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise CommandFailed(f"{who}: train.metrics_from.file {path} holds a {type(data).__name__}, not a JSON "
+                                "object of metric name -> number.")
+        metrics.update({str(k): v for k, v in data.items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool) and str(k) not in metrics})
+    return metrics
+
+
+def _number(text: str, name: str, who: str) -> float:
+    try:
+        return float(text)  # a non-finite value is kept: the analysis excludes it, naming it
+    except ValueError:
+        raise CommandFailed(f"{who}: train.metrics_from.stdout.{name} captured {text!r}, not a number.") from None
+
+
+def _under(spec: CommandSpec, path: str) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else spec.workdir() / p
+
+
+def _digest(metrics: dict, spec: CommandSpec, seed: int, arm: str, folder: Path, who: str) -> str:
+    """What the certificate compares: every metric's exact value, and the bytes of train.compare_files."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(json.dumps({k: float(v).hex() for k, v in sorted(metrics.items())}).encode())
+    for name in spec.compare_files:
+        path = _under(spec, fill(name, seed, arm, folder))
+        try:
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError as e:
+            raise CommandFailed(f"{who}: train.compare_files: {path} could not be read after the run "
+                                f"({e.strerror}): the certificate compares its bytes.") from None
+    return h.hexdigest()
+
+
+def arm_of(cfg) -> str:
+    """The unit's arm: cfg.arm as the harness sets it for the training function; else (a tool that
+    trains a config of its own) the arm whose value the config holds at ab.factor."""
+    if cfg.get("arm") is not None:
+        return str(cfg.arm)
+    factor = cfg.ab.factor
+    value = OmegaConf.select(cfg, factor)
+    value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    for name, arm_value in cfg.ab.arms.items():
+        arm_value = OmegaConf.to_container(arm_value, resolve=True) if OmegaConf.is_config(arm_value) else arm_value
+        if arm_value == value:
+            return str(name)
+    return str(value)

@@ -1,0 +1,161 @@
+"""What goes into the ledger: an analysis's claims, and an experiment's alpha_t before its data.
+
+``record_analysis`` turns analysis.json's comparisons into claim rows and appends them; a ledger that
+cannot be written is said as a warning and never costs the analysis. ``assign_alpha`` takes the test
+level of an experiment declared with ``stats.fdr`` from the ledger, before any data, and returns the
+declaration with ``alpha`` = alpha_t and ``fdr`` saying where it came from; declaration.json then
+holds it, so re-analysing reproduces the verdict and later claims never change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from harness.ledger.postgres import is_url, open_ledger
+from harness.ledger.store import LedgerError
+from harness.stats.online_fdr import NAMES, next_alpha
+
+# What identifies a declaration in the ledger: what it says, less what the ledger itself assigns
+# (alpha_t and where it came from) and an alternative's departures (an alternative is flagged instead).
+_NOT_IDENTITY = ("departures", "fdr", "alpha")
+
+
+def declaration_hash(declaration) -> str:
+    d = {k: v for k, v in declaration.to_dict().items() if k not in _NOT_IDENTITY}
+    if not declaration.fdr:  # without stats.fdr, alpha is the declared one: part of what was said
+        d["alpha"] = declaration.alpha
+    else:
+        d["fdr"] = {"method": declaration.fdr["method"], "level": declaration.fdr["level"]}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _stream_alpha(method: str, level: float):
+    def alpha_for(tests):
+        return next_alpha(method, [t["pvalue"] for t in tests], [bool(t["rejected"]) for t in tests], level=level)
+    return alpha_for
+
+
+def assign_alpha(declaration, folder, ledger_path, earlier=None):
+    """``declaration`` with alpha_t from the ledger when it declares ``stats.fdr``, else unchanged.
+    ``earlier``: the folder's declaration.json, whose assignment is kept when it is of this very
+    declaration (a resumed experiment keeps its level whatever the ledger says now)."""
+    fdr = declaration.fdr
+    if not fdr or "alpha_t" in fdr:
+        return declaration
+    key = declaration_hash(declaration)
+    if earlier is not None and earlier.fdr and "alpha_t" in earlier.fdr and declaration_hash(earlier) == key:
+        return replace(declaration, alpha=earlier.alpha, fdr=earlier.fdr)
+    ledger = open_ledger(ledger_path)
+    row, position = ledger.reserve_test(folder=_folder(folder), experiment=declaration.experiment, declaration=key,
+                                        method=fdr["method"], level=fdr["level"],
+                                        alpha_for=_stream_alpha(fdr["method"], fdr["level"]))
+    assigned = {**fdr, "alpha_t": row["alpha"], "claim": position, "test": row["id"],
+                "ledger": str(ledger_path if is_url(ledger_path) else Path(ledger_path)),
+                "declared_alpha": declaration.alpha}
+    return replace(declaration, alpha=row["alpha"], fdr=assigned)
+
+
+def fdr_words(fdr) -> str:
+    """'at alpha_t = 0.0123 (LORD++ at FDR 0.1, claim 14 of this ledger)'; '' without stats.fdr."""
+    if not fdr or "alpha_t" not in fdr:
+        return ""
+    return (f"at α_t = {fdr['alpha_t']:.4g} ({NAMES.get(fdr['method'], fdr['method'])} at FDR {fdr['level']:g}, "
+            f"claim {fdr['claim']} of this ledger)")
+
+
+def claim_rows(analysis: dict, folder, declaration) -> list[dict]:
+    """One row per comparison with the baseline in analysis.json's content."""
+    departures = list(analysis.get("departures") or [])
+    groups = (analysis.get("identity") or {}).get("groups") or []
+    code = ",".join(sorted({str((g.get("identity") or {}).get("code_version")) for g in groups})) or None
+    test = (declaration.fdr or {}).get("test")
+    rows = []
+    for arm, c in (analysis.get("comparisons") or {}).items():
+        zero = (c.get("intervals") or {}).get("zero") or {}
+        claim = f"{arm} vs {c.get('baseline')} on {analysis.get('metric')}"
+        rows.append({
+            "folder": _folder(folder), "experiment": str(analysis.get("experiment")),
+            "declaration": declaration_hash(declaration), "code": code, "metric": analysis.get("metric"),
+            "baseline": c.get("baseline"), "arm": arm,
+            "claim": claim + (f" [{'; '.join(departures)}]" if departures else ""),
+            "effect": c.get("mean_diff"), "ci_low": zero.get("low"), "ci_high": zero.get("high"),
+            "ci_level": zero.get("level"), "p_raw": (c.get("t") or {}).get("pvalue"),
+            "p_decision": ((c.get("decision") or {}).get("pvalues") or {}).get("zero"),
+            "verdict": (c.get("verdict") or {}).get("code", "?"), "alpha": analysis.get("alpha"),
+            "alternative": int(bool(departures)), "departures": "; ".join(departures),
+            "test": None if departures else test,
+        })
+    return rows
+
+
+def record_analysis(analysis: dict, folder, declaration, ledger_path, warn) -> int | None:
+    """Append the analysis's claims to the ledger (and settle its online FDR test); the number of rows
+    added, or None when the ledger could not be written (said with ``warn``: the analysis stands)."""
+    try:
+        ledger = open_ledger(ledger_path)
+        rows = claim_rows(analysis, folder, declaration)
+        added = ledger.append_claims(rows)
+        test = (declaration.fdr or {}).get("test")
+        decided = [r["p_decision"] for r in rows if r["p_decision"] is not None]
+        if test is not None and not analysis.get("departures") and decided:
+            p = min(decided)  # each already x the comparisons (Bonferroni): the experiment's one test
+            ledger.settle_test(test, p, p <= declaration.alpha)
+        return added
+    except (LedgerError, OSError, ValueError) as e:
+        warn(f"the claims were not written to the ledger {ledger_path} ({e}); the analysis in {folder} is complete. "
+             f"They are added when the experiment is run again (it resumes: nothing is retrained).")
+        return None
+
+
+def _folder(folder) -> str:
+    return str(Path(folder).resolve())
+
+
+def ledger_path(cfg):
+    """The ledger a composed config names: ledger.url (PostgreSQL) when set, else ledger.path (relative
+    to the launch directory); None when ledger.enabled is false."""
+    settings = cfg.get("ledger") or {}
+    if not settings.get("enabled", True):
+        return None
+    if settings.get("url"):
+        return str(settings["url"])
+    return Path(str(settings.get("path") or "outputs/ledger.sqlite"))
+
+
+def assign_for_config(cfg, declaration, folder):
+    """assign_alpha for an experiment about to run into ``folder``; LedgerError when stats.fdr asks for
+    a level and the ledger cannot give one (nothing may run at a level that was not fixed first)."""
+    if not declaration.fdr:
+        return declaration
+    path = ledger_path(cfg)
+    if path is None:
+        raise LedgerError("stats.fdr.method is set, and its level comes from the ledger, but ledger.enabled=false; "
+                          "set ledger.enabled=true or stats.fdr.method=none.")
+    from harness.config.declaration import DeclarationError, read
+
+    try:
+        earlier = read(folder)
+    except DeclarationError:
+        earlier = None
+    return assign_alpha(declaration, folder, path, earlier)
+
+
+def record_for_config(cfg, analysis: dict, folder, declaration, warn) -> int | None:
+    path = ledger_path(cfg)
+    return None if path is None else record_analysis(analysis, folder, declaration, path, warn)
+
+
+def record_written(analysis: dict, folder, warn, ledger=None) -> int | None:
+    """Record an analysis written outside an experiment's run (python -m harness.analyze, a sweep's
+    callback): to ``ledger``, else the one its declaration's stats.fdr took its level from, else the
+    default ledger when it exists (a re-analysis never starts a ledger of its own)."""
+    from harness.config.declaration import Declaration
+
+    declaration = Declaration.from_dict(analysis["declaration"])
+    path = ledger or (declaration.fdr or {}).get("ledger") or Path("outputs/ledger.sqlite")
+    if ledger is None and not is_url(path) and not Path(path).is_file():
+        return None
+    return record_analysis(analysis, folder, declaration, path, warn)

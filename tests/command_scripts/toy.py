@@ -1,0 +1,41 @@
+"""A stand-in for a researcher's argparse script (tests/test_command_arm.py): no training, a metric
+that is a fixed function of (seed, shift), and a --mode to crash, stay silent or hang."""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--seed", type=int, required=True)
+parser.add_argument("--mode", default="ok")
+parser.add_argument("--shift", type=float, default=0.0)
+parser.add_argument("--flag", action="store_true")
+parser.add_argument("--out", default=None)
+parser.add_argument("--save", default=None)  # a "model" file: the metric's value
+parser.add_argument("--edit_from_seed", type=int, default=-1)  # append a comment to helper.py beside it
+args = parser.parse_args()
+if 0 <= args.edit_from_seed <= args.seed:  # an edit of the code while an experiment runs
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py"), "a") as f:
+        f.write(f"# edited at seed {args.seed}\n")
+if args.out:  # what the script was given, for the test to read
+    with open(args.out, "w") as f:
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "pid": os.getpid(),
+                   "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "HARNESS_SEED",
+                                                          "HARNESS_ARM", "HARNESS_RUN_DIR", "CUBLAS_WORKSPACE_CONFIG")}}, f)
+if args.mode == "crash":
+    print("loading data", flush=True)
+    print("Traceback: ValueError: the toy script failed on purpose", file=sys.stderr)
+    sys.exit(3)
+if args.mode == "hang":
+    time.sleep(120)
+if args.mode == "silent":
+    print("trained, but printed no score")
+    sys.exit(0)
+value = 50.0 + args.shift * (1 + args.seed % 3 / 10) + (args.seed * 7919 % 13) / 10 + (0.5 if args.flag else 0.0)
+print(f"epoch 1 score {value - 1:.4f}")
+print(f"score {value:.4f}")
+if args.save:
+    with open(args.save, "w") as f:
+        f.write(f"{value!r}\n")

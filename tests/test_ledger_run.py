@@ -1,0 +1,127 @@
+"""stats.fdr end to end: the level the ledger gives before the data is the one the verdict uses,
+a rerun reproduces it, and a ledger changed afterwards changes no past verdict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.analysis.analyze import analyze_dir
+from harness.ledger.store import Ledger
+from harness.stats import online_fdr as ofdr
+
+SYN = [  # a training function with no training (tests/sequential_fns.py): an effect of 4 on 6 seeds
+    "+experiment=loss_ab", "workers=1", "logger=none", "progress=false", "data.train_limit=64",
+    "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0",
+    "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=4.0", "ab.seeds=[0,1,2,3,4,5]",
+    "stats.margin=null", "determinism.threads=1", "repro.certificate=false", "stats.bootstrap_resamples=999",
+]
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    from harness.api import run
+
+    tmp = tmp_path_factory.mktemp("fdr")
+    ledger = tmp / "ledger.sqlite"
+    args = [*SYN, f"ledger.path={ledger}", "stats.fdr.method=saffron", "stats.fdr.level=0.1"]
+    first = run(args, out_dir=tmp / "e1", verbose=False)
+    return tmp, ledger, args, first
+
+
+def test_the_level_written_before_the_data_is_the_one_the_verdict_used(ran):
+    tmp, ledger, _, first = ran
+    declared = json.loads((tmp / "e1" / "declaration.json").read_text())
+    expected = ofdr.next_alpha("saffron", [], [], level=0.1)  # the first claim of an empty ledger
+    assert declared["alpha"] == declared["fdr"]["alpha_t"] == pytest.approx(expected, rel=1e-12)
+    assert first.analysis["alpha"] == declared["alpha"]
+    report = (tmp / "e1" / "report.md").read_text()
+    assert f"at α_t = {expected:.4g} (SAFFRON at FDR 0.1, claim 1 of this ledger)" in report
+    (claim,) = Ledger(ledger).claims()
+    assert claim["alpha"] == declared["alpha"] and claim["test"] == declared["fdr"]["test"]
+    (test,) = Ledger(ledger).tests()
+    assert test["pvalue"] == claim["p_decision"] and test["rejected"] == int(claim["p_decision"] <= claim["alpha"])
+
+
+def test_a_rerun_reproduces_it_and_adds_no_row(ran):
+    from harness.api import run
+
+    tmp, ledger, args, first = ran
+    again = run(args, out_dir=tmp / "e1", verbose=False)
+    assert again.analysis["alpha"] == first.analysis["alpha"]
+    assert len(Ledger(ledger).claims()) == 1 and len(Ledger(ledger).tests()) == 1
+
+
+def test_a_misspelt_fdr_key_fails_at_compose_and_an_unknown_method_at_declaration(compose_fn):
+    from harness.config.declaration import Declaration, DeclarationError
+
+    with pytest.raises(Exception, match="methd"):
+        compose_fn([*SYN, "stats.fdr.methd=lord++"])
+    with pytest.raises(DeclarationError, match="'lord' is not an online FDR method; one of none, lond, lord\\+\\+, saffron, addis"):
+        Declaration.from_config(compose_fn([*SYN, "stats.fdr.method=lord"]))
+    with pytest.raises(DeclarationError, match="fixed-seed A/B"):
+        Declaration.from_config(compose_fn([*SYN, "stats.fdr.method=lond", "ab.sequential.enabled=true"]))
+    assert Declaration.from_config(compose_fn(SYN)).fdr is None  # the default: today's behaviour
+
+
+def test_harness_analyze_records_an_alternative_flagged_in_the_experiments_ledger(ran, monkeypatch, capsys):
+    from harness.tools import analyze
+
+    tmp, ledger, _, first = ran
+    monkeypatch.chdir(tmp)  # no outputs/ledger.sqlite here: the declaration names the experiment's ledger
+    before = Ledger(ledger).claims(alternatives=True)
+    assert analyze.main([str(tmp / "e1"), "--alpha", "0.2"]) == 0
+    rows = Ledger(ledger).claims(alternatives=True)
+    new = [r for r in rows if r["id"] not in {b["id"] for b in before}]
+    assert [(r["alternative"], r["alpha"]) for r in new] == [(1, 0.2)] and "alpha 0.2" in new[0]["claim"]
+    assert analyze.main([str(tmp / "e1"), "--alpha", "0.2"]) == 0  # the same alternative again: no row
+    assert len(Ledger(ledger).claims(alternatives=True)) == len(rows)
+    assert not (tmp / "outputs").exists()
+
+
+def test_a_ledger_changed_afterwards_changes_no_past_verdict(ran):
+    tmp, ledger, _, first = ran
+    aside = ledger.with_suffix(".aside")
+    ledger.rename(aside)  # the ledger gone (or replaced) after the verdict
+    try:
+        later = analyze_dir(tmp / "e1", write=False)
+    finally:
+        aside.rename(ledger)
+    assert later["alpha"] == first.analysis["alpha"]
+    assert later["comparisons"]["B"]["verdict"] == first.analysis["comparisons"]["B"]["verdict"]
+
+
+def test_a_sequential_runs_decision_is_recorded_once(tmp_path):
+    from harness.api import run
+
+    ledger = tmp_path / "ledger.sqlite"
+    args = [*[a for a in SYN if not a.startswith("ab.seeds")], "ab.sequential.enabled=true", "ab.sequential.max_seeds=8",
+            f"ledger.path={ledger}"]
+    first = run(args, out_dir=tmp_path / "seq", verbose=False)
+    run(args, out_dir=tmp_path / "seq", verbose=False)  # resumed: nothing new to claim
+    (claim,) = Ledger(ledger).claims()
+    assert claim["verdict"] == first.analysis["comparisons"]["B"]["verdict"]["code"]
+    assert claim["alpha"] == first.analysis["alpha"] == 0.05
+
+
+def test_two_experiments_started_at_once_each_claim_once_at_their_own_places(tmp_path):
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    ledger = tmp_path / "ledger.sqlite"
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", *SYN, f"ledger.path={ledger}", "stats.fdr.method=lord++",
+                               f"hydra.run.dir={tmp_path / name}"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for name in ("one", "two")]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outputs]
+    claims, tests = Ledger(ledger).claims(), Ledger(ledger).tests()
+    assert sorted(c["folder"] for c in claims) == sorted(str((tmp_path / n).resolve()) for n in ("one", "two"))
+    declared = {n: json.loads((tmp_path / n / "declaration.json").read_text())["fdr"] for n in ("one", "two")}
+    assert sorted(d["claim"] for d in declared.values()) == [1, 2]
+    first = ofdr.next_alpha("lord++", [], [], level=0.1)
+    assert sorted(t["alpha"] for t in tests) == sorted(d["alpha_t"] for d in declared.values())
+    assert first in [t["alpha"] for t in tests]
