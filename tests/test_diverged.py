@@ -51,6 +51,7 @@ def test_worst_counts_the_divergences_and_does_not_call_the_diverging_arm_better
     assert a["excluded"] == []  # counted, not left out
     assert a["diverged"]["counts"] == {"A": 0, "B": 4}
     assert lines(a)[1].strip().startswith("diverged: A 0 of 12 seeds, B 4 of 12 seeds")  # the verdict's first line
+    assert any(line.startswith("runs: 8 seeds finished (diverged: B 4, counted as worst)") for line in lines(a))
 
 
 def test_exclude_keeps_todays_verdict_behind_a_survivorship_warning():
