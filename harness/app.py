@@ -54,7 +54,10 @@ def run(cfg: DictConfig) -> dict:
             log.error(f"harness: error: {e}")
             raise  # Hydra records this job as failed; the other jobs go on
         refuse(str(e))
-    failed = done.outcome.failed
+    from harness.analysis.diverged import counted_runs
+
+    counted = counted_runs(done.analysis)  # diverged runs counted as worst are outcomes, not failures
+    failed = [r for r in done.outcome.failed if (r["seed"], str(r["arm"])) not in counted]
     if done.analysis_error:
         fail(done.analysis_error, code=1)
     if failed and not multirun:

@@ -20,6 +20,7 @@ BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)"
 case "${1:-}" in
 start)
     if [ -z "$BIN" ]; then
+        apt-get update -qq  # a fresh machine's package lists may be empty or old
         DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql >/dev/null
         BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
     fi

@@ -51,6 +51,7 @@ def test_worst_counts_the_divergences_and_does_not_call_the_diverging_arm_better
     assert a["excluded"] == []  # counted, not left out
     assert a["diverged"]["counts"] == {"A": 0, "B": 4}
     assert lines(a)[1].strip().startswith("diverged: A 0 of 12 seeds, B 4 of 12 seeds")  # the verdict's first line
+    assert any(line.startswith("runs: 8 seeds finished (diverged: B 4, counted as worst)") for line in lines(a))
 
 
 def test_exclude_keeps_todays_verdict_behind_a_survivorship_warning():
@@ -96,3 +97,37 @@ def test_the_worst_rule_holds_alpha_when_both_arms_diverge_alike(n, rate):
     d = np.where(da & db, 0.0, np.where(da, np.inf, np.where(db, -np.inf, b - a)))
     rejected = (diverged_pvalues(d) < ALPHA).mean()
     assert rejected <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / SIMS)
+
+
+# -- the command: a diverged run counted as worst is an outcome, not a failure -------------------
+
+
+def diverging(cfg, run, shift: float = 0.0, nan_seeds=()) -> dict:
+    """A score of seed noise plus the arm's shift; the arm with a shift diverges at ``nan_seeds``."""
+    import torch
+
+    with run.init():
+        w = torch.nn.Parameter(torch.randn(1))  # each seed its own start (and final weights)
+        noise = torch.randn(()).item()
+    run.watch([w])
+    loss = (w - 1).pow(2).sum()
+    if shift and run.seed in list(nan_seeds):
+        loss = loss * float("nan")
+    run.step(loss)
+    return {"score": 50.0 + noise + shift}
+
+
+def test_the_command_exits_0_when_the_diverged_runs_were_counted_and_1_when_left_out(tmp_path):
+    from .conftest import run_cli
+
+    base = ["+experiment=loss_ab", "train.fn=tests.test_diverged.diverging", "+train.kwargs.nan_seeds=[1,4]",
+            "+train.kwargs.shift=0.0",
+            "ab.factor=train.kwargs.shift", "ab.arms={A: 0.0, B: 0.5}", "ab.seeds=[0,1,2,3,4,5]",
+            "stats.metric=score", "+stats.metrics.score=max", "logger=none", "progress=false", "workers=1",
+            "determinism.threads=1", "repro.certificate=false"]
+    worst = run_cli([*base, f"hydra.run.dir={tmp_path / 'worst'}"])
+    assert worst.returncode == 0, worst.stderr[-2000:]
+    assert "diverged: A 0 of 6 seeds, B 2 of 6 seeds" in " ".join(worst.stdout.split())
+    excluded = run_cli([*base, "stats.diverged=exclude", f"hydra.run.dir={tmp_path / 'exclude'}"])
+    assert excluded.returncode == 1
+    assert "2 run(s) failed and were left out of the analysis: seed=1 arm=B, seed=4 arm=B" in excluded.stderr

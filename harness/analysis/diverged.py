@@ -142,3 +142,13 @@ def apply(out: dict, div: dict, *, arms: list, baseline: str, alpha: float, unit
             c["verdict"]["sentence"] = f"{lead} {c['verdict']['sentence']}"
     out["diverged"] = {"rule": rule, "runs": [{k: e[k] for k in ("seed", "arm", "reason")} for e in runs],
                        "counts": {a: sum(str(e["arm"]) == a for e in runs) for a in arms}, "tests": tests}
+
+
+def counted_runs(analysis: dict | None) -> set:
+    """(seed, arm) of the diverged runs an analysis counted as worst: outcomes, not failures (the
+    command's exit status leaves them out)."""
+    div = (analysis or {}).get("diverged") or {}
+    if div.get("rule") != "worst":
+        return set()
+    seeds = {s for t in (div.get("tests") or {}).values() for s in t.get("seeds", [])}
+    return {(e["seed"], str(e["arm"])) for e in div.get("runs") or [] if e["seed"] in seeds}

@@ -101,6 +101,11 @@ def lines(analysis: dict) -> list[str]:
     arms = analysis["arms"]
     n = {a["n"] for a in arms.values()}
     seeds = f"{n.pop()} seeds" if len(n) == 1 else "seeds " + ", ".join(f"{k} {a['n']}" for k, a in arms.items())
+    down = (analysis.get("diverged") or {}).get("counts") or {}
+    if any(down.values()):  # the finished runs above; the diverged ones said beside them
+        rule = analysis["diverged"]["rule"]
+        seeds += (" finished (diverged: " + ", ".join(f"{k} {v}" for k, v in down.items() if v)
+                  + (", counted as worst" if rule == "worst" else ", left out") + ")")
     out.append(f"runs: {seeds} x {len(arms)} arms; {pairing_line(analysis)}")
     cert = analysis.get("certificate")
     if isinstance(cert, dict) and cert.get("line"):

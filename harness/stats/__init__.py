@@ -33,8 +33,10 @@ The package, bottom to top (each module imports only from those above it in this
     paired.py    paired t, Welch, Wilcoxon, sign-flip permutation, bootstrap interval, d_z
     noise.py     seed noise, what pairing removed, the test set's own noise
     margins.py   the margin, minimum-effect test, TOST, multiple comparisons
+    t_power.py   the paired t test's power (the noncentral t tail by quadrature)
     power.py     power and seeds needed
     words.py     the verdict in words
+    decision_p.py  the decision p-values: never below the exact sign-flip test's, Bonferroni
     verdict.py   decide, compare, compare_to_baseline
     diverged.py  pairs with a diverged run counted as worst: the signed-rank sign-flip test
     sources.py   the spread of each source of randomness against the full seed spread

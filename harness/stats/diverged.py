@@ -49,7 +49,7 @@ def signed_ranks(d) -> np.ndarray:
 
 def diverged_pvalues(d) -> np.ndarray | float:
     """The two-sided p of the test above, per row of ``d`` (1-D: one experiment)."""
-    from .verdict import _tail  # exact up to 24 pairs, the grid's upper bound, then the normal limit
+    from .decision_p import _tail  # exact up to 24 pairs, the grid's upper bound, then the normal limit
 
     r = np.atleast_2d(signed_ranks(d))
     p = np.minimum(1.0, 2 * np.minimum(_tail(r), _tail(-r)))

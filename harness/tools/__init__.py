@@ -1,10 +1,10 @@
 """The tools room: the commands around experiments, each ``python -m harness.<tool>``.
 
 Owns: analyze.py (re-analyse a folder as declared, or an alternative), diff.py (where two runs part),
-golden.py (golden fingerprints: did my refactor change the numerics?), golden_stats.py (statistical
+golden.py (golden fingerprints: did my refactor change the numerics?), golden_words.py (what a check says), golden_stats.py (statistical
 goldens: the bits differ, did the results?), golden_ops.py (a golden's stored op stream), ops.py
 (diff --ops: the first aten op whose bits differ), module_stack.py (which module runs an op),
-butterfly.py (diff's plot), noise_audit.py and noise_runs.py (nondeterminism noise against seed noise),
+butterfly.py (diff's plot), noise_audit.py, noise_runs.py and noise_table.py (nondeterminism noise against seed noise),
 noise_sources.py (the seed noise, one random stream at a time), audit.py (which ops are deterministic),
 args.py (their shared command-line handling), ledger.py (the door to harness/ledger/cli.py). The
 ``harness/<tool>.py`` files beside the rooms are

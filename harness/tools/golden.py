@@ -39,6 +39,7 @@ from omegaconf import OmegaConf
 from harness.tools.diff import add_config_dir, differences, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
 from harness.results import NOT_IN_IDENTITY, load_steps, read_json, write_json
 from harness.tools import golden_ops, golden_stats
+from harness.tools.golden_words import _declaration, _declared_metrics, _number, _primary_line, check_message  # noqa: F401
 
 GOLDEN_SCHEMA = "harness.golden/1"
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2  # and golden_stats: 3 equivalent, 4 undecided
@@ -198,92 +199,6 @@ def compare(golden: dict, result: dict) -> dict:
         "config_differences": differences(golden["config"], result["config"], ignore=NOT_NUMERICS),
         "stack_differences": [d for d in differences(golden["env"], stack_summary(result["env"])) if d[0] in STACK_KEYS],
     }
-
-
-def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
-    n_g, n_r = cmp["steps"]
-    where = f"seed {golden['seed']}, arm {golden['arm']}"
-    stack = cmp["stack_differences"]
-    stack_line = (
-        "the environment differs from the golden's: "
-        + ", ".join(f"{k} {a} -> {b}" for k, a, b in stack)
-        + ". Bits are only promised on the same stack (torch version, device type, thread count): "
-        "if this change is intended, save a new golden on this stack."
-    )
-    if cmp["identical"]:
-        lines = [f"golden check passed: {path}: all {n_g} steps bit-identical ({where}; loss bits, "
-                 "parameter digests, initial and final weights, data order)."]
-        if stack:
-            lines.append("  note: " + stack_line)
-        return "\n".join(lines)
-
-    step = cmp["first_divergent_step"]
-    lines = [f"golden check FAILED: {path}: the run parts ways with the golden at step {step} of {n_g} ({where})."]
-    detail = []
-    if not cmp["init_equal"]:
-        detail.append("the initial weights differ (step 0)")
-    if not cmp["data_order_equal"]:
-        detail.append("the data order differs")
-    ls, ps = cmp["first_loss_step"], cmp["first_params_step"]
-    if ls is not None:
-        if ls <= min(n_g, n_r):
-            a, b = golden["fingerprints"]["steps"]["loss"][ls - 1], load_steps(result)["loss"][ls - 1]
-            detail.append(f"loss bits from step {ls} ({loss_value(a):.9g} [{a}] in the golden, {loss_value(b):.9g} [{b}] now)")
-        else:
-            detail.append(f"the run has {n_r} steps, the golden {n_g}")
-    if ps is not None:
-        detail.append(f"parameter digests from step {ps}")
-    if not detail:
-        detail.append("every step matches but the final weights differ")
-    lines.append("  " + "; ".join(detail) + ".")
-    cfg = cmp["config_differences"]
-    if cfg:
-        lines.append("  the configuration differs from the golden's at: "
-                     + ", ".join(f"{k} ({a} -> {b})" for k, a, b in cfg[:8]) + ("" if len(cfg) <= 8 else ", ..."))
-    else:
-        lines.append("  the configuration is the same as the golden's: the code (or the stack) changed the numerics.")
-    if stack:
-        lines.append("  " + stack_line)
-    before, now = golden.get("metrics") or {}, result.get("metrics") or {}
-    shown = [(m, spec) for m, spec in _declared_metrics(result) if m in before and m in now]
-    if shown:
-        lines.append("  " + "; ".join(f"{m}: {_number(now[m])}{spec.suffix} now, {_number(before[m])}{spec.suffix} in "
-                                      f"the golden" for m, spec in shown) + ".")
-    return "\n".join(lines)
-
-
-def _declaration(result: dict):
-    """The declaration of the run's recorded config (its metrics and units), or None when it
-    declares nothing readable: names and units are never guessed."""
-    from harness.config.declaration import Declaration, DeclarationError
-
-    try:
-        return Declaration.from_config(result.get("config") or {}, strict=False)
-    except DeclarationError:
-        return None
-
-
-def _declared_metrics(result: dict) -> list:
-    """[(name, MetricSpec)] of the declared metrics, the primary one first."""
-    declaration = _declaration(result)
-    if declaration is None:
-        return []
-    names = [declaration.metric] + [m for m in declaration.metrics if m != declaration.metric]
-    return [(m, declaration.metrics[m]) for m in names if m in declaration.metrics]
-
-
-def _number(x) -> str:
-    return f"{x:.6g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else repr(x)
-
-
-def _primary_line(result: dict) -> str:
-    """The declared primary metric of a run with its unit, e.g. "val_score 82.2 pts"."""
-    declaration = _declaration(result)
-    if declaration is None:
-        return "no declared metric"
-    metric, spec = declaration.metric, declaration.metrics.get(declaration.metric)
-    value = (result.get("metrics") or {}).get(metric)
-    return f"{metric} {_number(value)}{spec.suffix if spec else ''}" if value is not None else f"{metric} not returned"
 
 
 def _more_seeds(first: dict, n: int, overrides: list[str], config_dirs) -> list:
