@@ -50,7 +50,9 @@ ROOT_ENTRIES = {
 # Where an arm config may go: made and described by the plan, checked by the preflight, and then the
 # unit runner (resume decision, identity, the run, the certificate's rerun) and the training code.
 ARM_PLACES = {"experiment.plan", "experiment.arms", "config.preflight", "experiment.units", "experiment.runner",
-              "experiment.identity", "experiment.resume", "training", "builtin"}
+              "experiment.identity", "experiment.resume", "training", "builtin",
+              "integrations",  # a way in (the command arm) is the unit's training code
+              "config.declaration"}  # the metrics the arm declares, handed to its Run (declared_metrics)
 
 
 def _module(filename: str) -> str:

@@ -83,7 +83,7 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
 
 
 def check_train_fn(cfg: DictConfig) -> list[str]:
-    if is_command(cfg):  # a command arm: its keys are checked per arm (check_components), not a signature
+    if is_command(cfg.train):  # a command arm: its keys are checked per arm (check_components), not a signature
         return []
     try:
         fn = resolve_callable(cfg.train.fn, "train.fn")

@@ -101,8 +101,8 @@ def analyse_sweep(config: DictConfig, root: Path):
         from harness.ledger.record import ledger_path, record_written
 
         render_table(analysis, tables=bool(config.get("tables", False)))
-        if ledger_path(config) is not None:  # the sweep's claims, once, by the launching process
-            record_written(analysis, root, warn=log.warning, ledger=ledger_path(config))
+        if ledger_path(config.get("ledger")) is not None:  # the sweep's claims, once, by the launching process
+            record_written(analysis, root, warn=log.warning, ledger=ledger_path(config.get("ledger")))
     tracked = track_sweep_analysis(config, root, None if grid else analysis)
     if tracked and grid:
         log.info(f"sweep analysis: {root / 'grid.json'} (and analysis.json in each grid point's folder)")

@@ -95,7 +95,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             return run_conditions(configs, out_dir, declaration, say=say, tracker=tracker,
                                   certify=bool(cfg.repro.certificate), show_table=show_table)
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
-            declaration = _ledger_level(cfg, declaration, out_dir)
+            declaration = _ledger_level(cfg.get("ledger"), declaration, out_dir)
             declaration.write(out_dir, say=say)
         elif declaration.fdr:
             raise ExperimentError("stats.fdr.method is set, but a sweep's level is not yet taken from the ledger; "
@@ -148,13 +148,13 @@ def _grid_point(out_dir: Path, sweep_root: Path) -> bool:
         return False
 
 
-def _ledger_level(cfg, declaration, out_dir: Path):
+def _ledger_level(settings, declaration, out_dir: Path):
     """The declaration with alpha_t from the ledger (stats.fdr), fixed before any data."""
     from harness.ledger.store import LedgerError
     from harness.ledger.record import assign_for_config
 
     try:
-        return assign_for_config(cfg, declaration, out_dir)
+        return assign_for_config(settings, declaration, out_dir)
     except LedgerError as e:
         raise ExperimentError(f"{e} Nothing was run.") from None
 
@@ -166,7 +166,7 @@ def _record(cfg, analysis, out_dir: Path, say, declaration=None) -> None:
 
     if analysis is not None:
         declaration = declaration or Declaration.from_dict(analysis["declaration"])
-        record_for_config(cfg, analysis, out_dir, declaration, warn=lambda w: log.warning(w) if say is _say else say(w))
+        record_for_config(cfg.get("ledger"), analysis, out_dir, declaration, warn=lambda w: log.warning(w) if say is _say else say(w))
 
 
 def _ran_anything(outcome) -> bool:

@@ -28,7 +28,9 @@ class CommandSpecError(ValueError):
 
 
 def is_command(cfg) -> bool:
-    return OmegaConf.select(cfg, "train.cmd", default=None) is not None
+    """Whether a config, or its ``train`` node alone, runs a command arm (train.cmd set)."""
+    node = cfg.get("train") if "train" in cfg else cfg
+    return node is not None and node.get("cmd") is not None
 
 
 def training_fn(cfg) -> str:

@@ -114,10 +114,10 @@ def _folder(folder) -> str:
     return str(Path(folder).resolve())
 
 
-def ledger_path(cfg):
-    """The ledger a composed config names: ledger.url (PostgreSQL) when set, else ledger.path (relative
-    to the launch directory); None when ledger.enabled is false."""
-    settings = cfg.get("ledger") or {}
+def ledger_path(settings):
+    """The ledger the config's ``ledger`` node names: ledger.url (PostgreSQL) when set, else
+    ledger.path (relative to the launch directory); None when ledger.enabled is false."""
+    settings = settings or {}
     if not settings.get("enabled", True):
         return None
     if settings.get("url"):
@@ -125,12 +125,13 @@ def ledger_path(cfg):
     return Path(str(settings.get("path") or "outputs/ledger.sqlite"))
 
 
-def assign_for_config(cfg, declaration, folder):
-    """assign_alpha for an experiment about to run into ``folder``; LedgerError when stats.fdr asks for
+def assign_for_config(settings, declaration, folder):
+    """assign_alpha for an experiment about to run into ``folder`` (``settings``: the config's ``ledger``
+    node, all the ledger reads of it); LedgerError when stats.fdr asks for
     a level and the ledger cannot give one (nothing may run at a level that was not fixed first)."""
     if not declaration.fdr:
         return declaration
-    path = ledger_path(cfg)
+    path = ledger_path(settings)
     if path is None:
         raise LedgerError("stats.fdr.method is set, and its level comes from the ledger, but ledger.enabled=false; "
                           "set ledger.enabled=true or stats.fdr.method=none.")
@@ -143,8 +144,8 @@ def assign_for_config(cfg, declaration, folder):
     return assign_alpha(declaration, folder, path, earlier)
 
 
-def record_for_config(cfg, analysis: dict, folder, declaration, warn) -> int | None:
-    path = ledger_path(cfg)
+def record_for_config(settings, analysis: dict, folder, declaration, warn) -> int | None:
+    path = ledger_path(settings)
     return None if path is None else record_analysis(analysis, folder, declaration, path, warn)
 
 
