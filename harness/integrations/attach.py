@@ -77,6 +77,7 @@ class AttachedRun(Run):
     def __init__(self, *args, record_to: Optional[Path] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.record_to = record_to
+        self.final_metrics: dict = {}  # what finish() without metrics records (a trainer's callback fills it)
         self._finished = False
         if record_to is not None:
             atexit.register(self._at_exit)
@@ -92,7 +93,7 @@ class AttachedRun(Run):
             return None
         self._finished = True
         try:
-            record = super().finish(dict(metrics or {}))
+            record = super().finish(dict(self.final_metrics if metrics is None else metrics))
         except RunUsageError as e:  # the command arm reports it, naming the unit
             _write(self.record_to, {"error": str(e)})
             raise

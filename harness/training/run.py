@@ -11,6 +11,7 @@ hands out everything seeded and records everything the harness proves things wit
     run.loader(dataset, batch_size)     a DataLoader whose order comes from the data_order stream
                                         and is fingerprinted batch by batch as you consume it
     run.sampler(n, batch_size)          the same order, for a DataLoader you build yourself
+    run.consumed(batch)                 one batch fingerprinted by content (a trainer's callback)
     run.ordered(batches)                batches that must keep their order (contiguous BPTT windows,
                                         a curriculum): passed through unchanged, each one's content
                                         fingerprinted as you consume it
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import deque
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 import torch
@@ -50,7 +50,8 @@ from harness.training.proof import HOW_TO_FILL
 from harness.training.record import adopted_record, adoption_problem, black_box_record, curve_columns
 from harness.training.rng import Streams, seed_worker
 from harness.training.batches import (  # noqa: F401 - TensorBatches and cached_dataset: public here too
-    OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, cached_dataset)
+    OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, _HashingDeque, cached_dataset,
+    content_digest)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -166,6 +167,11 @@ class Run:
         consumed: the pairing proof for data that must not be shuffled. Iterable once per epoch like
         the object it wraps. Tensors on a GPU are copied to the host to be hashed (a sync per batch)."""
         return OrderedBatches(batches, self._order)
+
+    def consumed(self, batch) -> None:
+        """Fingerprint one batch's content into data_order as the loop consumes it: for a loop that
+        someone else iterates (a Lightning or Hugging Face callback sees each batch, not the loader)."""
+        self._order.update(content_digest(batch))
 
     def dataset(self, node, **call_site):
         """Instantiate a data node once per process, cached by its resolved config.
@@ -362,17 +368,6 @@ class Run:
     def last_loss(self) -> Optional[float]:
         """The last recorded loss (a host sync)."""
         return float(self._recorder.losses[self.steps - 1]) if self._recorder is not None and self.steps else None
-
-
-class _HashingDeque(deque):
-    """For run.sampler: fingerprint each batch as it is drawn."""
-
-    def __init__(self, order):
-        super().__init__()
-        self._order = order
-
-    def append(self, batch) -> None:
-        self._order.update(batch.numpy().tobytes())
 
 
 def _declared(metrics: Optional[Mapping]) -> Optional[dict]:

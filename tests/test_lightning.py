@@ -1,0 +1,89 @@
+"""harness.lightning.Callback in a user's own Trainer: the pairing proven from the batches Lightning
+consumed (a DataModule shuffling from the global RNG included), one step record per optimizer step,
+the user's seed_everything harmless, the Trainer kept to the harness's determinism, lines printed once."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import harness
+from harness.lightning import HarnessLightningError
+from harness.results import read_json
+from harness.training.run import Run
+
+from . import lightning_fns as L
+
+PAIRS = ["+experiment=loss_ab", "ab.seeds=[0,1,2]", "logger=none", "progress=false", "workers=1",
+         "determinism.threads=1", "train.fn=tests.lightning_fns.fit"]
+
+
+def test_a_lightning_ab_is_paired_by_its_fingerprints_and_bitwise(tmp_path):
+    res = harness.run(PAIRS, out_dir=tmp_path, verbose=False)
+    assert res.analysis is not None
+    fps = {(s, a): read_json(tmp_path / "runs" / f"seed={s}" / f"arm={a}" / "result.json")["fingerprints"]
+           for s in range(3) for a in ("A", "B")}
+    for key in ("init", "data_order"):
+        assert all(fps[(s, "A")][key] == fps[(s, "B")][key] for s in range(3))
+        # seed_everything(1234) in the fn did not make the seeds alike: the harness's streams did the seeding
+        assert len({fps[(s, "A")][key] for s in range(3)}) == 3 and None not in {f[key] for f in fps.values()}
+    assert fps[(0, "A")]["batches"] == 8  # 256 examples in batches of 32, every one fingerprinted
+    assert fps[(0, "A")]["final"] != fps[(0, "B")]["final"]
+    a = read_json(tmp_path / "analysis.json")
+    assert a["pairing"]["proven"] is True and a["pairing"]["basis"] == "fingerprints"
+    assert a["certificate"]["reproducible"] is True and a["certificate"]["line"].startswith("bitwise reproducible: yes")
+    r = read_json(tmp_path / "runs" / "seed=1" / "arm=B" / "result.json")
+    assert set(r["metrics"]) >= {"test_accuracy", "test_loss", "train_loss"}
+    assert r["curve"]["test_accuracy"][-1] == r["metrics"]["test_accuracy"]  # logged metrics: the curve too
+    assert r["code"]["packages"].get("lightning", "").startswith("lightning==")  # the version is the identity's
+
+
+def test_gradient_accumulation_records_one_step_per_optimizer_step():
+    run = Run(0)
+    L.fit(_cfg(), run, accumulate_grad_batches=2)
+    out = run.finish({"x": 1.0})
+    assert out["fingerprints"]["batches"] == 8 and len(out["fingerprints"]["steps"]["params"]) == 4
+
+
+def test_a_trainer_that_weakens_the_harness_determinism_is_refused():
+    torch.use_deterministic_algorithms(True)  # the harness's determinism.mode=strict
+    try:
+        callback = L.Callback(Run(0))
+        with pytest.raises(HarnessLightningError, match=r"determinism to 'off' \(Trainer\(deterministic=...\)\).*determinism.mode=strict"):
+            L.trainer(callback, deterministic=False).fit(L.MLP(), datamodule=L.Digits())
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_lightning_lines_are_printed_once_under_a_root_logger_that_prints():
+    root, own = logging.getLogger(), logging.getLogger("lightning.pytorch")
+    seen_root, seen_own = _Collect(), _Collect()
+    saved = (own.propagate, list(own.handlers))
+    root.addHandler(seen_root)
+    own.addHandler(seen_own)
+    own.propagate = True
+    try:
+        L.Callback(Run(0))
+        logging.getLogger("lightning.pytorch.utilities.rank_zero").info("GPU available: False")
+        assert seen_own.messages == ["GPU available: False"] and seen_root.messages == []
+    finally:
+        root.removeHandler(seen_root)
+        own.handlers[:] = saved[1]
+        own.propagate = saved[0]
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def _cfg():
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"loss": {"label_smoothing": 0.0}})
