@@ -7,9 +7,10 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from harness.config import register_configs
+from harness.config import register_configs, typed_overrides
 
 register_configs()
+sys.argv[1:] = typed_overrides(sys.argv[1:])  # conditions written as in the yaml (harness/config/compose.py)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")

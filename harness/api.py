@@ -88,7 +88,11 @@ class ExperimentResult:
 
 
 def _default_out_dir(cfg, overrides: Sequence[str]) -> Path:
-    key = ",".join(sorted(o for o in overrides if not o.startswith(("+experiment=", "experiment="))))
+    """Named by the overrides that change results, as on the command line (config.compose.not_in_name)."""
+    from harness.config.compose import not_in_name
+
+    skip = set(not_in_name(overrides, cfg.ab.sequential.enabled))
+    key = ",".join(sorted(o for o in overrides if str(o).split("=", 1)[0].lstrip("+~") not in skip))
     name = "default" if not key else "api-" + hashlib.sha256(key.encode()).hexdigest()[:10]
     return Path("outputs") / str(cfg.experiment_name) / name
 

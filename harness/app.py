@@ -33,7 +33,7 @@ def run(cfg: DictConfig) -> dict:
     replace_whole_arms(cfg, hc.overrides.task)
     problem = factor_override_problem(cfg, hc.overrides.task)
     if problem:
-        fail(problem)
+        refuse(problem)
     out_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_root = Path(hc.sweep.dir) if multirun else out_dir
@@ -53,7 +53,7 @@ def run(cfg: DictConfig) -> dict:
         if multirun:
             log.error(f"harness: error: {e}")
             raise  # Hydra records this job as failed; the other jobs go on
-        fail(str(e))
+        refuse(str(e))
     failed = done.outcome.failed
     if done.analysis_error:
         fail(done.analysis_error, code=1)
@@ -63,3 +63,16 @@ def run(cfg: DictConfig) -> dict:
             fail(f"{len(failed)} run(s) failed: {names}. Their result files say why.", code=1)
         fail(f"{len(failed)} run(s) failed and were left out of the analysis: {names}.", code=1)
     return {"out_dir": str(out_dir), "completed": len(done.outcome.results) - len(failed), "failed": len(failed)}
+
+
+def refuse(message: str) -> None:
+    """Exit 2 having written nothing: the folders Hydra created for this run (.hydra/, the log, a
+    declaration.json) are removed when they did not exist before this invocation (precheck.py noted
+    the topmost new one). A folder that existed before is kept as it is."""
+    import shutil
+
+    created = CURRENT.pop("created", None)
+    if created is not None and created.is_dir():
+        logging.shutdown()  # the log file's handler: closed before its folder goes
+        shutil.rmtree(created, ignore_errors=True)
+    fail(message)

@@ -82,7 +82,7 @@ def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
     assert silent["status"] == "failed" and "'score ([0-9.]+)' never matched" in silent["error"]["message"]
     assert "trained, but printed no score" in silent["error"]["message"]  # the last lines of stdout
     hang = _result(tmp_path, 0, "D")
-    assert hang["status"] == "failed" and "train.timeout_s=1 s" in hang["error"]["message"]
+    assert hang["status"] == "failed" and hang["error"]["message"].startswith("seed 0 arm D: it ran past train.timeout_s=1 s")
     pid = read_json(tmp_path / "runs" / "seed=0" / "arm=D" / "seen.json")["pid"]
     assert not _alive(pid)  # killed, not left running
     assert _result(tmp_path, 0, "A")["status"] == "completed"
@@ -166,7 +166,8 @@ def test_a_script_edited_between_two_looks_of_a_sequential_run_stops_it(tmp_path
     assert "helper.py" in proc.stderr.split("the code changed: edited:")[1][:300]
 
 
-def test_sigkill_of_the_harness_leaves_no_child(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_sigkill_or_ctrl_c_of_the_harness_leaves_no_child(tmp_path, sig):
     out = tmp_path / "run"
     args = ["--config-dir", str(TEST_CONF), *BASE, "ab.arms.A=hang", "ab.seeds=[0]", f"hydra.run.dir={out}"]
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, stdout=subprocess.DEVNULL,
@@ -179,8 +180,8 @@ def test_sigkill_of_the_harness_leaves_no_child(tmp_path):
         pid = json.loads(seen.read_text())["pid"]
         assert _alive(pid)
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        proc.send_signal(sig)  # Ctrl-C: SIGINT to the harness (the child is in a process group of its own)
+        proc.wait(timeout=60)
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -195,14 +196,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("tool", ["noise_audit", "audit"])
+@pytest.mark.parametrize("tool", ["noise_audit", "audit", "noise_sources"])
 def test_tools_that_look_inside_a_run_refuse_a_command_arm(tool, capsys):
     import importlib
 
     main = importlib.import_module(f"harness.tools.{tool}").main
     assert main(["--config-dir", str(TEST_CONF), *BASE]) == 2
     err = capsys.readouterr().err
-    assert f"harness.{tool} needs" in err and "a command arm (train.cmd) is a black box" in err
+    said = err.split("error: ", 1)[1]
+    assert f"harness.{tool}" in said.split(" need")[0] and "a command arm (train.cmd) is a black box" in said
 
 
 def test_a_problem_in_one_arm_names_the_arm(tmp_path):

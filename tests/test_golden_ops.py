@@ -10,7 +10,8 @@ import pytest
 from harness.tools import golden
 
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
-        "model.width=4", "logger=none", "progress=false", "determinism.threads=1"]
+        "model.width=4", "logger=none", "progress=false", "determinism.threads=1",
+        "stats.metric=train_loss", "+stats.metrics.train_loss=min"]  # its own loop: its own declaration
 
 
 @pytest.mark.solo  # replays with 2 threads: the count is the point

@@ -13,7 +13,7 @@ from harness.tools import golden, golden_stats
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "determinism.threads=1"]
 # train_loss (declared min): 2 threads move it by ~1e-7, a tenfold smaller learning rate by ~0.04
-DECLARED = ["stats.metric=train_loss", "stats.margin=0.01"]
+DECLARED = ["stats.metric=train_loss", "+stats.metrics.train_loss=min", "stats.margin=0.01"]  # its own loop: its own declaration
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def test_save_records_the_declared_metrics_of_each_seed(golden_file):
     stat = json.loads(golden_file.read_text())["statistical"]
     assert stat["seeds"] == [0, 1, 2, 3, 4, 5] and stat["primary"] == "train_loss"
     assert (stat["margin"], stat["alpha"]) == (0.01, 0.05)
-    assert set(stat["metrics"]) == {"test_accuracy", "test_loss", "train_loss"}  # the declared ones returned
+    assert set(stat["metrics"]) == {"train_loss"}  # the declared ones returned: what this config declares
     assert stat["metrics"]["train_loss"]["direction"] == "min"
     assert len(set(stat["metrics"]["train_loss"]["values"])) == 6 and len(set(stat["finals"])) == 6
 
@@ -87,6 +87,6 @@ def test_undecided_when_the_seeds_cannot_settle_it_and_each_outcome_has_its_exit
 def test_bad_seeds_requests_are_bad_input(tmp_path, capsys):
     assert golden.main(["save", str(tmp_path / "g.json"), "--seeds", "3", *TINY, *DECLARED]) == golden_stats.EXIT_BAD_INPUT
     assert "--seeds 3: an equivalence claim at alpha 0.05 needs at least 5 seeds" in capsys.readouterr().err
-    assert golden.main(["save", str(tmp_path / "g.json"), "--seeds", "6", *TINY, "stats.margin=null"]) == 2
+    assert golden.main(["save", str(tmp_path / "g.json"), "--seeds", "6", *TINY, *DECLARED[:2], "stats.margin=null"]) == 2
     assert "stats.margin is null, so no run can be shown equivalent" in capsys.readouterr().err
     assert not (tmp_path / "g.json").exists()

@@ -277,7 +277,7 @@ def _same_steps_summary(runs) -> dict | None:
     values = np.ascontiguousarray(np.array([p.values for p in runs], dtype=float).T)  # steps x runs
     with np.errstate(all="ignore"):
         mean = values.mean(axis=1)
-        std = values.std(axis=1, ddof=1) if len(runs) > 1 else np.zeros(len(steps))
+        std = stats.exact_std(values, axis=1) if len(runs) > 1 else np.zeros(len(steps))  # equal runs: 0
     keep = np.isfinite(mean) & np.isfinite(std)
     if not keep.all():
         return None
@@ -292,7 +292,7 @@ def _summary(runs) -> dict:
         values = np.array([points[step] for points in runs if step in points], dtype=float)
         with np.errstate(all="ignore"):
             m = float(values.mean())
-            s = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+            s = stats.exact_std(values) if len(values) > 1 else 0.0
         if not (math.isfinite(m) and math.isfinite(s)):
             continue
         steps.append(step)

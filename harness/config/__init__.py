@@ -11,5 +11,6 @@ sequential design), harness.results. Never reads results to decide what was decl
 """
 
 from harness.config.compose import (  # noqa: F401 - the public names of the room
-    CONFIG_MODULE, compose, compose_error, factor_override_problem, register_configs, replace_whole_arms)
+    CONFIG_MODULE, compose, compose_error, factor_override_problem, register_configs, replace_whole_arms,
+    typed_overrides)
 from harness.config.schema import Config, Device, Direction, Mode, Precision, StatsConfig  # noqa: F401

@@ -4,6 +4,7 @@ folders are named by what they hold."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from harness.config.schema import Config
@@ -17,8 +18,41 @@ def compose_error(e: Exception) -> str:
     return " ".join(text.split()).rstrip(".") + "."
 
 
+_WHOLE = ("ab.arms", "ab.conditions")  # a mapping given for these is exactly their entries
+_FLAT_LIST = re.compile(r"\[([^\[\]{}'\"]*)\]")
+
+
+def _quote_items(m) -> str:
+    items = [i.strip() for i in m.group(1).split(",")]
+    return "[" + ", ".join(f'"{i}"' if "=" in i else i for i in items) + "]"
+
+
+def typed_overrides(overrides) -> list:
+    """The overrides as a user writes them, in the form Hydra's grammar takes.
+
+    ``ab.arms={a: {lr: 0.01}, b: {...}}`` and ``ab.conditions={...}`` set them all, new names
+    included: given as ``++`` (a struct node takes no new key: "Key 'a' is not in struct"), and
+    replace_whole_arms keeps exactly these. One arm's key stays struct, so a misspelt
+    ``ab.arms.b=0.2`` is still refused (``+ab.arms.C=0.3`` adds one). A condition is a list of
+    overrides, written as in the yaml (``ab.conditions={a: [data=digits], b: [data=synthetic]}``,
+    ``+ab.conditions.c=[model.width=32]``); Hydra's grammar takes no ``=`` in an unquoted list item
+    ("no viable alternative at input"), so those items are quoted.
+    """
+    out = []
+    for text in map(str, overrides):
+        key, eq, value = text.partition("=")
+        name = key.lstrip("+~")
+        if eq and (name == "ab.conditions" or name.startswith("ab.conditions.")):
+            value = _FLAT_LIST.sub(_quote_items, value)
+        if eq and key in _WHOLE and value.lstrip().startswith("{"):
+            key = "++" + key
+        out.append(f"{key}{eq}{value}")
+    return out
+
+
 def replace_whole_arms(cfg, overrides) -> None:
-    """``ab.arms={A: 0.0}`` on the command line means exactly these arms.
+    """``ab.arms={A: 0.0}`` on the command line means exactly these arms (and ``ab.conditions={...}``
+    exactly these conditions).
 
     Hydra merges a mapping given for a mapping key, so the experiment's own arms would silently
     stay; an override that assigns ab.arms as a whole (not ab.arms.B=..., +ab.arms.C=...) replaces them.
@@ -26,13 +60,14 @@ def replace_whole_arms(cfg, overrides) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf, open_dict
 
-    for text in overrides:
-        if not str(text).split("=", 1)[0].lstrip("+") == "ab.arms":
+    for text in typed_overrides(overrides):
+        key = str(text).split("=", 1)[0].lstrip("+")
+        if key not in _WHOLE:
             continue
         value = OverridesParser.create().parse_override(str(text)).value()
         if isinstance(value, dict):
             with open_dict(cfg):
-                cfg.ab.arms = OmegaConf.create(value)
+                OmegaConf.update(cfg, key, OmegaConf.create(value), merge=False)
 
 
 def factor_override_problem(cfg, overrides) -> Optional[str]:
@@ -67,13 +102,34 @@ def _dirname(override_dirname: str, *job) -> str:
     With ``seed`` and ``arm`` (a sweep's job folder): ``<grid point>/seed=S,arm=A``, naming what the
     job holds (either left out when the job runs all of them) instead of Hydra's job number.
     """
-    import re
-
     name = re.sub(r"(?<=[=,])(True|False)(?=,|$)", lambda m: m.group(1).lower(), override_dirname).replace("/", "_")
+    name = re.sub(r"(^|,)\+\+(ab\.(arms|conditions)=)", r"\1\2", name)  # as typed (typed_overrides adds ++)
     if not job:
         return name or "default"
     held = ",".join(f"{key}={value}" for key, value in zip(("seed", "arm"), job) if value is not None)
     return "/".join(part for part in (name, held or "all") if part)
+
+
+# Keys that change no bit of any run and no run's identity (results.NOT_IN_IDENTITY): they never name
+# the output folder, so adding workers=1 or logger=none to a command resumes its folder instead of
+# training every unit again in a new one. seed/arm name a sweep's job folder instead.
+NOT_IN_NAME = ("seed", "arm", "resume", "lock_timeout", "progress", "tables", "workers", "logger", "experiment",
+               "+experiment")
+
+
+def not_in_name(task_overrides, sequential=False, sweeper="") -> list:
+    """hydra.job.config.override_dirname.exclude_keys for these overrides: NOT_IN_NAME, every
+    ``logger.*`` key, and the analysis-only ``stats.*`` keys where the runs are the same whatever
+    they say (not under a sequential or racing design, which decides from them which runs to make).
+    A changed ``stats.*`` key on a finished folder is a changed declaration: re-analysed, not retrained."""
+    design = bool(sequential) or any(n in str(sweeper) for n in ("Sequential", "Race"))
+    keys = list(NOT_IN_NAME)
+    for text in task_overrides or ():
+        key = str(text).split("=", 1)[0].lstrip("+~")
+        root = key.split(".", 1)[0]
+        if (root == "logger" or (root == "stats" and not design)) and key not in keys:
+            keys.append(key)
+    return keys
 
 
 CONFIG_MODULE = "harness.conf"  # the configs shipped inside the package (pkg://harness.conf)
@@ -91,7 +147,7 @@ def compose(overrides=(), config_dirs=(), return_hydra_config: bool = False):
     from hydra import initialize_config_module
 
     register_configs()
-    overrides = list(overrides)
+    overrides = typed_overrides(overrides)
     dirs = [os.path.abspath(os.fspath(d)) for d in config_dirs]
     if dirs:
         overrides = ["hydra.searchpath=[" + ",".join(f"file://{d}" for d in dirs) + "]"] + overrides
@@ -104,6 +160,8 @@ def register_configs() -> None:
 
     if not OmegaConf.has_resolver("harness_dirname"):
         OmegaConf.register_new_resolver("harness_dirname", _dirname)
+    if not OmegaConf.has_resolver("harness_not_in_name"):
+        OmegaConf.register_new_resolver("harness_not_in_name", not_in_name)
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()

@@ -327,12 +327,12 @@ def of_results(results) -> Declaration:
 
 
 def declared_metrics(cfg: Mapping) -> dict:
-    """name -> stats.metrics entry: what the config declares; when it declares none (null) and runs
+    """name -> stats.metrics entry: what the config declares; when it declares none (empty) and runs
     the built-in loop, the built-in loop's metrics (schema.builtin_loop_metrics); else none."""
     from harness.config.schema import BUILTIN_LOOP, builtin_loop_metrics
 
     declared = (cfg.get("stats") or {}).get("metrics")
-    if declared is not None:
+    if declared:
         return dict(declared)
     fn = (cfg.get("train") or {}).get("fn", BUILTIN_LOOP)
     return builtin_loop_metrics() if fn == BUILTIN_LOOP else {}

@@ -131,9 +131,9 @@ class StatsConfig:
     # percentage points); examples: the metric is the mean of the per-example 0/1 outcomes the
     # training function records with run.record_examples(correct, metric=NAME), which gives the
     # test set's own noise. Checked when the declaration is made (harness/config/declaration.py).
-    # null: none declared here; an experiment that runs the built-in loop then declares its metrics
-    # (builtin_loop_metrics). A schema default dict would be merged with every user's own.
-    metrics: Optional[Dict[str, Any]] = None
+    # Empty: none declared here; an experiment that runs the built-in loop and declares none gets the
+    # built-in loop's (builtin_loop_metrics). A default with entries would be merged into every user's own.
+    metrics: Dict[str, Any] = field(default_factory=dict)
     alpha: float = 0.05
     # The smallest effect that matters, in the metric's units, declared before the data; one key for
     # every mode. auto = the seed noise floor, ESTIMATED FROM THE DATA (fixed seeds only); null = no

@@ -46,16 +46,20 @@ def job_overrides(config: DictConfig) -> list[list[str]]:
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
-def check_job(job_cfg: DictConfig) -> None:
-    """arm_configs (factor, arms, seed, arm) and the preflight, as the job itself will run them."""
+def check_job(job_cfg: DictConfig, multirun: bool = True) -> None:
+    """arm_configs (factor, arms, seed, arm) and the preflight, as the job itself will run them; and
+    what a sweep's job would refuse only once launched (ab.conditions, which run in one process)."""
     from omegaconf import open_dict
 
+    from harness.experiment.conditions import refuse_narrowed
     from harness.experiment.units import ExperimentError, arm_configs
     from harness.config.preflight import PreflightError, preflight
 
     job_cfg = job_cfg.copy()
     with open_dict(job_cfg):
         job_cfg.pop("hydra", None)  # the job's own config, as its task function will get it
+    if job_cfg.ab.get("conditions"):
+        refuse_narrowed(multirun=multirun, narrowed=job_cfg.seed is not None or job_cfg.arm is not None)
     arms = arm_configs(job_cfg)
     try:
         preflight(job_cfg, arms)
@@ -84,7 +88,16 @@ def run_dir(config: DictConfig) -> Path:
 
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        check_writable(run_dir(config))
+        from harness.experiment.execute import CURRENT
+
+        folder = run_dir(config)
+        check_writable(folder)
+        # Hydra creates the folder next (.hydra/, the log); a refusal before training removes it again,
+        # with the parents created for it (outputs/<experiment>/): the topmost folder that is new
+        new = folder.resolve()
+        while not new.parent.exists():
+            new = new.parent
+        CURRENT["created"] = None if new.exists() else new
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from hydra.core.global_hydra import GlobalHydra

@@ -43,7 +43,11 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
     env[RUN_ENV] = _attach_settings(cfg, run)
     attached = folder / ATTACHED_NAME
     attached.unlink(missing_ok=True)  # a record left by an earlier run of this unit is not this run's
-    code = process.run(argv, spec.workdir(), env, out, err, spec.timeout_s)
+    try:
+        code = process.run(argv, spec.workdir(), env, out, err, spec.timeout_s)
+    except CommandFailed as e:  # the timeout: said with the unit and what it printed last
+        raise CommandFailed(f"{who}: {e}: {shlex.join(argv)}\nlast lines of stdout ({out}):\n"
+                            f"{process.tail(out) or '(stdout is empty)'}") from None
     if code != 0:
         shown = process.tail(err) or "(stderr is empty)"
         raise CommandFailed(f"{who}: the command exited with code {code}: {shlex.join(argv)}\n"

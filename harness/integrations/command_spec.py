@@ -38,7 +38,7 @@ def training_fn(cfg) -> str:
 
 def black_box_refusal(tool: str, needs: str) -> str:
     """Why a tool that looks inside a run cannot look inside a command arm."""
-    return (f"{tool} needs {needs}, and a command arm (train.cmd) is a black box: the script runs in a "
+    return (f"{tool} {needs}, and a command arm (train.cmd) is a black box: the script runs in a "
             "process of its own and the harness sees only its metrics. Use a train.fn (docs/own-code.md), "
             "which the harness can see into, for this tool.")
 

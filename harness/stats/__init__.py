@@ -37,6 +37,7 @@ The package, bottom to top (each module imports only from those above it in this
     words.py     the verdict in words
     verdict.py   decide, compare, compare_to_baseline
     diverged.py  pairs with a diverged run counted as worst: the signed-rank sign-flip test
+    sources.py   the spread of each source of randomness against the full seed spread
 
 The sequential design (docs/sequential.md) stands apart, imported only by the sequential runner:
 sequential_bounds.py (spending, boundaries, Hall's skewness-corrected t), sequential_design.py (the
@@ -48,7 +49,8 @@ aggregates), trend.py (dose trends).
 """
 
 from ._core import (
-    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, one_sample_t, seed_std,
+    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, exact_std, one_sample_t,
+    seed_std,
 )
 from .margins import (
     Margin, MinimumEffectResult, TOSTResult, holm, margin_bound_factors, minimum_effect_test, pooled_seed_std,
@@ -74,7 +76,7 @@ __all__ = [
     "claim_floors", "decision_levels", "decision_pvalues", "exact_sign_flip_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
     "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
     "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
-    "compare_to_baseline", "decide", "differences", "effect_size_dz", "holm", "minimum_effect_test",
+    "compare_to_baseline", "decide", "differences", "effect_size_dz", "exact_std", "holm", "minimum_effect_test",
     "noise_floor", "one_sample_t", "paired_t", "paired_t_power", "pooled_seed_std", "resolve_margin",
     "seed_std", "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin", "sign_flip_permutation", "test_set_floor",
     "tost", "verdict_sentence", "welch_t", "wilcoxon_signed_rank",

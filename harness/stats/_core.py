@@ -82,6 +82,19 @@ def seed_std(x, decimals: int | None | str = "auto") -> float:
     return float(deviations.std(ddof=1))
 
 
+def exact_std(values, axis=None):
+    """Std (ddof=1) along ``axis``, exactly 0 where every value is the same.
+
+    np.std of equal floats is 1e-15 whenever their mean rounds (62.2222... five times gives 7.9e-15),
+    and a printed "std 7.9e-15" or a ratio "1.2e-15x" reads as a measured spread. NaN stays NaN.
+    """
+    x = np.asarray(values, dtype=float)
+    with np.errstate(all="ignore"):
+        std = np.asarray(x.std(axis=axis, ddof=1))
+        std[np.asarray(np.ptp(x, axis=axis)) == 0] = 0.0
+    return float(std) if std.ndim == 0 else std
+
+
 def difference_units(a, b) -> np.ndarray:
     """The rounded differences as integers (units of 10^-decimals): sums of them are exact.
 

@@ -4,7 +4,8 @@ Owns: analyze.py (re-analyse a folder as declared, or an alternative), diff.py (
 golden.py (golden fingerprints: did my refactor change the numerics?), golden_stats.py (statistical
 goldens: the bits differ, did the results?), golden_ops.py (a golden's stored op stream), ops.py
 (diff --ops: the first aten op whose bits differ), module_stack.py (which module runs an op),
-butterfly.py (diff's plot), noise_audit.py and noise_runs.py (nondeterminism noise against seed noise), audit.py (which ops are deterministic),
+butterfly.py (diff's plot), noise_audit.py and noise_runs.py (nondeterminism noise against seed noise),
+noise_sources.py (the seed noise, one random stream at a time), audit.py (which ops are deterministic),
 args.py (their shared command-line handling). The ``harness/<tool>.py`` files beside the rooms are
 the commands' entry points and hold no logic.
 

@@ -57,7 +57,7 @@ WAYS_OUT: list[tuple[str, str]] = [
                "indices write out.view(-1)[idx] = v (index_put_) or use scatter_, both deterministic; to sum "
                "repeated indices use out.view(-1).index_put_((idx,), v, accumulate=True)"),
     (r"adaptive_avg_pool[23]d_backward", "for global pooling use x.mean((2, 3), keepdim=True) (as "
-               "harness.models.GlobalAvgPool does); when the output size divides the input size use "
+               "harness.builtin.models.GlobalAvgPool does); when the output size divides the input size use "
                "nn.AvgPool2d(kernel_size=stride=input/output), whose backward is deterministic"),
     (r"adaptive_max_pool2d_backward", "for global pooling use x.amax((2, 3), keepdim=True); otherwise nn.MaxPool2d "
                "with a fixed kernel and stride"),
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
     try:
         arm_cfg, seed, arm = select_run(compose_config(args.overrides, args.config_dir), args.overrides)
         if is_command(arm_cfg):
-            raise BadInput(black_box_refusal("harness.audit", "every op of a training step"))
+            raise BadInput(black_box_refusal("harness.audit", "needs every op of a training step"))
         _preflight(arm_cfg, arm)
         findings, info = audit_step(arm_cfg, seed)
     except BadInput as e:

@@ -37,15 +37,16 @@ import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is impo
 from omegaconf import OmegaConf
 
 from harness.tools.diff import add_config_dir, differences, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
-from harness.results import load_steps, read_json, write_json
+from harness.results import NOT_IN_IDENTITY, load_steps, read_json, write_json
 from harness.tools import golden_ops, golden_stats
 
 GOLDEN_SCHEMA = "harness.golden/1"
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2  # and golden_stats: 3 equivalent, 4 undecided
 # What the bits are promised on; a difference here is named in the check's message.
 STACK_KEYS = ("torch", "device_type", "threads", "cuda", "cudnn", "device_name")
-# The config keys that never change a run's numbers (as in experiment.config_hash).
-NOT_NUMERICS = ("resume", "progress", "tables", "logger", "stats", "ab", "experiment_name", "repro")
+# Keys that change no bit (workers, logger, stats, ...: results.NOT_IN_IDENTITY) are no configuration
+# difference; nor is repro (how a run is checked) nor the seed and arm, which the golden names itself.
+NOT_NUMERICS = (*(k for k in NOT_IN_IDENTITY if k not in ("seed", "arm")), "repro")
 
 
 class BadInput(ValueError):

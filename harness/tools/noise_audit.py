@@ -47,7 +47,6 @@ import numpy as np
 
 from harness.tools.diff import parse_args
 from harness.tools.golden import BadInput, add_config_dir, compose_config, select_run, stack_summary
-from harness.integrations.command_spec import black_box_refusal, is_command
 from harness.results import example_record, write_json
 from harness.tools.noise_runs import (  # noqa: F401
     SOURCES, audited_metric, run_all, steps_to_keep, thread_counts, threads_note, with_changes)
@@ -59,11 +58,13 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
 def spread(values: list[float]) -> dict:
+    from harness.stats import exact_std
+
     a = np.asarray(values, dtype=float)
     return {
         "n": len(a),
         "mean": float(a.mean()),
-        "std": float(a.std(ddof=1)) if len(a) > 1 else None,
+        "std": exact_std(a) if len(a) > 1 else None,  # identical runs: exactly 0, not 1e-15
         "range": float(a.max() - a.min()),
         "values": a.tolist(),
     }
@@ -300,8 +301,6 @@ def main(argv=None) -> int:
             raise BadInput(f"--repeats {args.repeats}: a spread needs at least 2 runs per source; use 5 or more.")
         cfg = compose_config(args.overrides, args.config_dir)
         arm_cfg, seed, arm = select_run(cfg, args.overrides)
-        if is_command(arm_cfg):
-            raise BadInput(black_box_refusal("harness.noise_audit", "the initial weights and the data order"))
         declaration, metric = audited_metric(cfg, args.metric)
         out_dir = Path(args.out) if args.out else default_out(args.overrides)
         out = audit(arm_cfg, seed, arm, args.repeats, metric, args.overrides, out_dir, declaration=declaration)

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from harness.config.declaration import Declaration, DeclarationError
 from harness.tools.diff import first_difference, loss_value
 from harness.tools.golden import BadInput
+from harness.integrations.command_spec import black_box_refusal, is_command
 
 
 STEP_WEIGHTS_BYTES = 64 * 2**20  # per run, for the per-step max |Δw| curve (all steps of a small model)
@@ -190,7 +191,11 @@ def run_all(ref_cfg, seed: int, k: int, device_type: str, keep: int, log=print, 
 
 def audited_metric(cfg, asked=None) -> tuple:
     """(the composed config's declaration, the metric to audit): ``asked`` (--metric) or the
-    declared primary metric; one that is not declared is BadInput, in one paragraph."""
+    declared primary metric; one that is not declared is BadInput, in one paragraph. A command arm
+    is refused here, where both noise audits start: they move a run's streams and nudge its weights."""
+    if is_command(cfg):
+        raise BadInput(black_box_refusal("harness.noise_audit and harness.noise_sources",
+                                         "need the run's random streams and initial weights"))
     try:
         declaration = Declaration.from_config(cfg, strict=False)
     except DeclarationError as e:

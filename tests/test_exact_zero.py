@@ -1,0 +1,38 @@
+"""Exactly zero is zero: a spread over identical values is 0 wherever it is printed (the noise
+audit, the learning curves the report, the figures and wandb show), as the seeds' std already is.
+np.std of five runs that all scored 62.2222...% is 7.9e-15, which a table printed as a measured spread."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.analysis.evidence import curves
+from harness.stats import exact_std
+from harness.tools.noise_audit import spread, std_ratio
+
+SAME = 560 / 9  # 62.2222...: five equal floats whose mean rounds
+assert np.std([SAME] * 5, ddof=1) > 0  # the trap itself, so the tests below can fail
+
+
+def test_the_noise_audit_gives_identical_runs_a_std_of_exactly_zero():
+    s = spread([SAME] * 5)
+    assert s["std"] == 0.0 and s["range"] == 0.0
+    seeds = spread([61.0, 62.5, 63.0, 60.5, 62.0])
+    assert std_ratio(s, seeds) == {"ratio": 0.0, "low": None, "high": None}  # "(std 0)", not "1.2e-15x"
+    assert spread([SAME, SAME, SAME + 1e-9])["std"] > 0  # a real difference, however small, stays
+
+
+def test_curves_over_identical_runs_have_std_exactly_zero():
+    same_steps = {(seed, "A"): {"result": {"curve": {"step": [1, 2], "acc": [SAME, 50.0 + seed]}}} for seed in range(5)}
+    acc = curves(same_steps, ["A"])["A"]["acc"]
+    assert acc["std"][0] == 0.0 and acc["std"][1] > 1
+    # runs that logged at different steps take the other path: the same answer
+    uneven = {(seed, "A"): {"result": {"curve": {"step": [1, 2 + seed], "acc": [SAME, SAME]}}} for seed in range(5)}
+    acc = curves(uneven, ["A"])["A"]["acc"]
+    assert acc["std"][acc["step"].index(1)] == 0.0
+
+
+def test_exact_std_is_the_std_where_values_differ_and_keeps_nan():
+    rows = np.array([[SAME] * 4, [1.0, 2.0, 3.0, 4.0], [1.0, np.nan, 2.0, 3.0]])
+    got = exact_std(rows, axis=1)
+    assert got[0] == 0.0 and got[1] == np.std([1, 2, 3, 4], ddof=1) and np.isnan(got[2])
