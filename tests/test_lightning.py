@@ -58,23 +58,37 @@ def test_a_trainer_that_weakens_the_harness_determinism_is_refused():
 
 
 def test_lightning_lines_are_printed_once_under_a_root_logger_that_prints():
-    root, own = logging.getLogger(), logging.getLogger("lightning.pytorch")
+    """Lightning imported before logging was set up has console handlers of its own; a Hydra app's
+    root logger prints too: each line went out twice (once as 'INFO: ...', once in the app's format)."""
+    root = logging.getLogger()
+    loggers = [logging.getLogger(n) for n in ("lightning", "lightning.pytorch")]
+    saved = [(lg.propagate, list(lg.handlers)) for lg in loggers]
     seen_root, seen_own = _Collect(), _Collect()
-    saved = (own.propagate, list(own.handlers))
     root.addHandler(seen_root)
-    own.addHandler(seen_own)
-    own.propagate = True
+    loggers[0].addHandler(seen_own)  # what Lightning's import adds: a console handler
+    loggers[1].addHandler(_Stream(seen_own))
+    loggers[1].propagate = False
     try:
         L.Callback(Run(0))
         logging.getLogger("lightning.pytorch.utilities.rank_zero").info("GPU available: False")
-        assert seen_own.messages == ["GPU available: False"] and seen_root.messages == []
+        assert seen_root.messages == ["GPU available: False"] and seen_own.messages == []
     finally:
         root.removeHandler(seen_root)
-        own.handlers[:] = saved[1]
-        own.propagate = saved[0]
+        for lg, (propagate, handlers) in zip(loggers, saved):
+            lg.handlers[:] = handlers
+            lg.propagate = propagate
 
 
-class _Collect(logging.Handler):
+class _Stream(logging.StreamHandler):
+    def __init__(self, collect):
+        super().__init__()
+        self.collect = collect
+
+    def emit(self, record):
+        self.collect.emit(record)
+
+
+class _Collect(logging.StreamHandler):
     def __init__(self):
         super().__init__(logging.DEBUG)
         self.messages = []

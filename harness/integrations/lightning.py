@@ -14,7 +14,8 @@ the unit (``harness.attach()`` in a script a command arm starts; or the Run a tr
   the content of every training batch consumed, whoever built the loader;
 - the logged metrics (``trainer.callback_metrics``) as curve points after each epoch and as the
   final metrics after fit, validate and test (``callback.metrics``; an attached script's record);
-- Lightning's log lines printed once: its logger stops propagating to a root logger that prints too.
+- Lightning's log lines printed once: under a root logger that prints, Lightning's own console
+  handlers are dropped (``print_once``).
 
 Imports lightning (``pip install "harness[lightning]"``); nothing else in the harness does.
 """
@@ -35,7 +36,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
 
 from harness.integrations.attach import attach
 
-LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
+LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
 _MODES = {"off": 0, "warn": 1, "strict": 2}
 
 
@@ -119,13 +120,18 @@ class Callback(pl.Callback):
 
 
 def print_once() -> None:
-    """Lightning's messages go through Python logging; where its logger has a handler of its own and
-    the root logger prints too (a Hydra app), each line would be printed twice: keep Lightning's."""
-    root = logging.getLogger()
+    """Lightning's messages go through Python logging, and Lightning gives its loggers ("lightning",
+    "lightning.pytorch", ...) handlers of their own when it is imported before logging is set up. Under
+    a root logger that prints too (a Hydra app: its console and its job's log file), each line would be
+    printed twice: those handlers are dropped and the lines go through the root's, once."""
+    if not logging.getLogger().handlers:
+        return
     for name in LIGHTNING_LOGGERS:
         logger = logging.getLogger(name)
-        if logger.handlers and root.handlers:
-            logger.propagate = False
+        for handler in list(logger.handlers):
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def _torch_mode() -> str:
