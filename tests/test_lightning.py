@@ -101,3 +101,28 @@ def _cfg():
     from omegaconf import OmegaConf
 
     return OmegaConf.create({"loss": {"label_smoothing": 0.0}})
+
+
+def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the_arms(tmp_path, monkeypatch):
+    from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
+
+    determinism = {"mode": "strict", "threads": 1, "fill_uninitialized_memory": False, "cudnn_benchmark": False}
+    records = {}
+    try:
+        for seed, arm, smoothing in ((0, "A", 0.0), (0, "B", 0.1), (1, "A", 0.0)):
+            folder = tmp_path / f"{seed}{arm}"
+            folder.mkdir()
+            for key, value in (("HARNESS_RUN_DIR", str(folder)), ("HARNESS_SEED", str(seed)), ("HARNESS_ARM", arm),
+                               (RUN_ENV, run_settings("cpu", "fp32", determinism, None, None, 10))):
+                monkeypatch.setenv(key, value)
+            L.script(seed, smoothing)
+            harness_run = Run(seed)
+            harness_run.adopt(read_json(folder / ATTACHED_NAME))  # what the command arm does after the script
+            records[(seed, arm)] = harness_run.finish({})
+    finally:
+        torch.use_deterministic_algorithms(False)
+    fp = {k: r["fingerprints"] for k, r in records.items()}
+    for key in ("init", "data_order"):
+        assert fp[(0, "A")][key] == fp[(0, "B")][key] != fp[(1, "A")][key] and fp[(0, "A")][key]
+    assert fp[(0, "A")]["steps"]["params"] != fp[(0, "B")]["steps"]["params"]
+    assert len(fp[(0, "A")]["steps"]["loss"]) == 8 and "test_accuracy" in records[(0, "A")]["metrics"]

@@ -78,7 +78,8 @@ class AttachedRun(Run):
         super().__init__(*args, **kwargs)
         self.record_to = record_to
         self.final_metrics: dict = {}  # what finish() without metrics records (a trainer's callback fills it)
-        self._finished = False
+        self._record: Optional[dict] = None  # what finish wrote (the steps are closed then)
+        self._failed = False
         if record_to is not None:
             atexit.register(self._at_exit)
 
@@ -88,25 +89,27 @@ class AttachedRun(Run):
         return self.record_to is not None
 
     def finish(self, metrics: Optional[Mapping] = None) -> Optional[dict]:
-        """Write what this Run recorded for the harness (stand-alone: nothing; returns None)."""
-        if self._finished or self.record_to is None:
+        """Write what this Run recorded for the harness (stand-alone: nothing; returns None). Called
+        again (a trainer's fit, then its test), it writes the same record with the metrics updated."""
+        if self.record_to is None or self._failed:
             return None
-        self._finished = True
-        try:
-            record = super().finish(dict(self.final_metrics if metrics is None else metrics))
-        except RunUsageError as e:  # the command arm reports it, naming the unit
-            _write(self.record_to, {"error": str(e)})
-            raise
-        record.pop("weights", None)
-        _write(self.record_to, record)
-        return record
+        if self._record is None:
+            try:
+                self._record = super().finish({})
+            except RunUsageError as e:  # the command arm reports it, naming the unit
+                self._failed = True
+                _write(self.record_to, {"error": str(e)})
+                raise
+            self._record.pop("weights", None)
+        self._record["metrics"] = dict(self.final_metrics if metrics is None else metrics)
+        _write(self.record_to, self._record)
+        return self._record
 
     def _at_exit(self) -> None:
-        if not self._finished:
-            try:
-                self.finish()
-            except RunUsageError:
-                pass  # written to the record: the command arm says it
+        try:
+            self.finish()
+        except RunUsageError:
+            pass  # written to the record: the command arm says it
 
 
 def _write(path: Path, obj: dict) -> None:

@@ -34,7 +34,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
     raise ImportError('harness.lightning needs Lightning: pip install "harness[lightning]" '
                       "(or pip install lightning).") from e
 
-from harness.integrations.attach import attach
+from harness.integrations.attach import AttachedRun, attach
 
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
 _MODES = {"off": 0, "warn": 1, "strict": 2}
@@ -114,9 +114,9 @@ class Callback(pl.Callback):
 
     def _final(self, trainer) -> None:
         self.metrics.update(_scalars(trainer.callback_metrics))
-        final = getattr(self.run, "final_metrics", None)
-        if isinstance(final, dict):  # an attached script's record carries them
-            final.update(self.metrics)
+        if isinstance(self.run, AttachedRun) and self.run.attached and self.run.steps:
+            self.run.final_metrics.update(self.metrics)
+            self.run.finish()  # the record for the command arm, rewritten after a later validate/test
 
 
 def print_once() -> None:
