@@ -70,9 +70,10 @@ def fit(cfg, run, accumulate_grad_batches: int = 1) -> dict:
     return callback.metrics
 
 
-def script(seed: int, label_smoothing: float) -> None:
+def script(seed: int, label_smoothing: float) -> MLP:
     """What a command arm's Lightning script does: its own seed_everything and module, then
     Callback() with no Run (it attaches to the unit the harness launched)."""
     pl.seed_everything(seed, verbose=False)
     module = MLP(label_smoothing=label_smoothing)
     trainer(Callback()).fit(module, datamodule=Digits())
+    return module

@@ -105,6 +105,9 @@ def _cfg():
 
 def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the_arms(tmp_path, monkeypatch):
     from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
+    from harness.training.fingerprint import model_fingerprint
+
+    from .test_attach import HARNESS_ENV
 
     determinism = {"mode": "strict", "threads": 1, "fill_uninitialized_memory": False, "cudnn_benchmark": False}
     records = {}
@@ -115,10 +118,16 @@ def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the
             for key, value in (("HARNESS_RUN_DIR", str(folder)), ("HARNESS_SEED", str(seed)), ("HARNESS_ARM", arm),
                                (RUN_ENV, run_settings("cpu", "fp32", determinism, None, None, 10))):
                 monkeypatch.setenv(key, value)
-            L.script(seed, smoothing)
+            module = L.script(seed, smoothing)
+            assert L.Callback().run is harness.attach()  # one Run per unit: the script's and the callback's
             harness_run = Run(seed)
             harness_run.adopt(read_json(folder / ATTACHED_NAME))  # what the command arm does after the script
             records[(seed, arm)] = harness_run.finish({})
+            assert records[(seed, arm)]["fingerprints"]["final"] == model_fingerprint(module)
+        for key in (*HARNESS_ENV,):
+            monkeypatch.delenv(key)
+        alone = L.script(1, 0.0)  # by hand, no harness: seed_everything(1) gives the unit of seed 1's weights
+        assert model_fingerprint(alone) == records[(1, "A")]["fingerprints"]["final"]
     finally:
         torch.use_deterministic_algorithms(False)
     fp = {k: r["fingerprints"] for k, r in records.items()}

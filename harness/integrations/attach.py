@@ -33,13 +33,24 @@ def run_settings(device: str, precision: str, determinism: Mapping, stream_seeds
                        "stream_seeds": dict(stream_seeds or {}), "metrics": metrics, "check_every": check_every})
 
 
+_RUNS: dict = {}  # one Run per unit and process: the script's attach() and a trainer's callback share it
+
+
 def attach(seed: Optional[int] = None) -> "AttachedRun":
     """The Run of the unit the harness launched, or (run on its own) a stand-alone Run on ``seed``
     (default 0) that records nothing. Under the harness its seed (HARNESS_SEED) is the Run's; a
-    command arm passes it to the script too (train.seed_arg), so the two agree."""
+    command arm passes it to the script too (train.seed_arg), so the two agree. Called again under
+    the harness, it returns the same Run."""
     folder = os.environ.get("HARNESS_RUN_DIR")
-    if not folder:
+    if not folder:  # nothing is recorded, so each call may have a Run of its own (a notebook's trainings)
         return AttachedRun(0 if seed is None else int(seed))
+    key = (folder, os.environ.get("HARNESS_SEED"))
+    if key not in _RUNS:
+        _RUNS[key] = _unit_run(folder)
+    return _RUNS[key]
+
+
+def _unit_run(folder: str) -> "AttachedRun":
     spec = _spec()
     import torch
 
@@ -47,10 +58,9 @@ def attach(seed: Optional[int] = None) -> "AttachedRun":
 
     device = torch.device(spec["device"])  # the unit's, as the harness resolved it (cpu, cuda:0)
     configure(Settings(**spec["determinism"]), device)
-    run = AttachedRun(int(os.environ["HARNESS_SEED"]), device, spec["precision"], check_every=spec["check_every"],
-                      metrics=spec["metrics"], stream_seeds=spec["stream_seeds"] or None, run_dir=folder,
-                      record_to=Path(folder) / ATTACHED_NAME)
-    return run
+    return AttachedRun(int(os.environ["HARNESS_SEED"]), device, spec["precision"], check_every=spec["check_every"],
+                       metrics=spec["metrics"], stream_seeds=spec["stream_seeds"] or None, run_dir=folder,
+                       record_to=Path(folder) / ATTACHED_NAME)
 
 
 def _spec() -> dict:

@@ -23,6 +23,7 @@ Imports lightning (``pip install "harness[lightning]"``); nothing else in the ha
 from __future__ import annotations
 
 import logging
+import os
 import numbers
 from typing import Optional
 
@@ -49,7 +50,9 @@ class Callback(pl.Callback):
 
     def __init__(self, run=None):
         super().__init__()
-        self.run = run if run is not None else attach()
+        # on its own, the script's seed_everything(S) names the seed (PL_GLOBAL_SEED): the same streams
+        # as the harness's unit of seed S, so a run by hand gives that unit's numbers
+        self.run = run if run is not None else attach(seed=int(os.environ.get("PL_GLOBAL_SEED", 0)))
         self.mode = _torch_mode()  # the harness's, set before the Trainer exists (it may change it)
         self.metrics: dict = {}
         self._last_step = 0
