@@ -15,26 +15,13 @@ from harness.results import read_json
 from harness.training.run import Run
 
 from . import lightning_fns as L
-
-PAIRS = ["+experiment=loss_ab", "ab.seeds=[0,1,2]", "logger=none", "progress=false", "workers=1",
-         "determinism.threads=1", "train.fn=tests.lightning_fns.fit"]
+from .trainer_ab import run_paired_ab
 
 
 def test_a_lightning_ab_is_paired_by_its_fingerprints_and_bitwise(tmp_path):
-    res = harness.run(PAIRS, out_dir=tmp_path, verbose=False)
-    assert res.analysis is not None
-    fps = {(s, a): read_json(tmp_path / "runs" / f"seed={s}" / f"arm={a}" / "result.json")["fingerprints"]
-           for s in range(3) for a in ("A", "B")}
-    for key in ("init", "data_order"):
-        assert all(fps[(s, "A")][key] == fps[(s, "B")][key] for s in range(3))
-        # seed_everything(1234) in the fn did not make the seeds alike: the harness's streams did the seeding
-        assert len({fps[(s, "A")][key] for s in range(3)}) == 3 and None not in {f[key] for f in fps.values()}
-    assert fps[(0, "A")]["batches"] == 8  # 256 examples in batches of 32, every one fingerprinted
-    assert fps[(0, "A")]["final"] != fps[(0, "B")]["final"]
-    a = read_json(tmp_path / "analysis.json")
-    assert a["pairing"]["proven"] is True and a["pairing"]["basis"] == "fingerprints"
-    assert a["certificate"]["reproducible"] is True and a["certificate"]["line"].startswith("bitwise reproducible: yes")
-    r = read_json(tmp_path / "runs" / "seed=1" / "arm=B" / "result.json")
+    results = run_paired_ab(tmp_path, "tests.lightning_fns.fit")  # its fn calls seed_everything(1234)
+    assert results[(0, "A")]["fingerprints"]["batches"] == 8  # 256 examples in batches of 32, each fingerprinted
+    r = results[(1, "B")]
     assert set(r["metrics"]) >= {"test_accuracy", "test_loss", "train_loss"}
     assert r["curve"]["test_accuracy"][-1] == r["metrics"]["test_accuracy"]  # logged metrics: the curve too
     assert r["code"]["packages"].get("lightning", "").startswith("lightning==")  # the version is the identity's
