@@ -11,7 +11,7 @@ import torch
 
 import harness
 from harness.lightning import HarnessLightningError
-from harness.results import read_json
+from harness.results import load_steps, read_json
 from harness.training.run import Run
 
 from . import lightning_fns as L
@@ -122,3 +122,14 @@ def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the
         assert fp[(0, "A")][key] == fp[(0, "B")][key] != fp[(1, "A")][key] and fp[(0, "A")][key]
     assert fp[(0, "A")]["steps"]["params"] != fp[(0, "B")]["steps"]["params"]
     assert len(fp[(0, "A")]["steps"]["loss"]) == 8 and "test_accuracy" in records[(0, "A")]["metrics"]
+
+
+def test_harness_lightning_fit_runs_a_module_and_datamodule_from_the_config(tmp_path):
+    results = run_paired_ab(tmp_path, "harness.lightning.fit", overrides=[
+        "+train.kwargs.module={_target_: tests.lightning_fns.MLP, label_smoothing: 0.0}",
+        "+train.kwargs.datamodule={_target_: tests.lightning_fns.Digits, batch_size: 64}",
+        "+train.kwargs.trainer={max_epochs: 1, num_sanity_val_steps: 0, enable_model_summary: false}",
+        "ab.factor=train.kwargs.module.label_smoothing", "ab.arms={A: 0.0, B: 0.1}"])
+    r = results[(0, "A")]
+    assert r["fingerprints"]["batches"] == 4 and len(load_steps(r)["loss"]) == 4  # 256 examples in batches of 64
+    assert set(r["metrics"]) >= {"test_accuracy", "test_loss"}

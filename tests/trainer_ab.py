@@ -8,10 +8,10 @@ import harness
 from harness.results import read_json
 
 
-def run_paired_ab(tmp_path, fn: str, arms=("A", "B"), seeds=range(3)) -> dict:
+def run_paired_ab(tmp_path, fn: str, arms=("A", "B"), seeds=range(3), overrides=()) -> dict:
     """Run the A/B; check the proofs; (seed, arm) -> that unit's result."""
     res = harness.run(["+experiment=loss_ab", f"ab.seeds=[{','.join(map(str, seeds))}]", "logger=none",
-                       "progress=false", "workers=1", "determinism.threads=1", f"train.fn={fn}"],
+                       "progress=false", "workers=1", "determinism.threads=1", f"train.fn={fn}", *overrides],
                       out_dir=tmp_path, verbose=False)
     assert res.analysis is not None
     results = {(s, a): read_json(tmp_path / "runs" / f"seed={s}" / f"arm={a}" / "result.json")

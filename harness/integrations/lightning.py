@@ -122,6 +122,30 @@ class Callback(pl.Callback):
             self.run.finish()  # the record for the command arm, rewritten after a later validate/test
 
 
+def fit(cfg, run, module: dict, datamodule: dict, trainer: Optional[dict] = None) -> dict:
+    """A train.fn for a project with a LightningModule and a DataModule and no script of its own:
+    ``train.kwargs.module`` and ``train.kwargs.datamodule`` are ``_target_`` nodes, ``train.kwargs.trainer``
+    the Trainer's keyword arguments. The module is built inside ``run.init()`` (its initial weights
+    from the init stream), the Callback records the fit, and the final metrics are
+    ``trainer.callback_metrics`` after fit (and validate, when the DataModule has a val_dataloader).
+    Units run in one process: no interpreter, torch or Lightning start per unit."""
+    from harness.training.components import instantiate
+
+    kwargs = {"max_epochs": 1, "accelerator": run.device.type, "devices": 1, "logger": False,
+              "enable_progress_bar": False, "enable_checkpointing": False, **dict(trainer or {})}
+    callbacks = [instantiate(c) if isinstance(c, dict) and "_target_" in c else c for c in kwargs.pop("callbacks", [])]
+    with run.init():
+        model = instantiate(module)
+    data = instantiate(datamodule)
+    callback = Callback(run)
+    pl.Trainer(callbacks=[callback, *callbacks], **kwargs).fit(model, datamodule=data)
+    if not callback.metrics:
+        raise HarnessLightningError(
+            "harness.lightning.fit: the fit logged no metric (trainer.callback_metrics is empty): log the metrics "
+            "to compare with self.log(...) in the LightningModule's training_step or validation_step.")
+    return callback.metrics
+
+
 def print_once() -> None:
     """Lightning's messages go through Python logging, and Lightning gives its loggers ("lightning",
     "lightning.pytorch", ...) handlers of their own when it is imported before logging is set up. Under
