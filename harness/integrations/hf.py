@@ -39,12 +39,14 @@ class Callback(transformers.TrainerCallback):
     """Records a Trainer's training through the unit's Run. ``run``: a train.fn's Run; None: attach()."""
 
     def __init__(self, run=None):
-        self.run = run if run is not None else attach()
+        self.run = run  # None: attached when training starts, on args.seed when the script runs on its own
         self.metrics: dict = {}
         self._loss: Optional[torch.Tensor] = None
         self._hooks: list = []
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
+        if self.run is None:  # on its own: the script's args.seed names the streams, as the unit's seed does
+            self.run = attach(seed=args.seed)
         sampler = getattr(getattr(train_dataloader, "batch_sampler", None), "sampler", None)
         if hasattr(sampler, "initial_seed"):  # accelerate's seedable sampler: the order from data_order
             sampler.initial_seed = self.run.streams.derive("data_order") % 2**62
@@ -78,11 +80,13 @@ class Callback(transformers.TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         scalars = _scalars(logs or {})
-        if scalars:
+        if scalars and self.run is not None:
             self.run.log(state.global_step, **scalars)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         self.metrics.update(_scalars(metrics or {}))
+        if self.run is None:  # evaluated before any training: nothing recorded yet
+            return
         if isinstance(self.run, AttachedRun) and self.run.attached and self.run.steps:
             self.run.final_metrics.update(self.metrics)
             self.run.finish()  # the record for the command arm, rewritten after a later evaluate
