@@ -11,11 +11,12 @@ import torch
 
 import harness
 from harness.lightning import HarnessLightningError
-from harness.results import load_steps, read_json
+from harness.results import load_steps
 from harness.training.run import Run
 
 from . import lightning_fns as L
-from .trainer_ab import run_paired_ab
+from .test_attach import HARNESS_ENV
+from .trainer_ab import attached_units, run_paired_ab
 
 
 def test_a_lightning_ab_is_paired_by_its_fingerprints_and_bitwise(tmp_path):
@@ -91,37 +92,22 @@ def _cfg():
 
 
 def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the_arms(tmp_path, monkeypatch):
-    from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
     from harness.training.fingerprint import model_fingerprint
 
-    from .test_attach import HARNESS_ENV
+    def script(seed, smoothing):
+        module = L.script(seed, smoothing)
+        assert L.Callback().run is harness.attach()  # one Run per unit: the script's and the callback's
+        return module
 
-    determinism = {"mode": "strict", "threads": 1, "fill_uninitialized_memory": False, "cudnn_benchmark": False}
-    records = {}
-    try:
-        for seed, arm, smoothing in ((0, "A", 0.0), (0, "B", 0.1), (1, "A", 0.0)):
-            folder = tmp_path / f"{seed}{arm}"
-            folder.mkdir()
-            for key, value in (("HARNESS_RUN_DIR", str(folder)), ("HARNESS_SEED", str(seed)), ("HARNESS_ARM", arm),
-                               (RUN_ENV, run_settings("cpu", "fp32", determinism, None, None, 10))):
-                monkeypatch.setenv(key, value)
-            module = L.script(seed, smoothing)
-            assert L.Callback().run is harness.attach()  # one Run per unit: the script's and the callback's
-            harness_run = Run(seed)
-            harness_run.adopt(read_json(folder / ATTACHED_NAME))  # what the command arm does after the script
-            records[(seed, arm)] = harness_run.finish({})
-            assert records[(seed, arm)]["fingerprints"]["final"] == model_fingerprint(module)
-        for key in (*HARNESS_ENV,):
-            monkeypatch.delenv(key)
-        alone = L.script(1, 0.0)  # by hand, no harness: seed_everything(1) gives the unit of seed 1's weights
-        assert model_fingerprint(alone) == records[(1, "A")]["fingerprints"]["final"]
-    finally:
-        torch.use_deterministic_algorithms(False)
-    fp = {k: r["fingerprints"] for k, r in records.items()}
-    for key in ("init", "data_order"):
-        assert fp[(0, "A")][key] == fp[(0, "B")][key] != fp[(1, "A")][key] and fp[(0, "A")][key]
-    assert fp[(0, "A")]["steps"]["params"] != fp[(0, "B")]["steps"]["params"]
-    assert len(fp[(0, "A")]["steps"]["loss"]) == 8 and "test_accuracy" in records[(0, "A")]["metrics"]
+    units = attached_units(tmp_path, monkeypatch, script)
+    for record, module in units.values():
+        assert record["fingerprints"]["final"] == model_fingerprint(module)
+    record = units[(0, "A")][0]
+    assert len(record["fingerprints"]["steps"]["loss"]) == 8 and "test_accuracy" in record["metrics"]
+    for key in HARNESS_ENV:
+        monkeypatch.delenv(key)
+    alone = L.script(1, 0.0)  # by hand, no harness: seed_everything(1) gives the unit of seed 1's weights
+    assert model_fingerprint(alone) == units[(1, "A")][0]["fingerprints"]["final"]
 
 
 def test_harness_lightning_fit_runs_a_module_and_datamodule_from_the_config(tmp_path):

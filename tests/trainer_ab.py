@@ -27,3 +27,37 @@ def run_paired_ab(tmp_path, fn: str, arms=("A", "B"), seeds=range(3), overrides=
     assert a["pairing"]["proven"] is True and a["pairing"]["basis"] == "fingerprints"
     assert a["certificate"]["reproducible"] is True and a["certificate"]["line"].startswith("bitwise reproducible: yes")
     return results
+
+
+CASES = ((0, "A", 0.0), (0, "B", 0.1), (1, "A", 0.0))  # seed, arm, label smoothing: a pair and another seed
+DETERMINISM = {"mode": "strict", "threads": 1, "fill_uninitialized_memory": False, "cudnn_benchmark": False}
+
+
+def attached_units(tmp_path, monkeypatch, script) -> dict:
+    """Run ``script(seed, label_smoothing)`` in the environment a command arm gives each unit of CASES,
+    then adopt what its attached Run wrote, as the command arm does: (seed, arm) -> (the unit's
+    record, what the script returned). Checks the arms of seed 0 paired, seed 1 apart."""
+    import torch
+
+    from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
+    from harness.training.run import Run
+
+    units = {}
+    try:
+        for seed, arm, smoothing in CASES:
+            folder = tmp_path / f"{seed}{arm}"
+            folder.mkdir()
+            for key, value in (("HARNESS_RUN_DIR", str(folder)), ("HARNESS_SEED", str(seed)), ("HARNESS_ARM", arm),
+                               (RUN_ENV, run_settings("cpu", "fp32", DETERMINISM, None, None, 10))):
+                monkeypatch.setenv(key, value)
+            returned = script(seed, smoothing)
+            parent = Run(seed)
+            parent.adopt(read_json(folder / ATTACHED_NAME))
+            units[(seed, arm)] = (parent.finish({}), returned)
+    finally:
+        torch.use_deterministic_algorithms(False)  # attach() switched this process to the unit's mode
+    fp = {k: record["fingerprints"] for k, (record, _) in units.items()}
+    for key in ("init", "data_order"):
+        assert fp[(0, "A")][key] == fp[(0, "B")][key] != fp[(1, "A")][key] and fp[(0, "A")][key]
+    assert fp[(0, "A")]["steps"]["params"] != fp[(0, "B")]["steps"]["params"]
+    return units
