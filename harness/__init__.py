@@ -29,6 +29,8 @@ if CUBLAS_WORKSPACE_CONFIG_PRESET is None:
 # (not harness.analyze: that name is the `python -m harness.analyze` command's module)
 #   harness.Run                                the object a training function receives
 #   harness.instantiate(node, **call_site)     how every _target_ node is built
+#   harness.attach(seed=None)                  in a script a command arm starts: the unit's Run
+#                                              (on its own: a stand-alone Run that records nothing)
 _PUBLIC = {
     "run": ("harness.api", "run"),
     "analyze_folder": ("harness.api", "analyze_folder"),
@@ -36,6 +38,7 @@ _PUBLIC = {
     "Run": ("harness.training.run", "Run"),
     "TensorBatches": ("harness.training.run", "TensorBatches"),
     "instantiate": ("harness.training.components", "instantiate"),
+    "attach": ("harness.integrations.attach", "attach"),
 }
 __all__ = ["__version__", *_PUBLIC]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import subprocess
 import sys
@@ -137,6 +138,7 @@ def code_identity(targets: list[str], extra_paths=(), use_git: bool = False, git
     files: dict[str, str] = {}
     packages: dict[str, str] = {}
     git: dict[str, dict] = {}
+    sources: list[Path] = []  # the user's own files: which trainer libraries they import
     for target in sorted(set(targets)):
         top, root = _package_of(target)
         if top == "harness" or root is None:
@@ -145,6 +147,7 @@ def code_identity(targets: list[str], extra_paths=(), use_git: bool = False, git
             packages[top] = _dist_version(top)
             continue
         base = root.parent
+        sources += _source_files(root)
         for name, digest in _digest_files(_source_files(root), base).items():
             files[name] = digest
         if use_git:
@@ -160,7 +163,10 @@ def code_identity(targets: list[str], extra_paths=(), use_git: bool = False, git
         if not path.exists():
             raise FileNotFoundError(f"repro.code_paths: {p!r} does not exist (relative to {os.getcwd()}).")
         base = path.resolve().parent
+        sources += _source_files(path.resolve())
         files.update({f"{p}:{k}": v for k, v in _digest_files(_source_files(path.resolve()), base).items()})
+    for top in _trainers_imported(sources):
+        packages.setdefault(top, _dist_version(top))
     user = hashlib.sha256(json.dumps([files, packages, git], sort_keys=True).encode()).hexdigest()[:12]
     ours = _harness_digest()
     version = f"{harness.__version__}+{ours}/torch-{torch_version()}"
@@ -169,6 +175,31 @@ def code_identity(targets: list[str], extra_paths=(), use_git: bool = False, git
     identity = {"version": version, "harness": ours, "files": files, "packages": packages, "git": git}
     _CACHE[key] = identity
     return identity
+
+
+# Libraries that drive the training loop, whose version changes the numbers as torch's does: a
+# user's file importing one makes its installed version part of the run's identity.
+TRAINERS = ("lightning", "pytorch_lightning", "lightning_fabric", "transformers", "accelerate", "timm")
+_TRAINER_IMPORT = re.compile(rf"^\s*(?:from|import)\s+({'|'.join(TRAINERS)})\b", re.M)
+
+
+def _trainers_imported(sources: list[Path]) -> list[str]:
+    found = set()
+    for path in sources:
+        try:
+            found.update(_TRAINER_IMPORT.findall(path.read_text(errors="replace")))
+        except OSError:
+            continue
+    return [top for top in sorted(found) if _installed(top)]
+
+
+def _installed(top: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def torch_version() -> str:

@@ -4,7 +4,12 @@ Owns: command_spec.py (a command arm's train.* keys read and checked before any 
 argument list and the files that make up the command's code; torch-free), command.py (the command
 arm as a training function: ``train(cfg, run)`` runs the command once for the Run's (seed, arm) and
 reads its metrics), process.py (the child process: its environment, its output files, a timeout,
-and a process group that dies with the harness).
+and a process group that dies with the harness), attach.py (``harness.attach()``: the unit's Run
+from inside the script a command arm starts, its record written for the command arm to adopt; a
+stand-alone Run that records nothing when the script runs on its own), lightning.py (the
+Callback for a user's own Lightning Trainer, ``harness.lightning``; the only importer of lightning),
+hf.py (the Callback for a user's own Hugging Face Trainer, ``harness.hf``; the only importer of
+transformers).
 
 May import: harness.training (the Run's public API) and harness.results only. The experiment calls a
 command arm through ``train.fn``'s door (``training_fn``), so resume, workers, sweeps, the

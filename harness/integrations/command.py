@@ -5,7 +5,8 @@ renders the command for the Run's seed and the arm, runs it with the unit's envi
 (process.py), and reads the metrics from its stdout or a file it wrote. A command is a black box:
 the Run records no init, data order or steps, so the pairing rests on the seed alone and the
 certificate compares what the run produced, metrics bit for bit and train.compare_files byte for
-byte (``run.black_box(final)``).
+byte (``run.black_box(final)``) -- unless the script called ``harness.attach()`` (attach.py): then
+what its Run recorded is adopted (``run.adopt``) and the unit proves what a train.fn's does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from omegaconf import OmegaConf
 
 from harness.integrations.command_spec import CommandSpec, fill
 from harness.integrations import process
+from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
 from harness.integrations.process import CommandFailed
 
 
@@ -38,6 +40,9 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
     argv = spec.render(run.seed, arm, folder)
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     env = process.environment(run.seed, arm, folder, int(cfg.determinism.threads))
+    env[RUN_ENV] = _attach_settings(cfg, run)
+    attached = folder / ATTACHED_NAME
+    attached.unlink(missing_ok=True)  # a record left by an earlier run of this unit is not this run's
     try:
         code = process.run(argv, spec.workdir(), env, out, err, spec.timeout_s)
     except CommandFailed as e:  # the timeout: said with the unit and what it printed last
@@ -48,8 +53,40 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
         raise CommandFailed(f"{who}: the command exited with code {code}: {shlex.join(argv)}\n"
                             f"last lines of stderr ({err}):\n{shown}")
     metrics = _read_metrics(spec, run, arm, folder, out, who)
+    if attached.exists():  # the script called harness.attach(): what its Run recorded is this run's
+        return _adopt(run, attached, metrics, who)
     run.black_box(final=_digest(metrics, spec, run.seed, arm, folder, who))
     return metrics
+
+
+def _attach_settings(cfg, run) -> str:
+    """What a script's harness.attach() needs to build a Run like this unit's (HARNESS_RUN)."""
+    def plain(key):
+        node = OmegaConf.select(cfg, key, default=None)
+        return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+    d = cfg.determinism
+    determinism = {"mode": str(getattr(d.mode, "value", d.mode)), "threads": int(d.threads),
+                   "fill_uninitialized_memory": bool(d.fill_uninitialized_memory),
+                   "cudnn_benchmark": bool(d.cudnn_benchmark)}
+    return run_settings(str(run.device), run.precision, determinism, plain("seeds"), plain("stats.metrics"),
+                        int(cfg.train.log_every))
+
+
+def _adopt(run, path: Path, metrics: dict, who: str) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CommandFailed(f"{who}: the script attached (harness.attach()) but its record {path} could not be "
+                            f"read as JSON: {e}") from None
+    if isinstance(record, dict) and record.get("error"):
+        raise CommandFailed(f"{who}: the script attached (harness.attach()) but its Run recorded no proof: "
+                            f"{record['error']}")
+    run.adopt(record)
+    path.unlink()  # result.json holds it from here on
+    # the metrics the script handed run.finish join those read from its output (which win on a name)
+    return {**{k: v for k, v in (record.get("metrics") or {}).items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}, **metrics}
 
 
 def _read_metrics(spec: CommandSpec, run, arm: str, folder: Path, out: Path, who: str) -> dict:

@@ -98,10 +98,26 @@ class OrderedBatches:
 
     def __iter__(self):
         for batch in self.batches:
-            h = hashlib.blake2b(digest_size=16)
-            _hash_content(batch, h)
-            self.order.update(h.digest())
+            self.order.update(content_digest(batch))
             yield batch
+
+
+def content_digest(batch) -> bytes:
+    """A batch's content (tensors, arrays, numbers, strings nested in tuples, lists, dicts) hashed."""
+    h = hashlib.blake2b(digest_size=16)
+    _hash_content(batch, h)
+    return h.digest()
+
+
+class _HashingDeque(deque):
+    """For run.sampler: fingerprint each batch as it is drawn."""
+
+    def __init__(self, order):
+        super().__init__()
+        self._order = order
+
+    def append(self, batch) -> None:
+        self._order.update(batch.numpy().tobytes())
 
 
 def _hash_content(x, h) -> None:

@@ -11,6 +11,7 @@ hands out everything seeded and records everything the harness proves things wit
     run.loader(dataset, batch_size)     a DataLoader whose order comes from the data_order stream
                                         and is fingerprinted batch by batch as you consume it
     run.sampler(n, batch_size)          the same order, for a DataLoader you build yourself
+    run.consumed(batch)                 one batch fingerprinted by content (a trainer's callback)
     run.ordered(batches)                batches that must keep their order (contiguous BPTT windows,
                                         a curriculum): passed through unchanged, each one's content
                                         fingerprinted as you consume it
@@ -23,6 +24,8 @@ hands out everything seeded and records everything the harness proves things wit
     run.dataset(node, **kw)             instantiate a data node once per process (cached by config)
     run.black_box(final)                the training ran outside this process (a command arm): no
                                         watch, no steps; ``final`` is a digest of what it produced
+    run.adopt(record)                   the training ran in a script that recorded through
+                                        harness.attach(): its fingerprints become this run's
 
 A fingerprint of nothing proves nothing: a run that drew no batch through the Run records its
 data_order as missing (``fingerprints.missing`` says what to call to fill it), never as the hash
@@ -37,17 +40,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import deque
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 import torch
 from torch.utils.data import DataLoader
 
 from harness.training.fingerprint import StepRecorder, flatten_parameters, model_fingerprint
-from harness.training.proof import BLACK_BOX, HOW_TO_FILL
+from harness.training.proof import HOW_TO_FILL
+from harness.training.record import adopted_record, adoption_problem, black_box_record, curve_columns
 from harness.training.rng import Streams, seed_worker
 from harness.training.batches import (  # noqa: F401 - TensorBatches and cached_dataset: public here too
-    OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, cached_dataset)
+    OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, _HashingDeque, cached_dataset,
+    content_digest)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -88,6 +92,7 @@ class Run:
         self._generators = {"data_order": self.streams.data_order, "augment": self.streams.augment}
         self._order = OrderDigest()
         self._black_box: Optional[str] = None
+        self._adopted: Optional[dict] = None  # what an attached Run in another process recorded
         self._check_every = max(1, int(check_every))
         self._progress = progress
         self._init_hook = init_hook
@@ -162,6 +167,11 @@ class Run:
         consumed: the pairing proof for data that must not be shuffled. Iterable once per epoch like
         the object it wraps. Tensors on a GPU are copied to the host to be hashed (a sync per batch)."""
         return OrderedBatches(batches, self._order)
+
+    def consumed(self, batch) -> None:
+        """Fingerprint one batch's content into data_order as the loop consumes it: for a loop that
+        someone else iterates (a Lightning or Hugging Face callback sees each batch, not the loader)."""
+        self._order.update(content_digest(batch))
 
     def dataset(self, node, **call_site):
         """Instantiate a data node once per process, cached by its resolved config.
@@ -274,6 +284,18 @@ class Run:
             raise RunUsageError("run.black_box after run.watch/run.step: a run is watched here or run elsewhere, not both.")
         self._black_box = str(final)
 
+    def adopt(self, record: Mapping) -> None:
+        """Say the training ran in a process of its own that recorded through ``harness.attach()``
+        (a command arm's script): ``record`` is what that Run's finish wrote. Its fingerprints (init,
+        data order, every step), per-example records and curve become this run's, so the pairing
+        and the certificate rest on them as on a training function's."""
+        if self._recorder is not None or self.steps or self._black_box is not None:
+            raise RunUsageError("run.adopt after run.watch/run.step/run.black_box: a run is watched here or adopted, not both.")
+        problem = adoption_problem(record)
+        if problem is not None:
+            raise RunUsageError(f"run.adopt: the record is not what an attached Run writes: {problem}.")
+        self._adopted = dict(record)
+
     # -- the harness's side ----------------------------------------------------------------------
 
     def _check_finite(self) -> None:
@@ -295,7 +317,9 @@ class Run:
             torch.cuda.synchronize(self.device)
         seconds = time.perf_counter() - self._t0
         if self._black_box is not None:
-            return self._black_box_record(metrics, seconds)
+            return black_box_record(metrics, self._black_box, self._curve, seconds)
+        if self._adopted is not None:
+            return adopted_record(self._adopted, metrics, self._curve, seconds)
         if self._recorder is None:
             raise RunUsageError(
                 "the training function never called run.watch(model): without it there are no init or "
@@ -307,8 +331,6 @@ class Run:
         self._check_finite()
         steps = self._recorder.finish()
         final = model_fingerprint(self._model) if self._model is not None else _params_fp(self._params)
-        rows = sorted(self._curve)
-        names = sorted({n for r in self._curve.values() for n in r})
         out = {
             "metrics": dict(metrics),
             "fingerprints": {
@@ -318,7 +340,7 @@ class Run:
                 "steps": {"loss": steps["loss"], "params": steps["params"]},
                 "batches": self._order.batches,
             },
-            "curve": {"step": rows, **{n: [self._curve[s].get(n) for s in rows] for n in names}},
+            "curve": curve_columns(self._curve),
             "timing": {
                 "train_seconds": seconds,
                 "steps": self.steps,
@@ -350,31 +372,6 @@ class Run:
     def last_loss(self) -> Optional[float]:
         """The last recorded loss (a host sync)."""
         return float(self._recorder.losses[self.steps - 1]) if self._recorder is not None and self.steps else None
-
-
-    def _black_box_record(self, metrics, seconds: float) -> dict:
-        why = f"not seen: the training ran outside this process, so the pairing is {BLACK_BOX}"
-        curve_rows = sorted(self._curve)
-        names = sorted({n for r in self._curve.values() for n in r})
-        return {
-            "metrics": dict(metrics),
-            "fingerprints": {"init": None, "data_order": None, "final": self._black_box,
-                             "steps": {"loss": [], "params": []}, "batches": 0,
-                             "missing": {"init": why, "data_order": why}, "black_box": True},
-            "curve": {"step": curve_rows, **{n: [self._curve[s].get(n) for s in curve_rows] for n in names}},
-            "timing": {"train_seconds": seconds, "steps": 0, "steps_per_s": None, "ms_per_step": None},
-        }
-
-
-class _HashingDeque(deque):
-    """For run.sampler: fingerprint each batch as it is drawn."""
-
-    def __init__(self, order):
-        super().__init__()
-        self._order = order
-
-    def append(self, batch) -> None:
-        self._order.update(batch.numpy().tobytes())
 
 
 def _declared(metrics: Optional[Mapping]) -> Optional[dict]:

@@ -1,0 +1,128 @@
+"""``harness.attach()``: the Run of the unit the harness launched, from inside a script of one's own.
+
+A command arm (command.py) starts its script with HARNESS_SEED, HARNESS_ARM, HARNESS_RUN_DIR and
+HARNESS_RUN (the unit's device, precision, determinism, stream seeds and declared metrics, as JSON).
+``attach()`` builds the unit's Run from them and switches PyTorch into the unit's determinism mode
+and threads, as a train.fn's unit is. What the Run recorded (init, data order, every step) is written
+to ``HARNESS_RUN_DIR/attached.json`` when the script calls ``run.finish(metrics)`` or, failing that,
+when it exits; the command arm adopts it (``Run.adopt``), so the pairing is proven and the
+certificate compares every step's bits, as for a train.fn.
+
+Run on its own (no HARNESS_RUN_DIR), ``attach(seed=...)`` returns a stand-alone Run on that seed
+that records nothing and changes no setting: the script still runs without the harness.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+
+from harness.training.run import Run, RunUsageError
+
+ATTACHED_NAME = "attached.json"  # in HARNESS_RUN_DIR: what the script's Run recorded
+RUN_ENV = "HARNESS_RUN"
+
+
+def run_settings(device: str, precision: str, determinism: Mapping, stream_seeds: Optional[Mapping],
+                 metrics: Optional[Mapping], check_every: int) -> str:
+    """HARNESS_RUN's value: what the script's Run must share with the unit's (command.py sets it)."""
+    return json.dumps({"device": device, "precision": precision, "determinism": dict(determinism),
+                       "stream_seeds": dict(stream_seeds or {}), "metrics": metrics, "check_every": check_every})
+
+
+_RUNS: dict = {}  # one Run per unit and process: the script's attach() and a trainer's callback share it
+
+
+def attach(seed: Optional[int] = None) -> "AttachedRun":
+    """The Run of the unit the harness launched, or (run on its own) a stand-alone Run on ``seed``
+    (default 0) that records nothing. Under the harness its seed (HARNESS_SEED) is the Run's; a
+    command arm passes it to the script too (train.seed_arg), so the two agree. Called again under
+    the harness, it returns the same Run."""
+    folder = os.environ.get("HARNESS_RUN_DIR")
+    if not folder:  # nothing is recorded, so each call may have a Run of its own (a notebook's trainings)
+        return AttachedRun(0 if seed is None else int(seed))
+    key = (folder, os.environ.get("HARNESS_SEED"))
+    if key not in _RUNS:
+        _RUNS[key] = _unit_run(folder)
+    return _RUNS[key]
+
+
+def _unit_run(folder: str) -> "AttachedRun":
+    spec = _spec()
+    import torch
+
+    from harness.training.determinism import Settings, configure
+
+    device = torch.device(spec["device"])  # the unit's, as the harness resolved it (cpu, cuda:0)
+    configure(Settings(**spec["determinism"]), device)
+    return AttachedRun(int(os.environ["HARNESS_SEED"]), device, spec["precision"], check_every=spec["check_every"],
+                       metrics=spec["metrics"], stream_seeds=spec["stream_seeds"] or None, run_dir=folder,
+                       record_to=Path(folder) / ATTACHED_NAME)
+
+
+def _spec() -> dict:
+    text = os.environ.get(RUN_ENV)
+    missing = [k for k in ("HARNESS_SEED", RUN_ENV) if not os.environ.get(k)]
+    if missing:
+        raise RunUsageError(
+            f"harness.attach(): HARNESS_RUN_DIR is set but {', '.join(missing)} is not. These are set together by "
+            "a command arm (train.cmd) for the script it starts; unset HARNESS_RUN_DIR to run the script on its own.")
+    try:
+        spec = json.loads(text)
+        spec["device"], spec["precision"], spec["check_every"]  # noqa: B018 - the keys a Run needs
+        return spec
+    except (ValueError, KeyError, TypeError) as e:
+        raise RunUsageError(f"harness.attach(): {RUN_ENV}={text[:200]!r} is not what a command arm sets ({e}): "
+                            "a JSON object with device, precision, determinism, stream_seeds, metrics, check_every.") from None
+
+
+class AttachedRun(Run):
+    """A Run whose record goes to a file (``record_to``) for the command arm that started the script,
+    or nowhere (stand-alone). ``finish(metrics)`` is the script's to call, once, at its end; the
+    metrics it is given join those the command arm reads (train.metrics_from wins on a name)."""
+
+    def __init__(self, *args, record_to: Optional[Path] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.record_to = record_to
+        self.final_metrics: dict = {}  # what finish() without metrics records (a trainer's callback fills it)
+        self._record: Optional[dict] = None  # what finish wrote (the steps are closed then)
+        self._failed = False
+        if record_to is not None:
+            atexit.register(self._at_exit)
+
+    @property
+    def attached(self) -> bool:
+        """Whether the harness launched this script (its record goes to the unit)."""
+        return self.record_to is not None
+
+    def finish(self, metrics: Optional[Mapping] = None) -> Optional[dict]:
+        """Write what this Run recorded for the harness (stand-alone: nothing; returns None). Called
+        again (a trainer's fit, then its test), it writes the same record with the metrics updated."""
+        if self.record_to is None or self._failed:
+            return None
+        if self._record is None:
+            try:
+                self._record = super().finish({})
+            except RunUsageError as e:  # the command arm reports it, naming the unit
+                self._failed = True
+                _write(self.record_to, {"error": str(e)})
+                raise
+            self._record.pop("weights", None)
+        self._record["metrics"] = dict(self.final_metrics if metrics is None else metrics)
+        _write(self.record_to, self._record)
+        return self._record
+
+    def _at_exit(self) -> None:
+        try:
+            self.finish()
+        except RunUsageError:
+            pass  # written to the record: the command arm says it
+
+
+def _write(path: Path, obj: dict) -> None:
+    from harness.results import write_json
+
+    write_json(path, obj)

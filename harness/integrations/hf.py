@@ -1,0 +1,102 @@
+"""``harness.hf.Callback()``: a Hugging Face ``Trainer``'s run recorded through the unit's Run.
+
+Added to a user's own ``Trainer(callbacks=[...])``, it attaches to the unit (``harness.attach()`` in
+a script a command arm starts; ``Callback(run)`` in a train.fn) and records what a train.fn records:
+
+- seeds: at the start of training the Trainer's sampler draws its order from the Run's data_order
+  stream (accelerate's seedable sampler gets a seed derived from it; a plain RandomSampler its
+  generator), whatever ``args.seed``/``data_seed`` say, and the global RNG (dropout) is reseeded
+  from the model stream;
+- the init fingerprint before the first step (``run.watch(model)``); one step record per optimizer
+  step (``on_step_end``: gradient accumulation is the Trainer's), the model's loss summed over its
+  batches (where the Trainer computes the loss itself, e.g. label smoothing: the logits' sum);
+- the data order from the content of every batch the model is trained on (a forward pre-hook while
+  the model is in training mode: whoever built the loader), labels left out (the Trainer takes them
+  out of the batch itself when it computes the loss, e.g. with label smoothing);
+- the logged values as curve points (``on_log``) and ``trainer.evaluate()``'s metrics as the final
+  ones (``callback.metrics``; an attached script's record).
+
+Imports transformers (``pip install "harness[hf]"``); nothing else in the harness does.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Optional
+
+import torch
+
+try:
+    import transformers
+except ImportError as e:  # pragma: no cover - the extra is installed with the tests
+    raise ImportError('harness.hf needs transformers: pip install "harness[hf]" (or pip install transformers '
+                      "accelerate).") from e
+
+from harness.integrations.attach import AttachedRun, attach
+
+
+class Callback(transformers.TrainerCallback):
+    """Records a Trainer's training through the unit's Run. ``run``: a train.fn's Run; None: attach()."""
+
+    def __init__(self, run=None):
+        self.run = run  # None: attached when training starts, on args.seed when the script runs on its own
+        self.metrics: dict = {}
+        self._loss: Optional[torch.Tensor] = None
+        self._hooks: list = []
+
+    def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
+        if self.run is None:  # on its own: the script's args.seed names the streams, as the unit's seed does
+            self.run = attach(seed=args.seed)
+        sampler = getattr(getattr(train_dataloader, "batch_sampler", None), "sampler", None)
+        if hasattr(sampler, "initial_seed"):  # accelerate's seedable sampler: the order from data_order
+            sampler.initial_seed = self.run.streams.derive("data_order") % 2**62
+        elif isinstance(sampler, torch.utils.data.RandomSampler) and sampler.generator is None:
+            sampler.generator = self.run.generator("data_order")
+        self.run.streams.seed_model()
+        self.run.watch(model)
+        self._hooks = [model.register_forward_pre_hook(self._batch, with_kwargs=True),
+                       model.register_forward_hook(self._output)]
+
+    def _batch(self, module, args, kwargs):
+        if module.training:  # labels left out: the Trainer takes them out itself when it computes the loss
+            self.run.consumed({"args": list(args), **{k: v for k, v in kwargs.items() if k != "labels"}})
+
+    def _output(self, module, args, output):
+        if not module.training:
+            return
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        if not isinstance(loss, torch.Tensor):
+            # the Trainer computes the loss itself (label smoothing, compute_loss_func): the logits' sum
+            # stands in, as bit-exact a witness of the step's forward pass
+            logits = output.get("logits") if isinstance(output, dict) else getattr(output, "logits", None)
+            loss = logits.float().sum() if isinstance(logits, torch.Tensor) else None
+        if loss is not None:
+            loss = loss.detach().float()
+            self._loss = loss if self._loss is None else self._loss + loss
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.run.step(self._loss if self._loss is not None else torch.tensor(float("nan")))
+        self._loss = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        scalars = _scalars(logs or {})
+        if scalars and self.run is not None:
+            self.run.log(state.global_step, **scalars)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        self.metrics.update(_scalars(metrics or {}))
+        if self.run is None:  # evaluated before any training: nothing recorded yet
+            return
+        if isinstance(self.run, AttachedRun) and self.run.attached and self.run.steps:
+            self.run.final_metrics.update(self.metrics)
+            self.run.finish()  # the record for the command arm, rewritten after a later evaluate
+
+    def on_train_end(self, args, state, control, **kwargs):
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+
+
+def _scalars(values) -> dict:
+    return {str(k): float(v) for k, v in dict(values).items()
+            if isinstance(v, numbers.Real) and not isinstance(v, bool)}

@@ -1,0 +1,196 @@
+"""``harness.lightning.Callback()``: a Lightning Trainer's run recorded through the unit's Run.
+
+Added to a user's own ``Trainer(callbacks=[...])``, as Optuna's pruning callback is, it attaches to
+the unit (``harness.attach()`` in a script a command arm starts; or the Run a train.fn was given,
+``Callback(run)``) and records what a train.fn records:
+
+- seeds: at fit start the global RNG (dropout, noise) is reseeded from the Run's model stream, and a
+  training DataLoader that shuffles from the global RNG (``shuffle=True`` without a generator) gets
+  the Run's data_order generator, so the user's ``seed_everything`` cannot pair or unpair the arms;
+- determinism: the Trainer may not weaken the harness's mode (``deterministic=False`` under
+  determinism.mode=strict is refused, naming both);
+- the init fingerprint before the first step (``run.watch(pl_module)``), one step record per
+  optimizer step (gradient accumulation counted by ``trainer.global_step``), the data order from
+  the content of every training batch consumed, whoever built the loader;
+- the logged metrics (``trainer.callback_metrics``) as curve points after each epoch and as the
+  final metrics after fit, validate and test (``callback.metrics``; an attached script's record);
+- Lightning's log lines printed once: under a root logger that prints, Lightning's own console
+  handlers are dropped (``print_once``).
+
+Imports lightning (``pip install "harness[lightning]"``); nothing else in the harness does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import numbers
+from typing import Optional
+
+import torch
+
+try:
+    import lightning.pytorch as pl
+except ImportError as e:  # pragma: no cover - the extra is installed with the tests
+    raise ImportError('harness.lightning needs Lightning: pip install "harness[lightning]" '
+                      "(or pip install lightning).") from e
+
+from harness.integrations.attach import AttachedRun, attach
+
+LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
+_MODES = {"off": 0, "warn": 1, "strict": 2}
+
+
+class HarnessLightningError(RuntimeError):
+    """The Trainer contradicts the harness (e.g. deterministic=False under determinism.mode=strict)."""
+
+
+class Callback(pl.Callback):
+    """Records a Lightning fit through the unit's Run. ``run``: a train.fn's Run; None: attach()."""
+
+    def __init__(self, run=None):
+        super().__init__()
+        # on its own, the script's seed_everything(S) names the seed (PL_GLOBAL_SEED): the same streams
+        # as the harness's unit of seed S, so a run by hand gives that unit's numbers
+        self.run = run if run is not None else attach(seed=int(os.environ.get("PL_GLOBAL_SEED", 0)))
+        self.mode = _torch_mode()  # the harness's, set before the Trainer exists (it may change it)
+        self.metrics: dict = {}
+        self._last_step = 0
+        self._loss: Optional[torch.Tensor] = None
+        self._watched = False
+        print_once()
+
+    # -- before the first step ------------------------------------------------------------------
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        trainer_mode = _torch_mode()
+        if _MODES[trainer_mode] < _MODES[self.mode]:
+            raise HarnessLightningError(
+                f"the Trainer set PyTorch's determinism to {trainer_mode!r} (Trainer(deterministic=...)) but the "
+                f"harness runs this unit in determinism.mode={self.mode}: its bits would not be reproducible. "
+                f"Leave Trainer(deterministic=...) unset (the harness decides), or set determinism.mode={trainer_mode}.")
+        _restore(self.mode)  # deterministic=True under mode=warn would otherwise make warn strict
+        if stage == "fit":
+            self.run.streams.seed_model()  # dropout and the like: the model stream, whatever was seeded
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        for loader in _loaders(trainer.train_dataloader):
+            sampler = getattr(loader, "sampler", None)
+            if isinstance(sampler, torch.utils.data.RandomSampler) and sampler.generator is None:
+                sampler.generator = self.run.generator("data_order")  # not the global RNG's
+        if not self._watched:
+            self.run.watch(pl_module)
+            self._watched = True
+        self._last_step = trainer.global_step
+
+    # -- every batch and step -------------------------------------------------------------------
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.run.consumed(batch)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor):
+            loss = loss.detach().float()
+            self._loss = loss if self._loss is None else self._loss + loss  # accumulated batches: summed
+        if trainer.global_step > self._last_step:  # an optimizer step happened in this batch
+            self._last_step = trainer.global_step
+            self.run.step(self._loss if self._loss is not None else torch.tensor(float("nan")))
+            self._loss = None
+
+    # -- metrics --------------------------------------------------------------------------------
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        scalars = _scalars(trainer.callback_metrics)
+        if scalars:
+            self.run.log(self.run.steps, **scalars)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._final(trainer)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if not trainer.sanity_checking:
+            self._final(trainer)
+
+    def on_test_end(self, trainer, pl_module) -> None:
+        self._final(trainer)
+
+    def _final(self, trainer) -> None:
+        self.metrics.update(_scalars(trainer.callback_metrics))
+        if isinstance(self.run, AttachedRun) and self.run.attached and self.run.steps:
+            self.run.final_metrics.update(self.metrics)
+            self.run.finish()  # the record for the command arm, rewritten after a later validate/test
+
+
+def fit(cfg, run, module: dict, datamodule: dict, trainer: Optional[dict] = None) -> dict:
+    """A train.fn for a project with a LightningModule and a DataModule and no script of its own:
+    ``train.kwargs.module`` and ``train.kwargs.datamodule`` are ``_target_`` nodes, ``train.kwargs.trainer``
+    the Trainer's keyword arguments. The module is built inside ``run.init()`` (its initial weights
+    from the init stream), the Callback records the fit, and the final metrics are
+    ``trainer.callback_metrics`` after fit (and validate, when the DataModule has a val_dataloader).
+    Units run in one process: no interpreter, torch or Lightning start per unit."""
+    from harness.training.components import instantiate
+
+    kwargs = {"max_epochs": 1, "accelerator": run.device.type, "devices": 1, "logger": False,
+              "enable_progress_bar": False, "enable_checkpointing": False, **dict(trainer or {})}
+    callbacks = [instantiate(c) if isinstance(c, dict) and "_target_" in c else c for c in kwargs.pop("callbacks", [])]
+    with run.init():
+        model = instantiate(module)
+    data = instantiate(datamodule)
+    callback = Callback(run)
+    pl.Trainer(callbacks=[callback, *callbacks], **kwargs).fit(model, datamodule=data)
+    if not callback.metrics:
+        raise HarnessLightningError(
+            "harness.lightning.fit: the fit logged no metric (trainer.callback_metrics is empty): log the metrics "
+            "to compare with self.log(...) in the LightningModule's training_step or validation_step.")
+    return callback.metrics
+
+
+def print_once() -> None:
+    """Lightning's messages go through Python logging, and Lightning gives its loggers ("lightning",
+    "lightning.pytorch", ...) handlers of their own when it is imported before logging is set up. Under
+    a root logger that prints too (a Hydra app: its console and its job's log file), each line would be
+    printed twice: those handlers are dropped and the lines go through the root's, once."""
+    if not logging.getLogger().handlers:
+        return
+    for name in LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                logger.removeHandler(handler)
+        logger.propagate = True
+
+
+def _torch_mode() -> str:
+    if not torch.are_deterministic_algorithms_enabled():
+        return "off"
+    return "warn" if torch.is_deterministic_algorithms_warn_only_enabled() else "strict"
+
+
+def _restore(mode: str) -> None:
+    if mode == "off":
+        torch.use_deterministic_algorithms(False)
+    else:
+        torch.use_deterministic_algorithms(True, warn_only=mode == "warn")
+
+
+def _loaders(obj):
+    """The DataLoaders in what trainer.train_dataloader returns (one, or a list or dict of them)."""
+    if isinstance(obj, torch.utils.data.DataLoader):
+        yield obj
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from _loaders(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _loaders(value)
+
+
+def _scalars(metrics) -> dict:
+    out = {}
+    for name, value in dict(metrics).items():
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            out[str(name)] = float(value.item())
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            out[str(name)] = float(value)
+    return out
