@@ -139,3 +139,26 @@ def test_on_slurm_a_requeued_job_runs_again_and_a_cancelled_one_is_a_failed_unit
     assert read_json(sweep / "sequential.json")["status"] == "settled"
     assert {(r["seed"], r["arm"]): r["status"] for r in load_tree(sweep).results}[(2, "B")] == "completed"
     assert _finals(sweep)[(2, "B")] == here[(2, "B")]
+
+
+def test_a_command_arm_as_a_slurm_sweep_gives_the_in_process_metrics(tmp_path):
+    """issue 29: the unchanged script of examples/command_arm, each unit a SLURM job, reports the
+    metrics it reports when the harness runs it in this process (run from the repository's root, where
+    the yaml's relative command points)."""
+    example = REPO / "examples" / "command_arm" / "conf"
+    base = ["--config-dir", str(example), "+experiment=command_ab", "ab.seeds=[0,1,2]", *ONE_THREAD, "workers=1",
+            "logger=none", "progress=false", "repro.certificate=false"]
+    in_process = tmp_path / "in_process"
+    done = run_cli([*base, f"hydra.run.dir={in_process}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    sweep = tmp_path / "sweep"
+    proc = run_cli(["-m", *base, "seed=0,1,2", "arm=raw,standardized", *ON_THE_NODE, f"hydra.sweep.dir={sweep}"],
+                   env=ENV, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(sweep.glob(".submitit/*/*_log.out")), "no job went through sbatch"
+
+    def metrics(root):
+        return {(r["seed"], r["arm"]): r["metrics"] for r in load_tree(root).results if r["status"] == "completed"}
+
+    swept, here = metrics(sweep), metrics(in_process)
+    assert len(swept) == 6 and swept == here
