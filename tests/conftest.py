@@ -5,12 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from harness.config import compose
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The claims the tests' experiments make go to a ledger of the test session's own (each xdist worker
+# its own; subprocesses inherit it), never into outputs/ledger.sqlite of the checkout they run in.
+os.environ.setdefault("HARNESS_LEDGER", str(Path(tempfile.mkdtemp(prefix="harness-test-ledger-")) / "ledger.sqlite"))
 TEST_CONF = REPO / "tests" / "conf"  # the tests' own config folder, added like a researcher's --config-dir
 
 # Small and fast: 3 seeds, 30 steps on 512 digits, no wandb, no worker processes.

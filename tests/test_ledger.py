@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,3 +190,15 @@ def test_a_locked_ledger_is_a_warning_and_the_analysis_stands(tmp_path, monkeypa
         holder.execute("ROLLBACK")
     assert "could not be written" in said[0] and str(path) in said[0]
     assert record_analysis(_analysis(), tmp_path, _declaration(), path, warn=pytest.fail) == 1
+
+
+def test_the_default_ledger_is_harness_ledger_when_set(monkeypatch, tmp_path):
+    """The test suite points $HARNESS_LEDGER at its own folder (conftest.py): its claims never enter
+    the ledger of the checkout it runs in."""
+    from harness.ledger.record import ledger_path
+
+    monkeypatch.setenv("HARNESS_LEDGER", str(tmp_path / "mine.sqlite"))
+    assert ledger_path({}) == tmp_path / "mine.sqlite"
+    assert ledger_path({"path": "team.sqlite"}) == Path("team.sqlite") and ledger_path({"enabled": False}) is None
+    monkeypatch.delenv("HARNESS_LEDGER")
+    assert ledger_path({}) == Path("outputs/ledger.sqlite")

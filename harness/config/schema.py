@@ -146,7 +146,8 @@ class FDRConfig:
 class LedgerConfig:
     # Every declared analysis appends its claims to the project's ledger (python -m harness.ledger).
     enabled: bool = True
-    path: str = "outputs/ledger.sqlite"  # relative to the launch directory
+    # null: outputs/ledger.sqlite under the launch directory ($HARNESS_LEDGER when set); a path: that file
+    path: Optional[str] = None
     # A team's ledger in PostgreSQL instead (postgresql://USER@HOST/DB; pip install "psycopg[binary]")
     url: Optional[str] = None
 

@@ -36,8 +36,8 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m harness.ledger", description=__doc__.split("\n\n")[0])
-    p.add_argument("--ledger", default="outputs/ledger.sqlite",
-                   help="the ledger file, or a postgresql:// URL (default: outputs/ledger.sqlite)")
+    p.add_argument("--ledger", default=None,
+                   help="the ledger file, or a postgresql:// URL (default: outputs/ledger.sqlite, or $HARNESS_LEDGER)")
     p.add_argument("--experiment", help="only this experiment's claims")
     p.add_argument("--metric", help="only claims about this metric")
     p.add_argument("--since", help="only claims recorded at or after this UTC time (e.g. 2026-12-01)")
@@ -97,6 +97,10 @@ def _table(claims, survive) -> list[str]:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if args.ledger is None:
+        from harness.ledger.record import default_path
+
+        args.ledger = str(default_path())
     if not 0 < args.level < 1:
         parser().error(f"--level {args.level:g} must be between 0 and 1 (an FDR level, e.g. 0.1)")
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -114,6 +115,15 @@ def _folder(folder) -> str:
     return str(Path(folder).resolve())
 
 
+DEFAULT_LEDGER = "outputs/ledger.sqlite"  # under the launch directory
+
+
+def default_path() -> Path:
+    """The ledger when ledger.path is not set: $HARNESS_LEDGER if set (the test suite points it at a
+    folder of its own, so its claims never enter a project's ledger), else outputs/ledger.sqlite."""
+    return Path(os.environ.get("HARNESS_LEDGER") or DEFAULT_LEDGER)
+
+
 def ledger_path(settings):
     """The ledger the config's ``ledger`` node names: ledger.url (PostgreSQL) when set, else
     ledger.path (relative to the launch directory); None when ledger.enabled is false."""
@@ -122,7 +132,7 @@ def ledger_path(settings):
         return None
     if settings.get("url"):
         return str(settings["url"])
-    return Path(str(settings.get("path") or "outputs/ledger.sqlite"))
+    return Path(str(settings["path"])) if settings.get("path") else default_path()
 
 
 def assign_for_config(settings, declaration, folder):
@@ -156,7 +166,7 @@ def record_written(analysis: dict, folder, warn, ledger=None) -> int | None:
     from harness.config.declaration import Declaration
 
     declaration = Declaration.from_dict(analysis["declaration"])
-    path = ledger or (declaration.fdr or {}).get("ledger") or Path("outputs/ledger.sqlite")
+    path = ledger or (declaration.fdr or {}).get("ledger") or default_path()
     if ledger is None and not is_url(path) and not Path(path).is_file():
         return None
     return record_analysis(analysis, folder, declaration, path, warn)
