@@ -28,6 +28,8 @@ start)
         mkdir -p "$DIR" && chown postgres "$DIR"
         su postgres -s /bin/sh -c "$BIN/initdb -D $DIR/data -U postgres --auth=trust >$DIR/initdb.log"
     fi
+    # already up (an earlier start whose stop never ran): use it; a stale pid file alone does not count
+    su postgres -s /bin/sh -c "$BIN/pg_ctl -D $DIR/data status" >/dev/null 2>&1 || \
     su postgres -s /bin/sh -c "$BIN/pg_ctl -D $DIR/data -l $DIR/server.log -w \
         -o \"-k $DIR -p $PORT -c listen_addresses=''\" start" >/dev/null
     su postgres -s /bin/sh -c "$BIN/psql -h $DIR -p $PORT -Atc \"SELECT 1 FROM pg_database WHERE datname='harness_ledger'\" \
