@@ -59,7 +59,7 @@ def pairs(usable: dict, runs: list[dict], baseline: str, others: list, higher_is
     return out
 
 
-def counted_seeds(runs: list[dict], counted: dict, baseline: str) -> set:
+def counted_seeds(counted: dict, baseline: str) -> set:
     """(seed, arm) of every run the diverged pairs count: they are not 'left out'."""
     keys = set()
     for arm, p in counted.items():
@@ -67,10 +67,9 @@ def counted_seeds(runs: list[dict], counted: dict, baseline: str) -> set:
     return keys
 
 
-def counts_line(runs: list[dict], arms: list, seeds_per_arm: dict, rule: str) -> str:
+def counts_line(counts: dict, seeds_per_arm: dict, rule: str) -> str:
     """'diverged: A 0 of 12 seeds, B 2 of 12 (...)': the start of every verdict when any run diverged."""
-    per = {arm: sum(str(e["arm"]) == arm for e in runs) for arm in arms}
-    said = ", ".join(f"{arm} {per[arm]} of {seeds_per_arm.get(arm, 0)} seeds" for arm in arms)
+    said = ", ".join(f"{arm} {n} of {seeds_per_arm.get(arm, 0)} seeds" for arm, n in counts.items())
     how = {"worst": "each counted as worse than every finished run of its seed",
            "exclude": "left out with their partners"}[rule]
     return f"diverged: {said} (stats.diverged={rule}: {how})."
@@ -99,12 +98,10 @@ def decide_worst(p: dict, *, arm: str, baseline: str, alpha: float, k: int, unit
     return block, {"code": code, "sentence": sentence}
 
 
-def survivorship_warning(runs: list[dict], arm: str, baseline: str) -> str:
-    n_arm = sum(str(e["arm"]) == arm for e in runs)
-    n_base = sum(str(e["arm"]) == baseline for e in runs)
-    return (f"SURVIVORSHIP: {arm} diverged in {n_arm} seed(s) and {baseline} in {n_base}; those seeds are left "
-            f"out (stats.diverged=exclude), so this verdict rests on the seeds where both finished and can favour "
-            f"the arm that diverged more.")
+def survivorship_warning(counts: dict, arm: str, baseline: str) -> str:
+    return (f"SURVIVORSHIP: {arm} diverged in {counts[arm]} seed(s) and {baseline} in {counts[baseline]}; those "
+            f"seeds are left out (stats.diverged=exclude), so this verdict rests on the seeds where both finished "
+            f"and can favour the arm that diverged more.")
 
 
 def gathered(rule: str, usable: dict, excluded: list, baseline: str, others: list, higher_is_better: bool) -> dict:
@@ -127,7 +124,8 @@ def apply(out: dict, div: dict, *, arms: list, baseline: str, alpha: float, unit
     runs, rule = div.get("runs") or [], div.get("rule", "worst")
     if not runs:
         return
-    lead = counts_line(runs, arms, div.get("seeds_per_arm") or {}, rule)
+    counts = {a: sum(str(e["arm"]) == a for e in runs) for a in arms}
+    lead = counts_line(counts, div.get("seeds_per_arm") or {}, rule)
     k = len(out["comparisons"])
     tests = {}
     for arm, c in out["comparisons"].items():
@@ -137,11 +135,11 @@ def apply(out: dict, div: dict, *, arms: list, baseline: str, alpha: float, unit
                                                     finished=c)
             c["verdict"]["sentence"] = f"{lead} {c['verdict']['sentence']}"
         elif rule == "exclude":
-            c["verdict"]["sentence"] = f"{lead} {survivorship_warning(runs, arm, baseline)} {c['verdict']['sentence']}"
+            c["verdict"]["sentence"] = f"{lead} {survivorship_warning(counts, arm, baseline)} {c['verdict']['sentence']}"
         else:
             c["verdict"]["sentence"] = f"{lead} {c['verdict']['sentence']}"
-    out["diverged"] = {"rule": rule, "runs": [{k: e[k] for k in ("seed", "arm", "reason")} for e in runs],
-                       "counts": {a: sum(str(e["arm"]) == a for e in runs) for a in arms}, "tests": tests}
+    out["diverged"] = {"rule": rule, "runs": [{key: e[key] for key in ("seed", "arm", "reason")} for e in runs],
+                       "counts": counts, "tests": tests}
 
 
 def counted_runs(analysis: dict | None) -> set:

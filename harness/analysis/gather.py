@@ -126,7 +126,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     # few finished pairs to compare keeps its diverged runs in the left-out list, named
     div["pairs"] = {arm: p for arm, p in div["pairs"].items() if arm in compared}
     if div["pairs"]:
-        counted = diverged.counted_seeds(div["runs"], div["pairs"], baseline)
+        counted = diverged.counted_seeds(div["pairs"], baseline)
         excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]
     excluded = _sorted_entries([{k: v for k, v in e.items() if k != "diverged"} for e in excluded], arms)
     return Gathered(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from harness.analysis import comparability as comparability
+from harness.results import diverged
 from harness.training.proof import BLACK_BOX, missing_reason
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
@@ -125,8 +126,8 @@ def _usable_runs(results, spec):
     for r in results:
         seed, arm = r.get("seed"), str(r.get("arm"))
         if r.get("status") != "completed":
-            diverged = (r.get("error") or {}).get("type") == "NonFiniteLoss"
-            excluded.append({"seed": seed, "arm": arm, "reason": _failure(r), **({"diverged": True} if diverged else {})})
+            excluded.append({"seed": seed, "arm": arm, "reason": _failure(r),
+                             **({"diverged": True} if diverged(r, metric) else {})})
             continue
         value = (r.get("metrics") or {}).get(metric)
         record = evidence.record_of(r, spec) if spec.examples else None
@@ -135,7 +136,8 @@ def _usable_runs(results, spec):
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             reason = f"metric {metric} is not a number ({value!r})"
         elif not math.isfinite(value):
-            excluded.append({"seed": seed, "arm": arm, "reason": f"metric {metric} is {value}", "diverged": True})
+            excluded.append({"seed": seed, "arm": arm, "reason": f"metric {metric} is {value}",
+                             **({"diverged": True} if diverged(r, metric) else {})})
             continue
         elif record is not None and not evidence.agrees(value, (read := evidence.record_value(record, spec))[0]):
             given = read[0]

@@ -23,6 +23,7 @@ from typing import Optional
 import numpy as np
 
 from harness.experiment.sequential_plan import _value, seed_order
+from harness.results import diverged as is_diverged  # (plan keeps a list named diverged)
 
 SCHEMA = "harness.race/1"
 RACE_NAME = "race.json"
@@ -122,14 +123,6 @@ class Race:
         return not self.batch_seeds
 
 
-def _diverged(r: dict, metric: str) -> bool:
-    """A run whose loss or metric became non-finite (not any other failure)."""
-    if r.get("status") != "completed":
-        return (r.get("error") or {}).get("type") == "NonFiniteLoss"
-    v = (r.get("metrics") or {}).get(metric)
-    return isinstance(v, float) and not math.isfinite(v)
-
-
 def plan(design: RaceDesign, results, *, seeds) -> Race:
     from harness.stats import race as kn
 
@@ -158,7 +151,7 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
         vals, down = {}, {}
         for c, r in runs.items():
             vals[c], why = _value(r, design.metric)
-            if why and design.diverged == "worst" and _diverged(r, design.metric):
+            if why and design.diverged == "worst" and is_diverged(r, design.metric):
                 down[c] = why
             elif why:
                 failed.append({"seed": s, "arm": c, "reason": why})

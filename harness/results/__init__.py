@@ -201,6 +201,15 @@ def load_steps(result_or_path) -> dict:
 _FLOAT32_MATH = {("float32_matmul_precision", "highest"), ("tf32_cudnn", False)}
 
 
+def diverged(result: dict, metric: str) -> bool:
+    """A run whose loss or ``metric`` became non-finite (stats.diverged counts it), as opposed to any
+    other failure: a NonFiniteLoss, or a completed run whose metric is NaN or infinite."""
+    if result.get("status") != "completed":
+        return (result.get("error") or {}).get("type") == "NonFiniteLoss"
+    value = (result.get("metrics") or {}).get(metric)
+    return isinstance(value, float) and not math.isfinite(value)
+
+
 def config_digest(config: dict, exclude_factor: str | None = None) -> str:
     """config_hash (and, with exclude_factor, base_hash) of a plain resolved config dict.
 

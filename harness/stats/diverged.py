@@ -49,11 +49,15 @@ def signed_ranks(d) -> np.ndarray:
 
 def diverged_pvalues(d) -> np.ndarray | float:
     """The two-sided p of the test above, per row of ``d`` (1-D: one experiment)."""
+    p = _two_sided(np.atleast_2d(signed_ranks(d)))
+    return float(p[0]) if np.ndim(d) == 1 else p
+
+
+def _two_sided(r) -> np.ndarray:
+    """2 min(P(S >= s), P(S <= s)), at most 1, per row of signed ranks ``r``."""
     from .decision_p import _tail  # exact up to 24 pairs, the grid's upper bound, then the normal limit
 
-    r = np.atleast_2d(signed_ranks(d))
-    p = np.minimum(1.0, 2 * np.minimum(_tail(r), _tail(-r)))
-    return float(p[0]) if np.ndim(d) == 1 else p
+    return np.minimum(1.0, 2 * np.minimum(_tail(r), _tail(-r)))
 
 
 def diverged_pairs_test(d, *, both: int = 0) -> DivergedPairsTest:
@@ -66,7 +70,7 @@ def diverged_pairs_test(d, *, both: int = 0) -> DivergedPairsTest:
     r = signed_ranks(d)
     return DivergedPairsTest(
         n_pairs=int(d.size), arm_only=int(np.sum(d == -np.inf)), baseline_only=int(np.sum(d == np.inf)),
-        both=int(both), statistic=float(r.sum()), pvalue=diverged_pvalues(d),
+        both=int(both), statistic=float(r.sum()), pvalue=float(_two_sided(r[None])[0]),
         method=sign_flip_method(int(np.sum(r != 0))),
     )
 

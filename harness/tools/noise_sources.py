@@ -9,11 +9,11 @@ moved). For the arm and for the paired difference B - A it prints each source's 
 interval, its share of the full seed spread, and what they say together (harness.stats.sources):
 they add up, or each alone reaches the full spread (unstable training), or one dominates.
 
-A source the training never draws from is found with one run per arm (its bits do not change) and
-reported as not used, without K runs (same final weights and metrics, bit for bit). For a metric declared with per-example records, the test set's
-own sampling noise comes from the reference runs' records (no extra training): binomial for the arm,
-the paired per-example differences for B - A. Nondeterminism (one ULP, thread count, CUDA modes) is
-python -m harness.noise_audit's.
+A source the training never draws from is found with one run per arm (the same final weights and
+metrics, bit for bit) and reported as not used, without K runs. For a metric declared with
+per-example records, the test set's own sampling noise comes from the reference runs' records (no
+extra training): binomial for the arm, the paired per-example differences for B - A.
+Nondeterminism (one ULP, thread count, CUDA modes) is python -m harness.noise_audit's.
 
     python -m harness.noise_sources +experiment=loss_ab --repeats 5 determinism.threads=1 logger=none
 """
@@ -121,7 +121,7 @@ def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *
         return tuple(out)
 
     ref = pair({}, seed)
-    runs = {}  # source -> [(value A, value B)], the reference first
+    values = {}  # source -> (the arm's values, the differences B - A), the reference first
     unused = []
     for source in [*sources, "all"]:
         rows = [ref]
@@ -134,8 +134,9 @@ def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *
             rows.append((ra, rb))
             log(f"{source} {i}/{k - 1}: {base} {ra['metrics'][metric]:.6g}  {other} {rb['metrics'][metric]:.6g}")
         if source not in unused:
-            runs[source] = [(float(a["metrics"][metric]), float(b["metrics"][metric])) for a, b in rows]
-    block = _numbers(runs, unused, ref, spec, margin)
+            pairs = [(float(a["metrics"][metric]), float(b["metrics"][metric])) for a, b in rows]
+            values[source] = ([va for va, _ in pairs], [vb - va for va, vb in pairs])
+    block = _numbers(values, unused, ref, spec, margin)
     header = {"seed": seed, "arms": [base, other], "k": k, "metric": metric, "unit": spec.unit,
               "env": stack_summary(ref[0]["env"])}
     text = render(header, block)
@@ -152,22 +153,18 @@ def _same(r: dict, q: dict) -> bool:
     return r["fingerprints"]["final"] == q["fingerprints"]["final"] and r["metrics"] == q["metrics"]
 
 
-def _spreads(runs: dict, unused: list) -> dict:
-    """source -> the arm's values, the differences, their spreads; and the two readings."""
-    out = {"sources": {}, "unused": unused}
-    for source, rows in runs.items():
-        a = np.array([r[0] for r in rows])
-        d = np.array([r[1] - r[0] for r in rows])
-        out["sources"][source] = {"values_a": a.tolist(), "differences": d.tolist(),
-                                  "a": spread(a).to_dict(), "difference": spread(d).to_dict()}
-    full = out["sources"]["all"]
-    singles = {s: v for s, v in out["sources"].items() if s != "all"}
-    for side in ("a", "difference"):
-        reading = read_sources({s: _spread(v[side]) for s, v in singles.items()}, _spread(full[side]))
-        out[f"reading_{side}"] = reading.to_dict()
+def _spreads(values: dict, unused: list) -> dict:
+    """``values``: source -> (the arm's values, the differences B - A). Their spreads, and the two
+    readings (harness.stats.sources)."""
+    out, spreads = {"sources": {}, "unused": unused}, {}
+    for source, (a, d) in values.items():
+        spreads[source] = (spread(a), spread(d))
+        out["sources"][source] = {"values_a": [float(x) for x in a], "differences": [float(x) for x in d],
+                                  "a": spreads[source][0].to_dict(), "difference": spreads[source][1].to_dict()}
+    singles = {s: v for s, v in spreads.items() if s != "all"}
+    for i, side in enumerate(("a", "difference")):
+        out[f"reading_{side}"] = read_sources({s: v[i] for s, v in singles.items()}, spreads["all"][i]).to_dict()
     return out
-
-
 def _streams_apart(cfg, apart: dict):
     """A copy of an arm's config with these streams' seeds set apart (seeds.<stream>)."""
     import copy
@@ -180,12 +177,12 @@ def _streams_apart(cfg, apart: dict):
     return out
 
 
-def _numbers(runs: dict, unused: list, ref: tuple, spec, margin) -> dict:
+def _numbers(values: dict, unused: list, ref: tuple, spec, margin) -> dict:
     """The spreads per source for the arm and for B - A, their readings, the test set's own noise,
     and the seeds 80% power needs paired and unpaired."""
     from harness import stats
 
-    out = _spreads(runs, unused)
+    out = _spreads(values, unused)
     full = out["sources"]["all"]
     out["test_set"] = _test_set(ref, spec)
     sd_a, sd_d = full["a"]["std"], full["difference"]["std"]
@@ -202,18 +199,11 @@ def reread(path: Path) -> str:
 
     try:
         d = read_json(path)
-        runs = {s: list(zip(v["values_a"], [a + x for a, x in zip(v["values_a"], v["differences"])]))
-                for s, v in d["sources"].items()}
+        values = {s: (v["values_a"], v["differences"]) for s, v in d["sources"].items()}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise BadInput(f"--reread {path}: not a readable noise_sources.json ({e}).") from None
-    block = {**_spreads(runs, d.get("unused") or []), "test_set": d.get("test_set"), "power": d["power"]}
+    block = {**_spreads(values, d.get("unused") or []), "test_set": d.get("test_set"), "power": d["power"]}
     return render({k: d[k] for k in ("seed", "arms", "k", "metric", "unit")}, block)
-
-
-def _spread(d: dict):
-    from harness.stats.sources import Spread
-
-    return Spread(**d)
 
 
 def _test_set(ref: tuple, spec) -> dict | None:

@@ -29,7 +29,7 @@ if args.mode == "crash":
     print("Traceback: ValueError: the toy script failed on purpose", file=sys.stderr)
     sys.exit(3)
 if args.mode == "hang":
-    time.sleep(120)
+    time.sleep(120)  # a unit that never ends by itself: the tests end it (SIGKILL, Ctrl-C, timeout_s)
 if args.mode == "silent":
     print("trained, but printed no score")
     sys.exit(0)
