@@ -57,19 +57,38 @@ class TensorBatches(torch.utils.data.Dataset):
 
 
 class _FingerprintedLoader:
-    """Iterates a DataLoader; hashes each batch's indices when the batch is consumed (not prefetched)."""
+    """Iterates a DataLoader; hashes each batch's indices when the batch is consumed (not prefetched).
 
-    def __init__(self, loader: DataLoader, sampler: ShuffledBatches, order):
-        self.loader, self.sampler, self.order = loader, sampler, order
+    ``direct``: the DataLoader would only index a TensorBatches in this process (no workers, no
+    pinning, no collate of one's own), so its batches are read here, without the DataLoader's
+    per-batch machinery (tens of µs a step, more than a small model's recording). The bits are the
+    DataLoader's: each epoch draws the base seed it draws from the data_order stream, then the
+    permutation, and hands out the list its default_convert makes of the tuple.
+    """
+
+    def __init__(self, loader: DataLoader, sampler: ShuffledBatches, order, direct: bool = False):
+        self.loader, self.sampler, self.order, self.direct = loader, sampler, order, direct
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def __iter__(self):
+        if self.direct:
+            yield from self._direct()
+            return
         for batch in self.loader:
             # DataLoader keeps the sampler's order, so the oldest drawn batch is this one
             self.order.update(self.sampler.drawn.popleft().numpy().tobytes())
             yield batch
+
+    def _direct(self):
+        # the DataLoader's iterator draws its workers' base seed before the first batch: so do we
+        torch.empty((), dtype=torch.int64).random_(generator=self.loader.generator)
+        dataset, drawn, order = self.loader.dataset, self.sampler.drawn, self.order
+        for idx in self.sampler:
+            drawn.popleft()
+            order.update(idx.numpy().tobytes())
+            yield list(dataset[idx])
 
 
 class OrderDigest:

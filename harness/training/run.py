@@ -109,6 +109,7 @@ class Run:
         self._declared = _declared(metrics)
         self._examples: dict[str, Any] = {}  # metric -> per-example outcomes, in recording order
         self._in_init = False
+        self._finite_upto = 0  # steps whose loss _check_finite has seen
         self.steps = 0
         self._t0 = time.perf_counter()
 
@@ -157,9 +158,11 @@ class Run:
         common = dict(num_workers=num_workers, generator=g, worker_init_fn=seed_worker, persistent_workers=False)
         if isinstance(dataset, TensorBatches):
             loader = DataLoader(dataset, sampler=sampler, batch_size=None, **common, **kwargs)
+            # read in this process without the DataLoader's machinery, the same bits (batches.py)
+            direct = num_workers == 0 and not {k: v for k, v in kwargs.items() if k != "pin_memory" or v}
         else:
-            loader = DataLoader(dataset, batch_sampler=sampler, **common, **kwargs)
-        return _FingerprintedLoader(loader, sampler, self._order)
+            loader, direct = DataLoader(dataset, batch_sampler=sampler, **common, **kwargs), False
+        return _FingerprintedLoader(loader, sampler, self._order, direct)
 
     def ordered(self, batches: Iterable) -> "OrderedBatches":
         """``batches`` passed through in their own order (no shuffling), each batch's content (tensors,
@@ -303,11 +306,13 @@ class Run:
         why = self._recorder.replaced(self._model) if self._model is not None else None
         if why is not None:
             raise RunUsageError(why)
-        losses = self._recorder.losses[: self.steps]
+        start = self._finite_upto  # the losses before it were checked already
+        losses = self._recorder.losses[start : self.steps]
         bad = (~torch.isfinite(losses)).nonzero()
         if len(bad):
             first = int(bad[0, 0])
-            raise NonFiniteLoss(first + 1, float(losses[first]))
+            raise NonFiniteLoss(start + first + 1, float(losses[first]))
+        self._finite_upto = self.steps
 
     def finish(self, metrics) -> dict:
         """Called by the harness after the training function returned: the run's record."""

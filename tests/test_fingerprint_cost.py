@@ -1,0 +1,95 @@
+"""The cheaper recording keeps every bit: the direct TensorBatches loader hands out the DataLoader's
+batches in the DataLoader's order, the CPU digest is the documented sum for every float width, and
+the non-finite check that reads only new losses still names the first bad step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import default_convert
+
+from harness import Run, TensorBatches
+from harness.experiment.runner import train_one
+from harness.experiment.units import arm_configs
+from harness.training import batches
+from harness.training import fingerprint as F
+from harness.training.run import NonFiniteLoss
+
+from .conftest import FAST, compose_cfg
+
+
+def _consume(run: Run, loader, epochs: float) -> list:
+    """The batches of ``epochs`` epochs (a fraction: the last one stopped part way)."""
+    seen = []
+    whole, part = int(epochs), epochs - int(epochs)
+    for _ in range(whole):
+        seen += list(loader)
+    if part:
+        for batch in loader:
+            seen.append(batch)  # handed out, so fingerprinted
+            if len(seen) >= (whole + part) * len(loader):
+                break
+    return seen
+
+
+@pytest.mark.parametrize("epochs", [1, 2.5])
+def test_the_direct_loader_gives_the_dataloaders_batches_order_and_stream(epochs):
+    data = TensorBatches(torch.arange(101.0).reshape(101, 1), torch.arange(101) % 7)
+    direct_run, loader_run = Run(3), Run(3)
+    direct = direct_run.loader(data, 16, pin_memory=False)
+    # a collate_fn of one's own (here the DataLoader's default for batch_size=None) keeps the DataLoader
+    through = loader_run.loader(data, 16, collate_fn=default_convert)
+    assert direct.direct and not through.direct  # the two paths under comparison
+    a, b = _consume(direct_run, direct, epochs), _consume(loader_run, through, epochs)
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        assert type(x) is type(y) is list
+        assert all(torch.equal(u, v) and u.dtype == v.dtype for u, v in zip(x, y))
+    assert direct_run._order.batches == loader_run._order.batches == len(a)
+    assert direct_run._order.hexdigest() == loader_run._order.hexdigest()
+    # the data_order stream was drawn from exactly as the DataLoader draws from it
+    g1, g2 = direct_run.generator("data_order"), loader_run.generator("data_order")
+    assert torch.equal(torch.randint(2**31, (4,), generator=g1), torch.randint(2**31, (4,), generator=g2))
+
+
+def test_the_built_in_loop_records_the_same_fingerprints_without_the_dataloader(monkeypatch):
+    arm = arm_configs(compose_cfg(FAST + ["train.max_steps=40"]))["A"]
+    direct = train_one(arm, 0)
+    init = batches._FingerprintedLoader.__init__
+    monkeypatch.setattr(batches._FingerprintedLoader, "__init__",
+                        lambda self, loader, sampler, order, direct=False: init(self, loader, sampler, order, False))
+    through = train_one(arm, 0)
+    assert direct["fingerprints"] == through["fingerprints"]
+    assert direct["metrics"] == through["metrics"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_the_packed_cpu_digest_is_the_documented_sum(dtype):
+    g = torch.Generator().manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(9, 33), torch.nn.Linear(33, 5)).to(dtype)
+    with torch.no_grad():
+        for p in model.parameters():  # large values: the products and sums wrap modulo 2**64
+            p.copy_((torch.randn(p.shape, generator=g) * 1e4).to(dtype))
+    params = list(model.parameters())
+    assert F.flatten_parameters(params) is not None
+    recorder = F.StepRecorder(params, 2, torch.device("cpu"))
+    assert recorder.flat is not None  # the packed path
+    expected = []
+    for _ in range(2):
+        recorder.record(torch.tensor(1.0))
+        expected.append(F.hexdigest(F.tensors_digest(params).numpy()))
+        with torch.no_grad():
+            params[1][7] = -params[1][7]  # one sign bit flips before the next step
+    got = recorder.finish()["params"]
+    assert got == expected
+    assert got[0] != got[1]
+
+
+@pytest.mark.parametrize("bad_step, check_every, steps", [(3, 5, 5), (13, 5, 15), (7, 10, 20)])
+def test_a_non_finite_loss_is_reported_at_its_own_step(bad_step, check_every, steps):
+    run = Run(0, check_every=check_every)
+    run.watch(torch.nn.Linear(2, 2), steps)
+    with pytest.raises(NonFiniteLoss) as caught:
+        for step in range(1, steps + 1):
+            run.step(torch.tensor(float("nan") if step == bad_step else 1.0))
+    assert caught.value.step == bad_step
