@@ -1,9 +1,10 @@
 """The training room: what a training function stands on, for ONE (seed, arm).
 
-Owns: run.py (the ``Run``: seeded streams, the loader and sampler, the step recorder, logs,
-per-example records), record.py (what the Run returns for a run it did not watch itself: a black
+Owns: run.py (the ``Run``: seeded streams, the loader and sampler, logs, per-example records, the
+run's record), steps.py (the watched model: init fingerprint, per-step recording, the non-finite
+check, and the exceptions a Run raises), record.py (what the Run returns for a run it did not watch itself: a black
 box, or a script's record adopted from harness.attach()), batches.py (the shuffled order, tensors read a batch at a time, data nodes
-built once per process), fingerprint.py (bit-exact digests), proof.py (what a pairing fingerprint must
+built once per process), fingerprint.py (bit-exact digests and the per-step recorder), proof.py (what a pairing fingerprint must
 have covered to prove anything, and what fills a missing one; torch-free, the analysis reads it), rng.py (one generator per purpose),
 determinism.py (deterministic mode and pinned threads), math_modes.py (TF32 and float32 matmul
 precision: pinned per unit, recorded, restored), threads.py (how many: the rule behind

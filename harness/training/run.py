@@ -45,27 +45,14 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 import torch
 from torch.utils.data import DataLoader
 
-from harness.training.fingerprint import StepRecorder, flatten_parameters, model_fingerprint
+from harness.training.fingerprint import flatten_parameters  # looked up at run.watch: a test may turn packing off
 from harness.training.proof import HOW_TO_FILL
 from harness.training.record import adopted_record, adoption_problem, black_box_record, curve_columns
 from harness.training.rng import Streams, seed_worker
 from harness.training.batches import (  # noqa: F401 - TensorBatches and cached_dataset: public here too
     OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, _HashingDeque, cached_dataset,
     content_digest)
-
-
-class NonFiniteLoss(RuntimeError):
-    def __init__(self, step: int, value: float):
-        super().__init__(f"loss became {value} at step {step}")
-        self.step = step
-
-
-class StopRun(Exception):
-    """Raised by run.step when the harness asked for only the first N steps (harness.audit)."""
-
-
-class RunUsageError(RuntimeError):
-    """The training function used the Run in a way that would make its fingerprints wrong."""
+from harness.training.steps import NonFiniteLoss, RunUsageError, StopRun, Watched  # noqa: F401 - public here
 
 
 class Run:
@@ -93,24 +80,16 @@ class Run:
         self._order = OrderDigest()
         self._black_box: Optional[str] = None
         self._adopted: Optional[dict] = None  # what an attached Run in another process recorded
-        self._check_every = max(1, int(check_every))
-        self._progress = progress
-        self._init_hook = init_hook
+        self._watch_options = dict(init_hook=init_hook, keep_step_weights=int(keep_step_weights),
+                                   check_every=check_every, stop_after=stop_after)
         self._keep = int(keep_step_weights)
+        self._progress = progress
         self._save_weights = bool(save_weights)
-        self._stop_after = stop_after
-        self._model: Optional[torch.nn.Module] = None
-        self._params: list[torch.Tensor] = []
-        self._recorder: Optional[StepRecorder] = None
-        self._init_fp: Optional[str] = None
-        self._total: Optional[int] = None
-        self._step_weights: list[torch.Tensor] = []
+        self._watched: Optional[Watched] = None  # from run.watch on (steps.py)
         self._curve: dict[int, dict[str, float]] = {}
         self._declared = _declared(metrics)
         self._examples: dict[str, Any] = {}  # metric -> per-example outcomes, in recording order
         self._in_init = False
-        self._finite_upto = 0  # steps whose loss _check_finite has seen
-        self.steps = 0
         self._t0 = time.perf_counter()
 
     # -- randomness ------------------------------------------------------------------------------
@@ -194,40 +173,23 @@ class Run:
         dtype and device are moved into one buffer (same values and numerics) so the per-step
         digest is a few kernels. ``total_steps`` sizes the buffers and the progress bar.
         """
-        if self._recorder is not None:
+        if self._watched is not None:
             raise RunUsageError("run.watch was called twice: watch one model, once, before the first step.")
         if self._in_init:
             raise RunUsageError("call run.watch after the `with run.init():` block, not inside it.")
-        if isinstance(model, torch.nn.Module):
-            self._model = model
-            if self._init_hook is not None:
-                with torch.no_grad():
-                    self._init_hook(model)
-            self._init_fp = model_fingerprint(model)
-            params = list(model.parameters())
-        else:
-            params = list(model)
-            from harness.training.fingerprint import hexdigest, tensors_digest
+        self._watched = Watched(model, total_steps, self.device, flatten=flatten_parameters, **self._watch_options)
 
-            self._init_fp = hexdigest(tensors_digest(params))
-        flatten_parameters(params)
-        self._params = params
-        self._total = int(total_steps) if total_steps else None
-        self._recorder = StepRecorder(params, self._total or 1024, self.device)
+    @property
+    def steps(self) -> int:
+        """The optimizer steps recorded so far."""
+        return self._watched.steps if self._watched is not None else 0
 
     def step(self, loss: torch.Tensor) -> None:
         """Record one optimizer step: the loss's bits and a digest of every parameter (no host sync
         except every ``check_every`` steps, where a non-finite loss stops the run)."""
-        if self._recorder is None:
+        if self._watched is None:
             raise RunUsageError("run.step before run.watch: call run.watch(model) once before training.")
-        self._recorder.record(loss)
-        self.steps += 1
-        if self.steps <= self._keep:
-            self._step_weights.append(torch.cat([p.detach().reshape(-1).float().cpu() for p in self._params]))
-        if self.steps % self._check_every == 0 or self.steps == self._total:
-            self._check_finite()
-        if self._stop_after is not None and self.steps >= self._stop_after:
-            raise StopRun(self.steps)
+        self._watched.step(loss)
 
     def log(self, step: Optional[int] = None, **scalars) -> None:
         """Curve points at ``step`` (default: the steps recorded so far): floats, or 0-d tensors
@@ -237,7 +199,7 @@ class Run:
         for name, value in scalars.items():
             row[name] = float(value.item() if isinstance(value, torch.Tensor) else value)
         if self._progress is not None and "train_loss" in row:
-            self._progress(step, self._total, row["train_loss"])
+            self._progress(step, self._watched.total if self._watched is not None else None, row["train_loss"])
 
     def autocast(self):
         """bf16 autocast around the forward pass when precision=bf16; no context at all in fp32."""
@@ -283,7 +245,7 @@ class Run:
         watched and no step recorded, so init, data order and steps are recorded as missing and the
         pairing rests on the seed alone. ``final`` is a digest of what the run produced (its metrics,
         the bytes of files it wrote): what the certificate compares."""
-        if self._recorder is not None or self.steps:
+        if self._watched is not None:
             raise RunUsageError("run.black_box after run.watch/run.step: a run is watched here or run elsewhere, not both.")
         self._black_box = str(final)
 
@@ -292,7 +254,7 @@ class Run:
         (a command arm's script): ``record`` is what that Run's finish wrote. Its fingerprints (init,
         data order, every step), per-example records and curve become this run's, so the pairing
         and the certificate rest on them as on a training function's."""
-        if self._recorder is not None or self.steps or self._black_box is not None:
+        if self._watched is not None or self._black_box is not None:
             raise RunUsageError("run.adopt after run.watch/run.step/run.black_box: a run is watched here or adopted, not both.")
         problem = adoption_problem(record)
         if problem is not None:
@@ -300,19 +262,6 @@ class Run:
         self._adopted = dict(record)
 
     # -- the harness's side ----------------------------------------------------------------------
-
-    def _check_finite(self) -> None:
-        """A non-finite loss stops the run; so do parameters replaced since run.watch (a module walk)."""
-        why = self._recorder.replaced(self._model) if self._model is not None else None
-        if why is not None:
-            raise RunUsageError(why)
-        start = self._finite_upto  # the losses before it were checked already
-        losses = self._recorder.losses[start : self.steps]
-        bad = (~torch.isfinite(losses)).nonzero()
-        if len(bad):
-            first = int(bad[0, 0])
-            raise NonFiniteLoss(start + first + 1, float(losses[first]))
-        self._finite_upto = self.steps
 
     def finish(self, metrics) -> dict:
         """Called by the harness after the training function returned: the run's record."""
@@ -325,7 +274,7 @@ class Run:
             return black_box_record(metrics, self._black_box, self._curve, seconds)
         if self._adopted is not None:
             return adopted_record(self._adopted, metrics, self._curve, seconds)
-        if self._recorder is None:
+        if self._watched is None:
             raise RunUsageError(
                 "the training function never called run.watch(model): without it there are no init or "
                 "per-step fingerprints, so pairing and bit-exactness cannot be proven. Call run.watch(model) "
@@ -333,16 +282,14 @@ class Run:
             )
         if self.steps == 0:
             raise RunUsageError("the training function never called run.step(loss): no step was recorded.")
-        self._check_finite()
-        steps = self._recorder.finish()
-        final = model_fingerprint(self._model) if self._model is not None else _params_fp(self._params)
+        watched = self._watched.fingerprints()
         out = {
             "metrics": dict(metrics),
             "fingerprints": {
-                "init": self._init_fp,
+                "init": watched["init"],
                 "data_order": self._order.hexdigest() if self._order.batches else None,
-                "final": final,
-                "steps": {"loss": steps["loss"], "params": steps["params"]},
+                "final": watched["final"],
+                "steps": watched["steps"],
                 "batches": self._order.batches,
             },
             "curve": curve_columns(self._curve),
@@ -365,18 +312,13 @@ class Run:
                     f"they belong to the one metric stats.metrics declares with examples: true).")
             out["examples"] = pack_example_records(self._examples)
         if self._save_weights or self._keep:
-            model_state = self._model.state_dict() if self._model is not None else {
-                str(i): p for i, p in enumerate(self._params)}
-            out["weights"] = {
-                "final": {k: v.detach().cpu().clone() for k, v in model_state.items()},
-                "steps": torch.stack(self._step_weights) if self._step_weights else None,
-            }
+            out["weights"] = self._watched.weights()
         return out
 
     @property
     def last_loss(self) -> Optional[float]:
         """The last recorded loss (a host sync)."""
-        return float(self._recorder.losses[self.steps - 1]) if self._recorder is not None and self.steps else None
+        return self._watched.last_loss if self._watched is not None else None
 
 
 def _declared(metrics: Optional[Mapping]) -> Optional[dict]:
@@ -394,8 +336,3 @@ def _declared(metrics: Optional[Mapping]) -> Optional[dict]:
         out[str(name)] = examples is True
     return out
 
-
-def _params_fp(params) -> str:
-    from harness.training.fingerprint import hexdigest, tensors_digest
-
-    return hexdigest(tensors_digest(params))
