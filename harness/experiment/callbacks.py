@@ -90,7 +90,7 @@ def analyse_sweep(config: DictConfig, root: Path):
 
     problem = None
     try:
-        analysis = analyze_grid_dir(root)
+        analysis = analyze_grid_dir(root, ledger=config.get("ledger"))
     except AnalysisError as e:
         problem = sweep_analysis_failed(root, e)
         analysis = None

@@ -118,7 +118,7 @@ class RaceSweeperImpl(SequentialSweeperImpl):
 
         block = rp.record(design, p, status="stopped" if p.stopped else "settled", runs=len(loaded))
         write_json(root / rp.RACE_NAME, block)
-        analysis = analyze_race(root)
+        analysis = analyze_race(root, ledger=cfg.get("ledger"))
         self._track(cfg, root, analysis)
         log.info(f"race: {block['verdict']} Seeds spent {block['seeds_spent']} of {block['seeds_all_to_max']} "
                  f"(all to the maximum). results: {root} (analysis.json, report.md, race.png, race.json)")
