@@ -202,3 +202,34 @@ def test_the_default_ledger_is_harness_ledger_when_set(monkeypatch, tmp_path):
     assert ledger_path({"path": "team.sqlite"}) == Path("team.sqlite") and ledger_path({"enabled": False}) is None
     monkeypatch.delenv("HARNESS_LEDGER")
     assert ledger_path({}) == Path("outputs/ledger.sqlite")
+
+
+def test_overlapping_claims_take_the_asynchronous_level_from_when_each_decision_was_known(tmp_path):
+    """Zrnic et al.'s LORD*: a claim declared while the one before it runs sees no decision of it; the
+    rejection counts from the first claim declared after it was recorded (onlineFDR's decision time)."""
+    from harness.stats.online_fdr_async import lord_async
+
+    path, fdr = tmp_path / "l.sqlite", {"method": "lord++", "level": 0.1}
+    first = assign_alpha(_declaration("abl0", fdr=fdr), tmp_path / "e0", path)
+    second = assign_alpha(_declaration("abl1", fdr=fdr), tmp_path / "e1", path)  # the first still running
+    record_analysis(_analysis(p=1e-5, alpha=first.alpha), tmp_path / "e0", first, path, warn=pytest.fail)
+    third = assign_alpha(_declaration("abl2", fdr=fdr), tmp_path / "e2", path)
+    t0 = Ledger(path).tests()[0]
+    assert t0["rejected"] == 1 and t0["decision_time"] == 2 and t0["decided_at"] >= t0["declared_at"]
+    expected = lord_async([1e-5, np.nan, np.nan], [2, 4, 4], level=0.1).alpha
+    np.testing.assert_allclose([first.alpha, second.alpha, third.alpha], expected, rtol=1e-12)
+    synchronous = ofdr.lord_plus_plus([1e-5, 1.0, 1.0], level=0.1).alpha
+    assert second.alpha < synchronous[1]  # the pending rejection earned nothing yet
+    assert third.alpha > second.alpha  # and earns once known
+
+
+def test_a_ledger_made_before_decision_times_gains_them_and_reads_as_synchronous(tmp_path):
+    path, fdr = tmp_path / "old.sqlite", {"method": "lord++", "level": 0.1}
+    first = assign_alpha(_declaration("abl0", fdr=fdr), tmp_path / "e0", path)
+    record_analysis(_analysis(p=1e-5, alpha=first.alpha), tmp_path / "e0", first, path, warn=pytest.fail)
+    with sqlite3.connect(path) as con:  # as the first version of the ledger wrote it
+        con.execute("ALTER TABLE tests DROP COLUMN decision_time")
+        con.execute("ALTER TABLE tests DROP COLUMN decided_at")
+    second = assign_alpha(_declaration("abl1", fdr=fdr), tmp_path / "e1", path)
+    assert second.alpha == pytest.approx(ofdr.lord_plus_plus([1e-5, 1.0], level=0.1).alpha[1], rel=1e-12)
+    assert Ledger(path).tests()[0]["decision_time"] is None

@@ -24,11 +24,11 @@ def test_conditions_record_the_average_once_and_reanalysis_adds_none(tmp_path, m
 
     ledger = tmp_path / "ledger.sqlite"
     out = tmp_path / "exp"
-    res = harness.run([*CHEAP, "ab.conditions={quiet: ['+train.kwargs.sd=0.3'], noisy: ['+train.kwargs.sd=1.2']}",
+    res = harness.run([*CHEAP, "ab.conditions={quiet: ['+train.kwargs.sd=0.3'], mid: ['+train.kwargs.sd=0.6'], noisy: ['+train.kwargs.sd=1.2']}",
                        f"ledger.path={ledger}"], out_dir=out, verbose=False)
     (row,) = Ledger(ledger).claims()  # one claim: B against A on average (not one per condition)
     pooled = res.analysis["across_conditions"]["B"]["pooled"]
-    assert row["claim"] == "B vs A on test_accuracy, on average across 2 conditions"
+    assert row["claim"] == "B vs A on test_accuracy, on average across 3 conditions"
     assert row["folder"] == str(out.resolve()) and row["effect"] == pytest.approx(pooled["estimate"])
     assert [row["ci_low"], row["ci_high"]] == pytest.approx(pooled["ci"]) and row["p_decision"] == pooled["pvalue"]
     assert row["verdict"] == "better" and row["alpha"] == res.analysis["alpha"]
@@ -41,9 +41,10 @@ def test_a_grid_sweep_records_each_points_claims_once(tmp_path, monkeypatch):
     from harness.tools.analyze import main
 
     ledger = tmp_path / "ledger.sqlite"
-    proc = run_cli(["-m", *CHEAP, "data.train_limit=64,128", f"ledger.path={ledger}"], cwd=tmp_path)
+    sweep = tmp_path / "grid"
+    proc = run_cli(["-m", *CHEAP, "data.train_limit=64,128", f"ledger.path={ledger}", f"hydra.sweep.dir={sweep}"],
+                   cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (sweep,) = (tmp_path / "multirun" / "loss_ab").iterdir()
     grid = read_json(sweep / "grid.json")
     rows = Ledger(ledger).claims()
     assert sorted(r["claim"] for r in rows) == [f"B vs A on test_accuracy at data.train_limit={n}" for n in (128, 64)]

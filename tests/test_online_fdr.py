@@ -100,7 +100,7 @@ def test_saffron_and_addis_by_hand():
     np.testing.assert_allclose(ad.alpha, 0.25 * a / 2 * g[[0, 0, 1]], rtol=1e-14)
 
 
-def test_next_alpha_follows_recorded_decisions_and_is_conservative_for_pending_claims():
+def test_next_alpha_follows_recorded_decisions_and_a_pending_claim_is_never_read():
     p = VIGNETTE_P[:6]
     replay = ofdr.online_fdr("lord++", p + [1.0], level=0.05)
     assert ofdr.next_alpha("lord++", p, replay.rejected[:6], level=0.05) == pytest.approx(replay.alpha[6], rel=1e-14)

@@ -72,8 +72,8 @@ def streams(ledger, extra=None) -> list[dict]:
         out.append({"method": method, "level": level, "tests": len(tests),
                     "decided": sum(t["pvalue"] is not None for t in tests),
                     "rejected": sum(bool(t["rejected"]) for t in tests),
-                    "next_alpha": next_alpha(method, [t["pvalue"] for t in tests],
-                                             [bool(t["rejected"]) for t in tests], level=level)})
+                    "next_alpha": next_alpha(method, [t["pvalue"] for t in tests], [bool(t["rejected"]) for t in tests],
+                                             level=level, decision_times=[t.get("decision_time") for t in tests])})
     return out
 
 

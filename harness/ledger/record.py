@@ -20,7 +20,8 @@ from harness.stats.online_fdr import NAMES, next_alpha
 
 def _stream_alpha(method: str, level: float):
     def alpha_for(tests):
-        return next_alpha(method, [t["pvalue"] for t in tests], [bool(t["rejected"]) for t in tests], level=level)
+        return next_alpha(method, [t["pvalue"] for t in tests], [bool(t["rejected"]) for t in tests], level=level,
+                          decision_times=[t.get("decision_time") for t in tests])
     return alpha_for
 
 

@@ -158,3 +158,22 @@ def addis_async(pvalues, decision_times, level: float = 0.05, lam: float = 0.25,
 
 
 ASYNC = {"lond": lond_async, "lord++": lord_async, "saffron": saffron_async, "addis": addis_async}
+
+
+def next_alpha(method: str, pvalues, decisions, level: float = 0.05, decision_times=None) -> float:
+    """The level of the claim declared now, after a recorded stream in declaration order: p-values
+    (None: still running), recorded decisions, and decision times (each the number of the stream's
+    tests declared when it was decided; None: decided before the next one was declared, as a ledger
+    made before decision times were recorded has it). The rule is the asynchronous one: a claim still
+    running neither earns nor costs. LOND is Javanmard & Montanari's original, beta_t (D_t + 1)."""
+    from harness.stats.online_fdr import METHODS
+
+    if method not in ASYNC:
+        raise ValueError(f"unknown online FDR method {method!r}; one of {', '.join(METHODS)}")
+    n = len(pvalues)
+    times = list(decision_times) if decision_times is not None else [None] * n
+    p = [np.nan if v is None else float(v) for v in pvalues] + [np.nan]
+    E = [n + 1 if v is None else (t if t is not None else k + 1) for k, (v, t) in enumerate(zip(pvalues, times))]
+    d = [bool(r) for r in decisions] + [False]
+    extra = {"original": True} if method == "lond" else {}
+    return float(ASYNC[method](p, E + [n + 1], level=level, decisions=d, **extra).alpha[-1])
