@@ -233,3 +233,29 @@ def test_a_ledger_made_before_decision_times_gains_them_and_reads_as_synchronous
     second = assign_alpha(_declaration("abl1", fdr=fdr), tmp_path / "e1", path)
     assert second.alpha == pytest.approx(ofdr.lord_plus_plus([1e-5, 1.0], level=0.1).alpha[1], rel=1e-12)
     assert Ledger(path).tests()[0]["decision_time"] is None
+
+
+def test_cli_writes_the_claims_as_an_offline_wandb_table(tmp_path, monkeypatch, capsys):
+    from . import wandb_reader
+
+    for key in [k for k in __import__("os").environ if k.startswith("WANDB_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "l.sqlite"
+    for i, pv in enumerate([0.001, 0.5]):
+        record_analysis({**_analysis(p=pv), "experiment": f"e{i}"}, tmp_path / f"e{i}", _declaration(f"e{i}"), path,
+                        warn=pytest.fail)
+    record_analysis(_analysis(p=0.2, departures=["alpha=0.1"]), tmp_path / "e1", _declaration("e1").alternative(alpha=0.1),
+                    path, warn=pytest.fail)
+    assert cli.main(["--ledger", str(path), "--alternatives", "--method", "lord++", "--wandb", str(tmp_path / "w")]) == 0
+    assert "wandb: the claims written to" in capsys.readouterr().err
+    [run] = wandb_reader.read_runs(tmp_path / "w" / "wandb")  # offline: nothing left the machine
+    assert run.name == "ledger" and run.job_type == "ledger" and run.exit_code == 0
+    table = run.table("claims")
+    rows = [dict(zip(table["columns"], r)) for r in table["data"]]
+    assert [(r["experiment"], r["p_decision"], r["alternative"]) for r in rows] == [("e0", 0.001, 0), ("e1", 0.5, 0),
+                                                                                   ("abl", 0.2, 1)]
+    stream = run.table("online_fdr")
+    assert dict(zip(stream["columns"], stream["data"][0]))["next_alpha"] == pytest.approx(
+        ofdr.next_alpha("lord++", [], [], level=0.1))
+    assert run.summary["counted_claims"] == 2 and run.summary["alternatives"] == 1

@@ -2,11 +2,13 @@
 
     python -m harness.ledger [--ledger PATH] [--experiment NAME] [--metric NAME] [--since TIME]
                              [--alternatives] [--offline bh|by] [--level Q] [--method M] [--figure PNG] [--json]
+                             [--wandb DIR]
 
 The claims as a table (alternatives only with --alternatives: they are never counted as claims),
 each online FDR stream of the ledger (tests, rejections, the next alpha_t), and with --offline which
 claims survive Benjamini-Hochberg (bh) or Benjamini-Yekutieli (by, any dependence) at --level over
-all the claims listed: for a paper's table. A ledger not made yet has no claims (and is not made).
+all the claims listed: for a paper's table. --wandb DIR writes them as a wandb run's tables (offline
+unless $WANDB_MODE says otherwise; wandb sync sends it). A ledger not made yet has no claims (and is not made).
 Exit status 0; 2 for bad input or a ledger that cannot be read (the file is named, never rebuilt).
 """
 
@@ -47,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=METHODS, help="say the next alpha_t of this online method at --level too")
     p.add_argument("--figure", metavar="PNG", help="write a figure of each stream's alpha_t and rejections there")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--wandb", metavar="DIR", help="also write the claims as a wandb run under DIR/wandb (offline by "
+                                                  "default: $WANDB_MODE decides)")
     return p
 
 
@@ -118,6 +122,11 @@ def main(argv=None) -> int:
         from harness.ledger.figure import write_stream_figure
 
         write_stream_figure(ledger.tests() if ledger is not None else [], args.figure)
+    if args.wandb:
+        from harness.ledger.wandb_table import log_claims
+
+        run = log_claims(claims, online, args.wandb, shown(args.ledger))
+        print(f"wandb: the claims written to {run}", file=sys.stderr)
     counted = [c for c in claims if not c["alternative"] and c["p_decision"] is not None]
     survive = None
     if args.offline:

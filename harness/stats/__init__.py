@@ -49,8 +49,10 @@ Across conditions: meta.py (the random-effects model, REML / Hartung-Knapp), met
 claims across conditions, decided with the conditions' estimated variances), meta_peers.py (rliable's
 aggregates), trend.py (dose trends).
 Across claims: online_fdr.py (LOND, LORD++, SAFFRON, ADDIS: each claim's level alpha_t from the
-claims before it, as the R package onlineFDR computes it), online_fdr_sim.py (their simulated FDR
-and power), imported by the ledger (harness/ledger/).
+claims before it, as the R package onlineFDR computes it), online_fdr_async.py (Zrnic et al.'s
+asynchronous rules for claims that overlap in time; the ledger's next level), online_fdr_dep.py
+(LOND and LORD under arbitrary dependence), online_fdr_sim.py (their simulated FDR and power),
+imported by the ledger (harness/ledger/).
 """
 
 from ._core import (
