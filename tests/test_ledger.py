@@ -17,6 +17,7 @@ from harness.ledger.record import assign_alpha, claim_rows, declaration_hash, re
 from harness.ledger.postgres import open_ledger
 from harness.ledger.store import Ledger, LedgerError
 from harness.stats import online_fdr as ofdr
+from harness.stats.online_fdr_async import next_alpha
 
 
 def _declaration(experiment="abl", fdr=None, alpha=0.05) -> Declaration:
@@ -149,7 +150,7 @@ def test_cli_lists_filters_and_says_bh_and_the_next_alpha(tmp_path, capsys):
     out = capsys.readouterr().out
     # BH at 0.1 over (0.001, 0.04, 0.5): adjusted 0.003, 0.06, 0.5: the first two survive
     assert "3 claim(s)" in out and "2 survive (# 1, 2)" in out
-    assert f"alpha_t = {ofdr.next_alpha('saffron', [], [], level=0.1):.4g}" in out
+    assert f"alpha_t = {next_alpha('saffron', [], [], level=0.1):.4g}" in out
     assert cli.main(["--ledger", str(path), "--experiment", "e2", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [c["experiment"] for c in listed["claims"]] == ["e2"]
@@ -171,7 +172,7 @@ def test_cli_bad_input_exits_2_with_one_paragraph(tmp_path, capsys, argv):
 def test_cli_on_a_ledger_not_made_yet_says_so_and_makes_nothing(tmp_path, capsys):
     assert cli.main(["--ledger", str(tmp_path / "none.sqlite"), "--method", "lord++"]) == 0
     out = capsys.readouterr().out
-    assert "(not made yet): 0 claim(s)" in out and f"alpha_t = {ofdr.next_alpha('lord++', [], [], level=0.1):.4g}" in out
+    assert "(not made yet): 0 claim(s)" in out and f"alpha_t = {next_alpha('lord++', [], [], level=0.1):.4g}" in out
     assert not (tmp_path / "none.sqlite").exists()
 
 
@@ -257,5 +258,5 @@ def test_cli_writes_the_claims_as_an_offline_wandb_table(tmp_path, monkeypatch, 
                                                                                    ("abl", 0.2, 1)]
     stream = run.table("online_fdr")
     assert dict(zip(stream["columns"], stream["data"][0]))["next_alpha"] == pytest.approx(
-        ofdr.next_alpha("lord++", [], [], level=0.1))
+        next_alpha("lord++", [], [], level=0.1))
     assert run.summary["counted_claims"] == 2 and run.summary["alternatives"] == 1

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from harness.ledger.postgres import is_url, open_ledger, shown
 from harness.ledger.store import LedgerError
-from harness.stats.online_fdr import METHODS, NAMES, next_alpha
+from harness.stats.online_fdr import METHODS, NAMES
+from harness.stats.online_fdr_async import next_alpha
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 _OFFLINE = {"bh": "Benjamini-Hochberg", "by": "Benjamini-Yekutieli"}

@@ -16,7 +16,8 @@ from pathlib import Path
 from harness.ledger.claims import _folder, claim_rows, declaration_hash  # noqa: F401 - the ledger's door
 from harness.ledger.postgres import is_url, open_ledger
 from harness.ledger.store import LedgerError
-from harness.stats.online_fdr import NAMES, next_alpha
+from harness.stats.online_fdr import NAMES
+from harness.stats.online_fdr_async import next_alpha
 
 def _stream_alpha(method: str, level: float):
     def alpha_for(tests):
@@ -141,3 +142,33 @@ def record_declared(analysis: dict, folder, settings=None, warn=None) -> int | N
         return record_written(analysis, folder, warn)
     path = ledger_path(settings)
     return None if path is None else record_written(analysis, folder, warn, ledger=path)
+
+
+def sweep_level(settings, declaration, root, swept=()):
+    """A sweep's declaration with alpha_t from the ledger (stats.fdr), taken by the launching process
+    before any job (``settings``: the config's ledger node): the sweep is one experiment, its analysis
+    (by the launcher) one test. LedgerError for a grid (``swept``: keys swept besides seed and arm),
+    whose every setting would be a claim under one level, and for a ledger that cannot give it."""
+    if not declaration.fdr:
+        return declaration
+    if swept:
+        raise LedgerError(f"stats.fdr.method={declaration.fdr['method']} takes one level for one experiment, but this "
+                          f"sweep is a grid over {', '.join(swept)}: each setting would be a claim of its own under "
+                          "that one level. Run each setting as a sweep of its own, or stats.fdr.method=none.")
+    return assign_for_config(settings, declaration, root)
+
+
+def sweep_level_problem(sweep_root, declaration) -> str | None:
+    """Why a job of a sweep with stats.fdr may not run (None: its launcher took the level first)."""
+    from harness.config.declaration import DeclarationError, read
+
+    try:
+        root = read(sweep_root) if sweep_root is not None else None
+    except DeclarationError:
+        root = None
+    if root is not None and root.fdr and "alpha_t" in root.fdr:
+        return None
+    return (f"stats.fdr.method={declaration.fdr['method']} is set, but this job's sweep has no level from the ledger in "
+            f"{sweep_root}/declaration.json: a sweep's level is taken by the process that launches it (the plain "
+            "sweeper and Hydra's basic one do; the race and sequential sweepers decide otherwise: use "
+            "stats.fdr.method=none there). Nothing was run.")

@@ -15,7 +15,8 @@ and tuning constants, so that its numbers are reproduced (tests/test_online_fdr.
 Every function takes p-values as a 1-D stream, or a 2-D array (replicates x stream) that is run
 vectorised (the simulation), and returns an ``OnlineFDRResult``: ``.alpha`` (alpha_t) and
 ``.rejected``. ``decisions`` replays a stream whose rejections are already on record (a ledger):
-the levels then follow the recorded decisions rather than recomputing them.
+the levels then follow the recorded decisions rather than recomputing them. The ledger's next level
+is online_fdr_async.next_alpha (claims that overlap in time).
 """
 
 from __future__ import annotations
@@ -173,11 +174,3 @@ def online_fdr(method: str, pvalues, level: float = 0.05, decisions=None) -> Onl
     except KeyError:
         raise ValueError(f"unknown online FDR method {method!r}; one of {', '.join(METHODS)}") from None
     return procedure(pvalues, level=level, decisions=decisions)
-
-
-def next_alpha(method: str, pvalues, decisions, level: float = 0.05, decision_times=None) -> float:
-    """The level of the next claim after a recorded stream, by the asynchronous rules
-    (online_fdr_async.next_alpha: claims still running are never read)."""
-    from harness.stats.online_fdr_async import next_alpha as after
-
-    return after(method, pvalues, decisions, level=level, decision_times=decision_times)
