@@ -151,3 +151,14 @@ def test_a_sweep_takes_one_level_before_its_jobs_and_a_grid_is_refused(tmp_path)
                    cwd=tmp_path)
     assert grid.returncode == 2 and "is a grid over data.train_limit" in grid.stderr and "No job was launched" in grid.stderr
     assert not list((tmp_path / "g").rglob("result*.json")) and len(Ledger(ledger).tests()) == 1
+
+
+def test_a_race_with_stats_fdr_is_refused_before_any_run(tmp_path):
+    from .conftest import run_cli
+
+    out = tmp_path / "race"
+    plain = [o for o in SYN if not o.startswith(("ab.", "+train.kwargs.shift"))]
+    proc = run_cli(["-m", "hydra/sweeper=harness_race", *plain, "+train.kwargs.shift=0.0", "train.kwargs.shift=0.0,4.0", "stats.margin=1.0", f"ledger.path={tmp_path / 'l.sqlite'}",
+                    "stats.fdr.method=lord++", f"hydra.sweep.dir={out}"], cwd=tmp_path)
+    assert proc.returncode == 2 and "a race decides by intervals" in proc.stderr, proc.stderr[-2000:]
+    assert not list(out.rglob("result*.json")) and not (tmp_path / "l.sqlite").exists()

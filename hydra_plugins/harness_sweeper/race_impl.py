@@ -67,6 +67,9 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         root = Path(str(self.config.hydra.sweep.dir))
         try:
             declaration = Declaration.from_config(cfg)
+            if declaration.fdr:  # a race decides by intervals, with no p-value: no online FDR test to take
+                _fail(f"stats.fdr.method={declaration.fdr['method']} takes a test level from the ledger, but a race "
+                      "decides by intervals (no p-value to test at it). Run the race with stats.fdr.method=none.", 2)
             design = rp.design_of(declaration, OmegaConf.to_container(cfg.ab.race))
             arm_cfgs = arm_configs(cfg)
             preflight(cfg, arm_cfgs)
