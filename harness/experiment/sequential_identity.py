@@ -220,13 +220,13 @@ def _paths(rs, root: Path, limit: int = 3) -> str:
 
 
 def identity_stop(watch: IdentityWatch, message: str, previous, design, loaded, *, seeds, baseline, arms, metric,
-                  budget):
+                  budget, diverged: str = "worst"):
     """The plan recorded when the identity changed: the looks as they stood at the last look before
     (``previous``), or, without one, the looks of the results of the run's identity; stopped with
     ``message``, nothing to run next. No look is taken on the results of the batch that changed."""
     p = previous if previous is not None else sp.plan(design, watch.consistent(loaded), seeds=seeds,
                                                        baseline=baseline, arms=arms, metric=metric,
-                                                       max_failures=budget)
+                                                       max_failures=budget, diverged=diverged)
     p.stopped = message
     p.batch_seeds, p.batch_arms = [], []
     return p
