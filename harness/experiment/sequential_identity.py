@@ -183,9 +183,22 @@ def _recorded_code(r) -> dict:
 
 
 def _code_change(old, new: dict) -> str:
+    """identity.describe_code_change, with each installed package whose version changed named with both
+    versions (not the two whole lists of packages)."""
     from harness.experiment.identity import describe_code_change
 
-    return describe_code_change(old, new)
+    if not isinstance(old, dict):
+        return describe_code_change(old, new)
+    was, now = old.get("packages") or {}, new.get("packages") or {}
+    named = [f"installed package {k}: {was.get(k, 'not installed')} -> {now.get(k, 'not installed')}"
+             for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+    if not named:
+        return describe_code_change(old, new)
+    head = "the code changed: "
+    rest = describe_code_change({**old, "packages": now}, new)[len(head):]  # what else changed
+    if rest.startswith("the code version ("):  # nothing else: the version string moved with the package
+        rest = ""
+    return head + "; ".join(named + ([rest] if rest else []))
 
 
 def _short(value) -> str:
