@@ -196,6 +196,29 @@ def test_the_first_counts_of_a_scan_are_those_of_the_whole_block():
                 assert first.tobytes() == whole[:P._FIRST].tobytes()
 
 
+def test_remembered_quantiles_are_scipys_to_the_bit():
+    # power.py computes an estimated margin's bounds and the t critical values from remembered
+    # special-function values (t_power.cached_ppf) instead of scipy.stats' ppf: the same floats
+    from scipy import stats as sps
+
+    from harness.stats import power as P
+    from harness.stats.margins import margin_bound_factors
+    from harness.stats.t_power import cached_ppf
+
+    df = np.concatenate([np.arange(1.0, 80.0), np.geomspace(80, 2e6, 59).round(), [0.5, 2.5]])
+    for q in (0.95, 0.975, 0.9875, 0.0125, 0.025, 0.5, 0.99999):
+        for dist in ("t", "chi2"):
+            expected = getattr(sps, dist).ppf(q, df)
+            assert cached_ppf(dist, q, df).tobytes() == expected.tobytes()
+            assert cached_ppf(dist, q, df[::-1]).tobytes() == expected[::-1].tobytes()  # now remembered
+            assert float(cached_ppf(dist, q, 9.0)) == float(getattr(sps, dist).ppf(q, 9.0))
+    for bound_alpha in (0.025, 0.0125, 0.01, 0.0083333):
+        for x in (df, df.reshape(-1, 2), 11.0, np.array([11.0])):
+            got, expected = P._bound_factors(x, bound_alpha), margin_bound_factors(x, bound_alpha)
+            assert [np.asarray(v).tobytes() for v in got] == [np.asarray(v).tobytes() for v in expected]
+            assert [type(v) for v in got] == [type(v) for v in expected]
+
+
 def test_results_are_identical_to_before_the_speed_ups():
     got = _snapshot()
     assert set(got) == set(EXPECTED)

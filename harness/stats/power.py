@@ -10,8 +10,8 @@ import numpy as np
 
 from ._core import MIN_PAIRS, POWER, Result, _scalar
 from .exact_share import _EXACT_BELOW, _EXACT_SIMS, exact_share  # noqa: F401 - _EXACT_SIMS public here too
-from .margins import Margin, margin_bound_factors
-from .t_power import paired_t_power  # noqa: F401 - public here too
+from .margins import Margin
+from .t_power import cached_ppf, paired_t_power  # noqa: F401 - public here too
 
 
 def fewest_seeds(alpha: float, two_sided: bool = True) -> int:
@@ -50,20 +50,14 @@ def claim_floors(alpha: float, n_comparisons: int = 1, margin_share: float = 1.0
             "equivalent": fewest_seeds(levels["equivalent"], two_sided=False)}
 
 
-@functools.lru_cache(maxsize=4096)
-def _bound_factors_of(df_bytes: bytes, shape: tuple, bound_alpha: float):
-    out = margin_bound_factors(np.frombuffer(df_bytes).reshape(shape), bound_alpha)
-    for x in out:
-        if isinstance(x, np.ndarray):
-            x.flags.writeable = False  # shared by every caller
-    return out
-
-
 def _bound_factors(df, bound_alpha: float):
-    """margin_bound_factors(df, bound_alpha), remembered: every count of seeds tried asks for the
-    bounds at its df again (two chi-square quantiles, ~0.5 ms a call)."""
+    """margins.margin_bound_factors(df, bound_alpha), the same arithmetic on remembered chi-square
+    quantiles (cached_ppf): every count of seeds tried asks for its bounds again (tests/
+    test_stats_cost.py checks the two agree to the bit)."""
     df = np.asarray(df, dtype=float)
-    return _bound_factors_of(df.tobytes(), df.shape, float(bound_alpha))
+    low = np.sqrt(df / cached_ppf("chi2", 1 - bound_alpha, df))
+    high = np.sqrt(df / cached_ppf("chi2", bound_alpha, df))
+    return _scalar(low), _scalar(high)
 
 
 _HERMITE = np.polynomial.hermite_e.hermegauss(24)  # nodes and weights for E[g(Z)], Z standard normal
