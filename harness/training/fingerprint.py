@@ -4,7 +4,10 @@ A float tensor's bits are reinterpreted as integers and summed in int64, each we
 pseudo-random odd int64 per position (so swapped values change the digest too).
 Integer addition wraps modulo 2**64 and is associative, so the digest does not depend on the order
 in which a parallel reduction adds; any changed bit changes it (with overwhelming probability).
-Per-step digests stay on the device in a buffer and are copied to the host once, at the end.
+Per-step digests stay on the device in a buffer and are copied to the host once, at the end. On the
+CPU the packed parameters' digest is the same sum taken by ``torch.dot`` (one serial pass, no
+temporary, no thread wake-ups): the values, hence every stored fingerprint, are those of the product
+and sum, which CUDA (no integer dot) still takes.
 
 Memory: the digest works through ``CHUNK`` elements at a time, so it needs a temporary int64 per
 element of a chunk, never per parameter of the model (at 1B parameters that was +16 GB). Position
