@@ -63,8 +63,11 @@ def test_the_built_in_loop_records_the_same_fingerprints_without_the_dataloader(
     assert direct["metrics"] == through["metrics"]
 
 
+@pytest.mark.parametrize("serial", [True, False])  # one thread (a small model) / torch's parallel kernels
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
-def test_the_packed_cpu_digest_is_the_documented_sum(dtype):
+def test_the_packed_cpu_digest_is_the_documented_sum(dtype, serial, monkeypatch):
+    monkeypatch.setattr(F, "SERIAL_MAX", F.SERIAL_MAX if serial else 0)
+    monkeypatch.setattr(F, "_PIECE", 100)  # several pieces even for this small model
     g = torch.Generator().manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(9, 33), torch.nn.Linear(33, 5)).to(dtype)
     with torch.no_grad():

@@ -26,6 +26,8 @@ _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
 _WEIGHTS: dict[torch.device, torch.Tensor] = {}
 CHUNK = 1 << 22  # elements a digest kernel reads at once: a 32 MiB int64 temporary at most
 _STRIDE = 0x1F3D5B79  # odd: blocks of CHUNK positions get distinct weights
+SERIAL_MAX = 1 << 20  # packed elements up to which the CPU digest runs on one thread (see _digest)
+_PIECE = 32000  # elements one copy reads: below torch's parallel grain (32768), so on this thread
 ALIGN_BYTES = 256  # packed parameters start at multiples of this, as allocations do (see flatten_parameters)
 
 
@@ -163,10 +165,12 @@ class StepRecorder:
             for p, start in zip(params, starts):
                 self.flat_weights[start : start + p.numel()] = _weights(logical + p.numel(), self.flat.device)[logical:]
                 logical += p.numel()
-            # on the CPU: the bits widened into a kept int64 buffer, then one serial dot (see _digest)
-            self._wide = None
-            if self.flat.device.type == "cpu" and self.flat_bits.dtype != torch.int64:
+            self._serial = self.flat.device.type == "cpu" and self.flat.numel() <= SERIAL_MAX
+            self._wide, self._pieces = self.flat_bits, []
+            if self._serial and self.flat_bits.dtype != torch.int64:  # widened into a kept buffer
                 self._wide = torch.empty(self.flat.numel(), dtype=torch.int64)
+                self._pieces = [(self._wide[i : i + _PIECE], self.flat_bits[i : i + _PIECE])
+                                for i in range(0, self.flat.numel(), _PIECE)]
         width = self._digest().numel()
         max_steps = max(1, int(max_steps))
         self.losses = torch.empty(max_steps, dtype=torch.float32, device=device)
@@ -179,12 +183,15 @@ class StepRecorder:
     def _digest(self) -> torch.Tensor:
         if self.flat is None:
             return tensors_digest(self.params)
-        if self.flat.device.type == "cpu":
-            # The same number as below (integer sums wrap in any order): torch.dot is one serial
-            # pass with no temporary, where the mixed-dtype product below is a promoting kernel,
-            # a temporary and a parallel sum (thread wake-ups), 2-3x the cost on a small model.
-            bits = self.flat_bits if self._wide is None else self._wide.copy_(self.flat_bits)
-            return torch.dot(bits, self.flat_weights).reshape(1)
+        if self._serial:
+            # A small model on the CPU: the same number as below (integer sums wrap in any order),
+            # all on this thread. The mixed-dtype product below is a promoting kernel, a temporary
+            # and a parallel sum; each parallel kernel wakes the other threads and leaves half of
+            # its output in their caches, which costs more than the arithmetic at this size (2-4x
+            # with 2 threads). Widened in pieces below torch's parallel grain, then one serial dot.
+            for wide, bits in self._pieces:
+                wide.copy_(bits)
+            return torch.dot(self._wide, self.flat_weights).reshape(1)
         # int32 bits times int64 weights promotes to int64: the same digest as tensors_digest
         # (CUDA has no integer dot)
         return (self.flat_bits * self.flat_weights).sum().reshape(1)
@@ -193,6 +200,7 @@ class StepRecorder:
         """A pointer check (no device sync): a packed parameter that moved is read where it lives now."""
         if self.flat is not None and list(map(torch.Tensor.data_ptr, self.params)) != self._pointers:
             self.flat = self.flat_bits = self.flat_weights = self._wide = None
+            self._pieces = []
             self.followed_at = self.steps + 1
             width = self._digest().numel()
             if width != self.digests.shape[1]:
