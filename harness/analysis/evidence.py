@@ -101,6 +101,10 @@ def record_of(result, spec):
     metric: the one the run's recorded config declared with examples: true (of several, the one
     the run returned), or, when that config declared none (it predates the flag), the analysed
     metric when it is declared so."""
+    ex = result.get("examples")
+    if (type(ex) is dict and ex.get("metric") == spec.name and isinstance(ex.get("correct"), str)
+            and isinstance(ex.get("n"), int)):
+        return ex  # the usual case: one well-formed record, named (what the lines below find)
     records = results_io.example_records(result)
     if any(r.get("metric") == spec.name for r in records):  # named: no need to ask who owns an unnamed one
         return results_io.example_record(result, spec.name)
@@ -202,7 +206,7 @@ def curves(usable, arms) -> dict:
 
     def logged(r) -> dict:
         curve = r.get("curve")
-        if not isinstance(curve, Mapping) or not isinstance(curve.get("step"), list):
+        if not (type(curve) is dict or isinstance(curve, Mapping)) or not isinstance(curve.get("step"), list):
             return {}
         found, steps = {}, curve["step"]
         plain_steps = all_finite_numbers(steps)
@@ -230,12 +234,13 @@ def curves(usable, arms) -> dict:
                   if ((i + 1) % every == 0 or i + 1 == n) and math.isfinite(v)}
         return {"train_loss": points} if points else {}
 
+    by_arm: dict[str, list] = {}
+    for (_, a), run in usable.items():  # one pass: the runs of each arm, in their order
+        by_arm.setdefault(a, []).append(run)
     out: dict[str, dict] = {}
     for arm in arms:
         per_run = []  # (name -> {step: value} or _Points, source) per run of this arm
-        for (_, a), run in usable.items():
-            if a != arm:
-                continue
+        for run in by_arm.get(arm, ()):
             points = logged(run["result"])
             if points:
                 per_run.append((points, logged_source))
@@ -305,9 +310,15 @@ def _summary(runs) -> dict:
 def setup(usable) -> dict:
     """Distinct values across the analysed runs of what decides their bits and speed."""
     found: dict[str, set] = {"determinism": set(), "device": set(), "precision": set(), "threads": set()}
+    seen = set()  # the identity dicts (run_identity.identity) already read: their results share env and precision
     for run in usable.values():
         r = run["result"]
         env = r.get("env") or {}
+        ident = r.get("_identity")
+        if ident is not None and env.get("mode"):  # its config's determinism.mode is not read: env's decides
+            if id(ident) in seen:
+                continue
+            seen.add(id(ident))
         config = r.get("config") or {}
         mode = env.get("mode") or (config.get("determinism") or {}).get("mode")
         device = env.get("device")
@@ -342,7 +353,9 @@ def _doses(usable, arms) -> list:
     values = []
     for arm in arms:
         vs = found.get(arm, [])
-        one = bool(vs) and all(_finite_number(v) for v in vs) and all(v == vs[0] for v in vs)
+        # all_finite_numbers: _finite_number of each, at C speed; count: each == the first (or is it)
+        one = (bool(vs) and (all_finite_numbers(vs) or all(_finite_number(v) for v in vs))
+               and vs.count(vs[0]) == len(vs))
         values.append(vs[0] if one else None)
     return values
 
