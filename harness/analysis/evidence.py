@@ -51,12 +51,14 @@ def other_metrics(usable, compared, baseline, metric, declared, alpha) -> dict:
     rows = []
     for name in present:
         for arm, seeds in compared.items():
-            pairs = [((runs[(s, baseline)].get("metrics") or {}).get(name), (runs[(s, arm)].get("metrics") or {}).get(name))
-                     for s in seeds]
-            pairs = [(a, b) for a, b in pairs if _finite_number(a) and _finite_number(b)]
-            if len(pairs) < stats.MIN_PAIRS:
+            a = [(runs[(s, baseline)].get("metrics") or {}).get(name) for s in seeds]
+            b = [(runs[(s, arm)].get("metrics") or {}).get(name) for s in seeds]
+            if not (all_finite_numbers(a) and all_finite_numbers(b)):  # the usual case keeps every pair
+                pairs = [(x, y) for x, y in zip(a, b) if _finite_number(x) and _finite_number(y)]
+                a, b = [x for x, _ in pairs], [y for _, y in pairs]
+            if len(a) < stats.MIN_PAIRS:
                 continue
-            a, b = (np.array(x, dtype=float) for x in zip(*pairs))
+            a, b = np.array(a, dtype=float), np.array(b, dtype=float)
             rows.append((name, arm, stats.paired_t(a, b, confidence_level=1 - alpha)))
     adjusted = stats.holm([t.pvalue for _, _, t in rows]) if rows else []
     by_arm: dict[str, dict] = {}
