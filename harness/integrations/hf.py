@@ -14,7 +14,12 @@ a script a command arm starts; ``Callback(run)`` in a train.fn) and records what
   the model is in training mode: whoever built the loader), labels left out (the Trainer takes them
   out of the batch itself when it computes the loss, e.g. with label smoothing);
 - the logged values as curve points (``on_log``) and ``trainer.evaluate()``'s metrics as the final
-  ones (``callback.metrics``; an attached script's record).
+  ones (``callback.metrics``; an attached script's record);
+- one wandb run per unit: with ``report_to="wandb"`` the Trainer's WandbCallback logs into the
+  harness's run of the unit (opened before training, grouped by seed and arm), or is turned off where
+  the harness logs the unit elsewhere; the console says which (wandb_hook.py).
+
+``harness.hf.fit`` (hf_fit.py) is the train.fn for a project with no script of its own.
 
 Imports transformers (``pip install "harness[hf]"``); nothing else in the harness does.
 """
@@ -22,6 +27,7 @@ Imports transformers (``pip install "harness[hf]"``); nothing else in the harnes
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Optional
 
 import torch
@@ -33,6 +39,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
                       "accelerate).") from e
 
 from harness.integrations.attach import AttachedRun, attach
+from harness.integrations.wandb_hook import share
 
 
 class Callback(transformers.TrainerCallback):
@@ -43,6 +50,9 @@ class Callback(transformers.TrainerCallback):
         self.metrics: dict = {}
         self._loss: Optional[torch.Tensor] = None
         self._hooks: list = []
+        # before the Trainer's WandbCallback opens a run of its own (at the start of training)
+        self.wandb = share(run.run_dir if run is not None else None,
+                           harnessed=run is not None or bool(os.environ.get("HARNESS_RUN_DIR")))
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
         if self.run is None:  # on its own: the script's args.seed names the streams, as the unit's seed does
@@ -52,6 +62,8 @@ class Callback(transformers.TrainerCallback):
             sampler.initial_seed = self.run.streams.derive("data_order") % 2**62
         elif isinstance(sampler, torch.utils.data.RandomSampler) and sampler.generator is None:
             sampler.generator = self.run.generator("data_order")
+        if "wandb" in (args.report_to or []):
+            self.wandb.say("harness.hf", 'the Trainer\'s report_to="wandb"')
         self.run.streams.seed_model()
         self.run.watch(model)
         self._hooks = [model.register_forward_pre_hook(self._batch, with_kwargs=True),
@@ -95,6 +107,7 @@ class Callback(transformers.TrainerCallback):
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
+        self.wandb.release()
 
 
 def _scalars(values) -> dict:
