@@ -19,7 +19,8 @@ a script a command arm starts; ``Callback(run)`` in a train.fn) and records what
   harness's run of the unit (opened before training, grouped by seed and arm), or is turned off where
   the harness logs the unit elsewhere; the console says which (wandb_hook.py).
 
-``harness.hf.fit`` (hf_fit.py) is the train.fn for a project with no script of its own.
+``fit`` is the train.fn for a project with no script of its own: the model, the datasets and the
+TrainingArguments' keyword arguments from the config, the seeds and the determinism from the harness.
 
 Imports transformers (``pip install "harness[hf]"``); nothing else in the harness does.
 """
@@ -108,6 +109,86 @@ class Callback(transformers.TrainerCallback):
             hook.remove()
         self._hooks = []
         self.wandb.release()
+
+
+HARNESS_ARGS = ("seed", "data_seed", "full_determinism", "use_cpu", "bf16", "fp16")
+
+
+class HarnessHFError(ValueError):
+    """A harness.hf.fit argument the harness sets itself, or a training with nothing to compare."""
+
+
+def fit(cfg, run, model: dict, train_dataset: dict, eval_dataset: Optional[dict] = None, args: Optional[dict] = None,
+        compute_metrics=None, data_collator: Optional[dict] = None) -> dict:
+    """A train.fn for a Hugging Face project with no script of its own. ``train.kwargs``:
+
+    - ``model``: a ``_target_`` node, built inside ``run.init()`` (its initial weights from the init
+      stream), e.g. ``transformers.AutoModelForSequenceClassification.from_config`` with a ``config``
+      node: nothing is downloaded;
+    - ``train_dataset``, ``eval_dataset``: ``_target_`` nodes (built once per process, ``run.dataset``);
+    - ``args``: ``TrainingArguments``' keyword arguments. ``seed``, ``data_seed`` and
+      ``full_determinism`` are the harness's (the unit's streams and determinism.mode), as are the
+      device and precision (``use_cpu``, ``bf16``); ``report_to`` is the harness's wandb run of the
+      unit where one is open in this process, else none, said (other reporters are kept);
+    - ``compute_metrics``: a function's dotted name (or a ``_target_`` node with ``_partial_: true``);
+      ``data_collator``: a ``_target_`` node.
+
+    The final metrics are ``trainer.evaluate()``'s (``eval_loss``, ``eval_<name>`` ...)."""
+    import tempfile
+
+    from harness.training.components import instantiate, resolve_callable
+
+    given = dict(args or {})
+    taken = [k for k in HARNESS_ARGS if k in given]
+    if taken:
+        raise HarnessHFError(
+            f"harness.hf.fit: train.kwargs.args.{taken[0]} is set, but the harness sets {', '.join(HARNESS_ARGS)} "
+            "itself (the unit's seed streams, determinism.mode, device and precision). Remove it from train.kwargs.args.")
+    if eval_dataset is None:
+        raise HarnessHFError("harness.hf.fit: train.kwargs.eval_dataset is missing: the final metrics are "
+                             "trainer.evaluate()'s, on that dataset (a _target_ node).")
+    with run.init():
+        net = instantiate(model)
+    callback = Callback(run)
+    reporters = [r for r in _as_list(given.pop("report_to", None)) if r not in ("wandb", "all", "none")]
+    if callback.wandb.mode == "shared":
+        reporters.append("wandb")
+    else:
+        _say_no_wandb()
+    metrics_fn = resolve_callable(compute_metrics, "train.kwargs.compute_metrics") if isinstance(compute_metrics, str) \
+        else (instantiate(compute_metrics) if compute_metrics else None)
+    with tempfile.TemporaryDirectory() as scratch:
+        training = transformers.TrainingArguments(**{
+            "output_dir": scratch, "save_strategy": "no", "disable_tqdm": True, **given,
+            "seed": run.streams.derive("model") % 2**31, "data_seed": run.streams.derive("data_order") % 2**31,
+            "full_determinism": _torch_mode() == "strict", "use_cpu": run.device.type == "cpu",
+            "bf16": run.precision == "bf16", "report_to": reporters})
+        trainer = transformers.Trainer(
+            model=net, args=training, train_dataset=run.dataset(train_dataset), eval_dataset=run.dataset(eval_dataset),
+            compute_metrics=metrics_fn, data_collator=instantiate(data_collator) if data_collator else None,
+            callbacks=[callback])
+        trainer.train()
+        metrics = _scalars(trainer.evaluate())
+    callback.wandb.release()
+    return {k: v for k, v in metrics.items() if k.startswith("eval_") and not k.endswith(("_runtime", "_per_second"))}
+
+
+def _as_list(value) -> list:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+
+def _say_no_wandb() -> None:
+    from harness.integrations.wandb_hook import _say
+
+    _say("harness.hf.fit: report_to=none: no wandb run of the harness's is open for this unit in this process "
+         "(logger=none, a worker process, or the certificate's rerun); the harness logs the unit's run when it "
+         "ends (none with logger=none).")
+
+
+def _torch_mode() -> str:
+    if not torch.are_deterministic_algorithms_enabled():
+        return "off"
+    return "warn" if torch.is_deterministic_algorithms_warn_only_enabled() else "strict"
 
 
 def _scalars(values) -> dict:
