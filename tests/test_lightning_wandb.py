@@ -59,3 +59,25 @@ def test_a_unit_written_nowhere_turns_the_loggers_run_off(tmp_path, capsys):
     L.trainer(callback, logger=logger).fit(L.MLP(), datamodule=L.Digits())
     assert not list(tmp_path.rglob("*.wandb"))
     assert "WandbLogger is turned off for this unit" in capsys.readouterr().err
+
+
+def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
+    """A command arm's script (a fresh process, wandb not set up yet): the harness logs the unit's run
+    from its own process, so the script's WandbLogger writes none, and says so."""
+    from harness.integrations.attach import RUN_ENV, run_settings
+
+    from .trainer_ab import DETERMINISM
+
+    code = ("import lightning.pytorch as pl\n"
+            "from lightning.pytorch.loggers import WandbLogger\n"
+            "from tests import lightning_fns as L\n"
+            "pl.seed_everything(0)\n"
+            f"L.trainer(L.Callback(), logger=WandbLogger(project='mine', save_dir={str(tmp_path / 'w')!r}))"
+            ".fit(L.MLP(), datamodule=L.Digits())\n")
+    (tmp_path / "unit").mkdir()
+    env = subprocess_env(HOME=str(tmp_path / "home"), HARNESS_RUN_DIR=str(tmp_path / "unit"), HARNESS_SEED="0",
+                         HARNESS_ARM="A", **{RUN_ENV: run_settings("cpu", "fp32", DETERMINISM, None, None, 10)})
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not list(tmp_path.rglob("*.wandb")) and (tmp_path / "unit" / "attached.json").is_file()
+    assert done.stderr.count("Lightning's WandbLogger is turned off for this unit") == 1
