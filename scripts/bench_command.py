@@ -2,7 +2,8 @@
 same N runs of the bare script, serial and side by side, in one run (issue 29).
 
 Two rounds, each measured four ways (bare serial, bare side by side, harness serial, harness side
-by side), every line with the load average when it started:
+by side), every line with the CPU seconds of every process it started and the load average when it
+started:
 
   fixed cost    units that do (nearly) nothing: examples/command_arm/train.py --epochs 1, about the
                 start of a Python with numpy. The harness's time minus the bare runs' time is what
@@ -103,10 +104,17 @@ def round_of(name: str, seeds: list[int], flags: list[str], workers: int, tmp: P
         ("harness serial", lambda: through_harness(seeds, flags, 1, tmp / f"{name}-serial")),
         ("harness side by side", lambda: through_harness(seeds, flags, workers, tmp / f"{name}-sbs")),
     ):
-        load = os.getloadavg()[0]
+        load, before = os.getloadavg()[0], _children_cpu()
         rows[way] = {"seconds": measure(), "load_at_start": load}
-        print(f"  {way:22s} {rows[way]['seconds']:7.2f} s  ({units} units; load {load:.2f} at start)", flush=True)
+        rows[way]["cpu_seconds"] = _children_cpu() - before  # every process it started, workers and units too
+        print(f"  {way:22s} {rows[way]['seconds']:7.2f} s  ({rows[way]['cpu_seconds']:6.2f} s CPU; {units} units; "
+              f"load {load:.2f} at start)", flush=True)
     return rows
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def main(argv=None) -> dict:
@@ -132,6 +140,8 @@ def main(argv=None) -> dict:
         rows = round_of("work", seeds, work, a.workers, Path(tmp))
     fixed = {m: zero[f"harness {m}"]["seconds"] - zero["bare serial" if m == "serial" else "bare side by side"]["seconds"]
              for m in ("serial", "side by side")}
+    # in CPU seconds, which the load of other processes changes far less than wall seconds
+    fixed_cpu = {m: zero[f"harness {m}"]["cpu_seconds"] - zero["bare serial"]["cpu_seconds"] for m in ("serial", "side by side")}
     base = rows["bare serial"]["seconds"]
     serial_limit = SERIAL_FACTOR * base + SERIAL_PER_UNIT * units
     ratio = rows["harness side by side"]["seconds"] / base
@@ -145,13 +155,15 @@ def main(argv=None) -> dict:
     summary = {
         "units": units, "workers": a.workers, "unit_seconds_asked": a.unit_seconds, "epochs": epochs,
         "unit_seconds_bare": base / units, "zero": zero, "rows": rows, "fixed_cost_s": fixed,
+        "fixed_cost_cpu_s": fixed_cpu,
         "serial_overhead_per_unit_s": (rows["harness serial"]["seconds"] - base) / units,
         "serial_limit_s": serial_limit, "serial_within": rows["harness serial"]["seconds"] <= serial_limit,
         "side_by_side_ratio": ratio, "side_by_side_within": ratio <= SIDE_BY_SIDE_TARGET,
         "side_by_side_met_from_unit_s": met_from,
     }
     print(f"fixed cost of one invocation around {units} units: serial {fixed['serial']:+.2f} s, side by side "
-          f"{fixed['side by side']:+.2f} s (harness minus bare, the round of units that do nearly nothing)")
+          f"{fixed['side by side']:+.2f} s (harness minus bare, the round of units that do nearly nothing); in CPU: "
+          f"serial {fixed_cpu['serial']:+.2f} s, side by side {fixed_cpu['side by side']:+.2f} s")
     print(f"unit length: {base / units:.2f} s a unit (bare serial / {units}; train.py --epochs {epochs})")
     print(f"harness serial: {summary['serial_overhead_per_unit_s']:+.3f} s a unit over the bare runs; target "
           f"<= {SERIAL_FACTOR} x bare + {SERIAL_PER_UNIT} s a unit = {serial_limit:.2f} s: "
