@@ -19,12 +19,14 @@ One run prints, each cell with its simulated rate, its standard error and PASS/F
   8. a diverged run counts (issue 33; scripts/bench_diverged.py): the worst rule's false-positive
      rate when both arms diverge alike, and how often each rule calls the arm that diverges more
      (and is better on its survivors) better or worse.
+  9. (only with --sections 9) the statistics' own cost (issue 33; scripts/bench_stats_cost.py): one
+     stats.compare on 10 seeds, first call and median of 10 new effect sizes, against 30 ms.
 
 A rate cell passes when rate <= alpha + 3 SE (coverage >= 93% - 3 SE; power within 3 SE of the
 prediction). The verdict's own functions (harness.stats.decision_pvalues, decide, ...) run on all
 simulated experiments at once. Exit status 1 if any cell fails.
 
-    python scripts/bench_stats.py [--experiments 20000] [--seed 0]
+    python scripts/bench_stats.py [--experiments 20000] [--seed 0] [--sections 1,2,3,4,5,6,7,8]
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from harness import stats  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_diverged  # noqa: E402 - section 8, in a file of its own
+import bench_stats_cost  # noqa: E402 - section 9, in a file of its own
 from harness.stats.power import _EXACT_BELOW, _exact_share  # noqa: E402
 
 ALPHA = 0.05
@@ -359,16 +362,28 @@ def main(argv=None) -> int:
     p.add_argument("--conditions-experiments", type=int, default=10_000,
                    help="per cell of section 7 (across conditions): each fits REML per experiment (default 10000)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sections", default="1,2,3,4,5,6,7,8",
+                   help="which sections, e.g. 9 (default 1-8, the error rates; 9, the cost of compare, times "
+                        "this host, so it runs only when asked). The sections draw from one generator in turn: "
+                        "a section run without the ones before it draws other experiments")
     args = p.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
     print(f"# bench_stats: alpha {ALPHA}, {args.experiments} experiments per cell, seed {args.seed}\n")
-    for block in (null_rates(rng, args.experiments), margin_rates(rng, args.experiments),
-                  bootstrap_coverage(rng, args.bootstrap_experiments), power_rows(rng, args.experiments),
-                  test_set_coverage(rng, args.test_set_experiments), exact_rows(rng, args.experiments),
-                  conditions_rows(rng, args.conditions_experiments),
-                  bench_diverged.rows(rng, args.experiments, row=row, header=header)):
-        print("\n".join(block) + "\n", flush=True)
+    sections = {"1": lambda: null_rates(rng, args.experiments), "2": lambda: margin_rates(rng, args.experiments),
+                "3": lambda: bootstrap_coverage(rng, args.bootstrap_experiments),
+                "4": lambda: power_rows(rng, args.experiments),
+                "5": lambda: test_set_coverage(rng, args.test_set_experiments),
+                "6": lambda: exact_rows(rng, args.experiments),
+                "7": lambda: conditions_rows(rng, args.conditions_experiments),
+                "8": lambda: bench_diverged.rows(rng, args.experiments, row=row, header=header),
+                "9": lambda: bench_stats_cost.rows(FAILED)}
+    chosen = [key.strip() for key in args.sections.split(",")]
+    unknown = [key for key in chosen if key not in sections]
+    if unknown:
+        p.error(f"--sections: no section {', '.join(unknown)}; the sections are {', '.join(sections)}")
+    for key in chosen:
+        print("\n".join(sections[key]()) + "\n", flush=True)
     print(f"{'all cells pass' if not FAILED else 'FAILED: ' + ', '.join(FAILED)} "
           f"({time.perf_counter() - started:.0f} s)")
     return 1 if FAILED else 0

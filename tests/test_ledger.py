@@ -17,6 +17,7 @@ from harness.ledger.record import assign_alpha, claim_rows, declaration_hash, re
 from harness.ledger.postgres import open_ledger
 from harness.ledger.store import Ledger, LedgerError
 from harness.stats import online_fdr as ofdr
+from harness.stats.online_fdr_async import next_alpha
 
 
 def _declaration(experiment="abl", fdr=None, alpha=0.05) -> Declaration:
@@ -149,7 +150,7 @@ def test_cli_lists_filters_and_says_bh_and_the_next_alpha(tmp_path, capsys):
     out = capsys.readouterr().out
     # BH at 0.1 over (0.001, 0.04, 0.5): adjusted 0.003, 0.06, 0.5: the first two survive
     assert "3 claim(s)" in out and "2 survive (# 1, 2)" in out
-    assert f"alpha_t = {ofdr.next_alpha('saffron', [], [], level=0.1):.4g}" in out
+    assert f"alpha_t = {next_alpha('saffron', [], [], level=0.1):.4g}" in out
     assert cli.main(["--ledger", str(path), "--experiment", "e2", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [c["experiment"] for c in listed["claims"]] == ["e2"]
@@ -171,7 +172,7 @@ def test_cli_bad_input_exits_2_with_one_paragraph(tmp_path, capsys, argv):
 def test_cli_on_a_ledger_not_made_yet_says_so_and_makes_nothing(tmp_path, capsys):
     assert cli.main(["--ledger", str(tmp_path / "none.sqlite"), "--method", "lord++"]) == 0
     out = capsys.readouterr().out
-    assert "(not made yet): 0 claim(s)" in out and f"alpha_t = {ofdr.next_alpha('lord++', [], [], level=0.1):.4g}" in out
+    assert "(not made yet): 0 claim(s)" in out and f"alpha_t = {next_alpha('lord++', [], [], level=0.1):.4g}" in out
     assert not (tmp_path / "none.sqlite").exists()
 
 
@@ -202,3 +203,60 @@ def test_the_default_ledger_is_harness_ledger_when_set(monkeypatch, tmp_path):
     assert ledger_path({"path": "team.sqlite"}) == Path("team.sqlite") and ledger_path({"enabled": False}) is None
     monkeypatch.delenv("HARNESS_LEDGER")
     assert ledger_path({}) == Path("outputs/ledger.sqlite")
+
+
+def test_overlapping_claims_take_the_asynchronous_level_from_when_each_decision_was_known(tmp_path):
+    """Zrnic et al.'s LORD*: a claim declared while the one before it runs sees no decision of it; the
+    rejection counts from the first claim declared after it was recorded (onlineFDR's decision time)."""
+    from harness.stats.online_fdr_async import lord_async
+
+    path, fdr = tmp_path / "l.sqlite", {"method": "lord++", "level": 0.1}
+    first = assign_alpha(_declaration("abl0", fdr=fdr), tmp_path / "e0", path)
+    second = assign_alpha(_declaration("abl1", fdr=fdr), tmp_path / "e1", path)  # the first still running
+    record_analysis(_analysis(p=1e-5, alpha=first.alpha), tmp_path / "e0", first, path, warn=pytest.fail)
+    third = assign_alpha(_declaration("abl2", fdr=fdr), tmp_path / "e2", path)
+    t0 = Ledger(path).tests()[0]
+    assert t0["rejected"] == 1 and t0["decision_time"] == 2 and t0["decided_at"] >= t0["declared_at"]
+    expected = lord_async([1e-5, np.nan, np.nan], [2, 4, 4], level=0.1).alpha
+    np.testing.assert_allclose([first.alpha, second.alpha, third.alpha], expected, rtol=1e-12)
+    synchronous = ofdr.lord_plus_plus([1e-5, 1.0, 1.0], level=0.1).alpha
+    assert second.alpha < synchronous[1]  # the pending rejection earned nothing yet
+    assert third.alpha > second.alpha  # and earns once known
+
+
+def test_a_ledger_made_before_decision_times_gains_them_and_reads_as_synchronous(tmp_path):
+    path, fdr = tmp_path / "old.sqlite", {"method": "lord++", "level": 0.1}
+    first = assign_alpha(_declaration("abl0", fdr=fdr), tmp_path / "e0", path)
+    record_analysis(_analysis(p=1e-5, alpha=first.alpha), tmp_path / "e0", first, path, warn=pytest.fail)
+    with sqlite3.connect(path) as con:  # as the first version of the ledger wrote it
+        con.execute("ALTER TABLE tests DROP COLUMN decision_time")
+        con.execute("ALTER TABLE tests DROP COLUMN decided_at")
+    second = assign_alpha(_declaration("abl1", fdr=fdr), tmp_path / "e1", path)
+    assert second.alpha == pytest.approx(ofdr.lord_plus_plus([1e-5, 1.0], level=0.1).alpha[1], rel=1e-12)
+    assert Ledger(path).tests()[0]["decision_time"] is None
+
+
+def test_cli_writes_the_claims_as_an_offline_wandb_table(tmp_path, monkeypatch, capsys):
+    from . import wandb_reader
+
+    for key in [k for k in __import__("os").environ if k.startswith("WANDB_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "l.sqlite"
+    for i, pv in enumerate([0.001, 0.5]):
+        record_analysis({**_analysis(p=pv), "experiment": f"e{i}"}, tmp_path / f"e{i}", _declaration(f"e{i}"), path,
+                        warn=pytest.fail)
+    record_analysis(_analysis(p=0.2, departures=["alpha=0.1"]), tmp_path / "e1", _declaration("e1").alternative(alpha=0.1),
+                    path, warn=pytest.fail)
+    assert cli.main(["--ledger", str(path), "--alternatives", "--method", "lord++", "--wandb", str(tmp_path / "w")]) == 0
+    assert "wandb: the claims written to" in capsys.readouterr().err
+    [run] = wandb_reader.read_runs(tmp_path / "w" / "wandb")  # offline: nothing left the machine
+    assert run.name == "ledger" and run.job_type == "ledger" and run.exit_code == 0
+    table = run.table("claims")
+    rows = [dict(zip(table["columns"], r)) for r in table["data"]]
+    assert [(r["experiment"], r["p_decision"], r["alternative"]) for r in rows] == [("e0", 0.001, 0), ("e1", 0.5, 0),
+                                                                                   ("abl", 0.2, 1)]
+    stream = run.table("online_fdr")
+    assert dict(zip(stream["columns"], stream["data"][0]))["next_alpha"] == pytest.approx(
+        next_alpha("lord++", [], [], level=0.1))
+    assert run.summary["counted_claims"] == 2 and run.summary["alternatives"] == 1

@@ -10,6 +10,7 @@ import pytest
 from harness.analysis.analyze import analyze_dir
 from harness.ledger.store import Ledger
 from harness.stats import online_fdr as ofdr
+from harness.stats.online_fdr_async import next_alpha
 
 SYN = [  # a training function with no training (tests/sequential_fns.py): an effect of 4 on 6 seeds
     "+experiment=loss_ab", "workers=1", "logger=none", "progress=false", "data.train_limit=64",
@@ -33,7 +34,7 @@ def ran(tmp_path_factory):
 def test_the_level_written_before_the_data_is_the_one_the_verdict_used(ran):
     tmp, ledger, _, first = ran
     declared = json.loads((tmp / "e1" / "declaration.json").read_text())
-    expected = ofdr.next_alpha("saffron", [], [], level=0.1)  # the first claim of an empty ledger
+    expected = next_alpha("saffron", [], [], level=0.1)  # the first claim of an empty ledger
     assert declared["alpha"] == declared["fdr"]["alpha_t"] == pytest.approx(expected, rel=1e-12)
     assert first.analysis["alpha"] == declared["alpha"]
     report = (tmp / "e1" / "report.md").read_text()
@@ -122,6 +123,42 @@ def test_two_experiments_started_at_once_each_claim_once_at_their_own_places(tmp
     assert sorted(c["folder"] for c in claims) == sorted(str((tmp_path / n).resolve()) for n in ("one", "two"))
     declared = {n: json.loads((tmp_path / n / "declaration.json").read_text())["fdr"] for n in ("one", "two")}
     assert sorted(d["claim"] for d in declared.values()) == [1, 2]
-    first = ofdr.next_alpha("lord++", [], [], level=0.1)
+    first = next_alpha("lord++", [], [], level=0.1)
     assert sorted(t["alpha"] for t in tests) == sorted(d["alpha_t"] for d in declared.values())
     assert first in [t["alpha"] for t in tests]
+
+
+def test_a_sweep_takes_one_level_before_its_jobs_and_a_grid_is_refused(tmp_path):
+    """A sweep is one experiment: its launcher takes alpha_t from the ledger before any job, writes it
+    into the sweep's declaration.json, and its analysis decides that one test. A grid (a key swept
+    besides seed and arm) would put each setting's claim under one level: refused, no job launched."""
+    from .conftest import run_cli
+
+    ledger, sweep = tmp_path / "ledger.sqlite", tmp_path / "sweep"
+    fdr = [f"ledger.path={ledger}", "stats.fdr.method=lord++", "stats.fdr.level=0.1"]
+    proc = run_cli(["-m", *SYN, *fdr, "seed=range(0,6)", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    declared = json.loads((sweep / "declaration.json").read_text())
+    expected = next_alpha("lord++", [], [], level=0.1)
+    assert declared["alpha"] == declared["fdr"]["alpha_t"] == pytest.approx(expected, rel=1e-12)
+    analysis = json.loads((sweep / "analysis.json").read_text())
+    assert analysis["alpha"] == declared["alpha"]
+    (claim,) = Ledger(ledger).claims()
+    (test,) = Ledger(ledger).tests()
+    assert claim["test"] == test["id"] == declared["fdr"]["test"] and claim["alpha"] == declared["alpha"]
+    assert test["pvalue"] == claim["p_decision"] and test["decision_time"] == 1
+    grid = run_cli(["-m", *SYN, *fdr, "seed=range(0,6)", "data.train_limit=64,128", f"hydra.sweep.dir={tmp_path / 'g'}"],
+                   cwd=tmp_path)
+    assert grid.returncode == 2 and "is a grid over data.train_limit" in grid.stderr and "No job was launched" in grid.stderr
+    assert not list((tmp_path / "g").rglob("result*.json")) and len(Ledger(ledger).tests()) == 1
+
+
+def test_a_race_with_stats_fdr_is_refused_before_any_run(tmp_path):
+    from .conftest import run_cli
+
+    out = tmp_path / "race"
+    plain = [o for o in SYN if not o.startswith(("ab.", "+train.kwargs.shift"))]
+    proc = run_cli(["-m", "hydra/sweeper=harness_race", *plain, "+train.kwargs.shift=0.0", "train.kwargs.shift=0.0,4.0", "stats.margin=1.0", f"ledger.path={tmp_path / 'l.sqlite'}",
+                    "stats.fdr.method=lord++", f"hydra.sweep.dir={out}"], cwd=tmp_path)
+    assert proc.returncode == 2 and "a race decides by intervals" in proc.stderr, proc.stderr[-2000:]
+    assert not list(out.rglob("result*.json")) and not (tmp_path / "l.sqlite").exists()

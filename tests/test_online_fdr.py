@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from harness.stats import online_fdr as ofdr
+from harness.stats.online_fdr_async import next_alpha
 from harness.stats.online_fdr_sim import simulate_online_fdr, simulate_streams
 
 VIGNETTE_P = [2.90e-14, 0.00143, 0.06514, 0.00174, 0.00171, 3.61e-05, 0.79149, 0.27201, 0.28295, 7.59e-08,
@@ -100,18 +101,18 @@ def test_saffron_and_addis_by_hand():
     np.testing.assert_allclose(ad.alpha, 0.25 * a / 2 * g[[0, 0, 1]], rtol=1e-14)
 
 
-def test_next_alpha_follows_recorded_decisions_and_is_conservative_for_pending_claims():
+def test_next_alpha_follows_recorded_decisions_and_a_pending_claim_is_never_read():
     p = VIGNETTE_P[:6]
     replay = ofdr.online_fdr("lord++", p + [1.0], level=0.05)
-    assert ofdr.next_alpha("lord++", p, replay.rejected[:6], level=0.05) == pytest.approx(replay.alpha[6], rel=1e-14)
+    assert next_alpha("lord++", p, replay.rejected[:6], level=0.05) == pytest.approx(replay.alpha[6], rel=1e-14)
     # recorded decisions win over a recomputation: claim 2 recorded as not rejected lowers the level
     fewer = list(replay.rejected[:6])
     fewer[1] = False
-    assert ofdr.next_alpha("lord++", p, fewer, level=0.05) < replay.alpha[6]
+    assert next_alpha("lord++", p, fewer, level=0.05) < replay.alpha[6]
     for method in ofdr.METHODS:
-        pending = ofdr.next_alpha(method, [1e-6, None], [True, False], level=0.1)
+        pending = next_alpha(method, [1e-6, None], [True, False], level=0.1)
         for outcome, decided in ((1e-6, True), (0.01, False), (0.3, False), (0.45, False), (0.9, False)):
-            assert pending <= ofdr.next_alpha(method, [1e-6, outcome], [True, decided], level=0.1) + 1e-15, \
+            assert pending <= next_alpha(method, [1e-6, outcome], [True, decided], level=0.1) + 1e-15, \
                 (method, outcome)
 
 

@@ -162,3 +162,28 @@ def test_a_command_arm_as_a_slurm_sweep_gives_the_in_process_metrics(tmp_path):
 
     swept, here = metrics(sweep), metrics(in_process)
     assert len(swept) == 6 and swept == here
+
+
+def test_a_40_job_slurm_sweep_appends_each_claim_to_the_ledger_exactly_once(tmp_path):
+    """issue 32: a grid of 4 settings x 10 seeds, each (setting, seed) a SLURM job (no training:
+    tests/sequential_fns.paired_metric). The launcher records each grid point's claim once; the jobs
+    record none; analysing the sweep again adds none."""
+    from harness.ledger.store import Ledger
+
+    ledger, sweep = tmp_path / "ledger.sqlite", tmp_path / "sweep"
+    args = ["-m", *PAIRED, "workers=1", "repro.certificate=false", "stats.bootstrap_resamples=999",
+            "data.train_limit=64,128,256,512", "seed=range(0,10)", *ON_THE_NODE, f"ledger.path={ledger}",
+            f"hydra.sweep.dir={sweep}"]
+    proc = run_cli(args, env=ENV, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list(sweep.glob(".submitit/*/*_log.out"))) == 40, "not 40 jobs through sbatch"
+    grid = read_json(sweep / "grid.json")
+    claims = Ledger(ledger).claims(alternatives=True)
+    assert sorted(c["claim"] for c in claims) == sorted(
+        f"B vs A on test_accuracy at data.train_limit={n}" for n in (64, 128, 256, 512))
+    assert sorted(c["folder"] for c in claims) == sorted(str((sweep / p["folder"]).resolve()) for p in grid["points"])
+    # Analysing the sweep again, as its launcher did, adds none. Rerunning all 40 jobs would cost CI
+    # minutes for the same check: a re-analysed sweep's claims are its launcher's, not its jobs'.
+    from harness.analysis.grid import analyze_grid_dir
+    analyze_grid_dir(sweep, ledger={"path": str(ledger), "url": None})
+    assert len(Ledger(ledger).claims(alternatives=True)) == 4

@@ -23,7 +23,7 @@ KIND = "conditions"
 CONDITION_DIR = "condition={}"
 
 
-def analyze_conditions_dir(root, *, write: bool = True) -> tuple[dict, dict]:
+def analyze_conditions_dir(root, *, write: bool = True, ledger=None) -> tuple[dict, dict]:
     """Each condition's folder analysed as its declaration.json says, then the root summary (written
     with ``write``). Returns (summary, {name: that condition's analysis}). The same call made after
     the runs, so that it reproduces their files exactly."""
@@ -48,6 +48,9 @@ def analyze_conditions_dir(root, *, write: bool = True) -> tuple[dict, dict]:
     summary = analyze_conditions(analyses, declaration, errors, folders=folders)
     if write:
         write_conditions(summary, root)
+        from harness.ledger.record import record_declared  # the claim across them, once (ledger: the config's node)
+
+        record_declared(summary, root, ledger)
     return summary, analyses
 
 

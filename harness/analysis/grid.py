@@ -37,6 +37,7 @@ def analyze_grid_dir(root, *, write: bool = True, **kw) -> dict:
     that depart from it (analysis.analyze's) make an alternative, written to alternatives/<choices>/
     (the summary in root's, each point's in the point's folder), never over the declared files."""
     root = Path(root)
+    ledger = kw.pop("ledger", None)  # the config's ledger node, when a sweep wrote it (ledger/record.py)
     with results_io.gc_paused():
         folder = root if root.is_dir() else root.parent
         if kw.get("declaration") is None:
@@ -65,6 +66,9 @@ def analyze_grid_dir(root, *, write: bool = True, **kw) -> dict:
         results_io.write_json(target / GRID_JSON, summary)
         write_markdown(summary, target / GRID_MD)
         write_figure(summary, target / GRID_PNG)
+        from harness.ledger.record import record_declared  # each point's claims, once
+
+        record_declared(summary, folder, ledger)
     return summary
 
 

@@ -90,7 +90,7 @@ def analyse_sweep(config: DictConfig, root: Path):
 
     problem = None
     try:
-        analysis = analyze_grid_dir(root)
+        analysis = analyze_grid_dir(root, ledger=config.get("ledger"))
     except AnalysisError as e:
         problem = sweep_analysis_failed(root, e)
         analysis = None
@@ -122,11 +122,27 @@ def write_declaration(config: DictConfig, root: Path) -> None:
     seed and arm may differ; what is analysed does not). A config that declares nothing analysable
     is said here; every job then refuses it with the same sentence."""
     from harness.config.declaration import Declaration, DeclarationError
+    from harness.ledger.record import sweep_level
+    from harness.ledger.store import LedgerError
 
     try:
-        Declaration.from_config(config).write(root, say=log.warning)
+        declaration = Declaration.from_config(config)
+        # stats.fdr: the sweep's level from the ledger, before any job
+        sweep_level(config.get("ledger"), declaration, root, swept=_swept(config)).write(root, say=log.warning)
     except DeclarationError as e:
         log.error(f"harness: error: {e}")
+    except LedgerError as e:
+        from harness.experiment.execute import fail
+
+        fail(f"{e} No job was launched.")
+
+
+def _swept(config) -> list:
+    """The keys a sweep varies besides seed and arm (a grid's)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return [o.key_or_group for o in overrides if o.is_sweep_override() and o.key_or_group not in ("seed", "arm")]
 
 
 def track_sweep_analysis(config: DictConfig, root: Path, analysis) -> bool:

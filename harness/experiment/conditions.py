@@ -120,7 +120,7 @@ def run_conditions(configs: dict, out_dir: Path, declaration, *, say: Callable[[
         skipped += [(name, *s) for s in outcome.skipped]
         failed += outcome.failed
         folders[name] = folder
-    summary, analyses = analyze_conditions_dir(out_dir)  # as python -m harness.analyze would redo it
+    summary, analyses = analyze_conditions_dir(out_dir, ledger=next(iter(configs.values())).get("ledger"))  # as python -m harness.analyze would redo it
     for name, analysis in analyses.items():
         tracker.log_analysis(analysis, folders[name])
     tracker.log_conditions(summary, out_dir)

@@ -97,9 +97,12 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
             declaration = _ledger_level(cfg.get("ledger"), declaration, out_dir)
             declaration.write(out_dir, say=say)
-        elif declaration.fdr:
-            raise ExperimentError("stats.fdr.method is set, but a sweep's level is not yet taken from the ledger; "
-                                  "run each experiment on its own, or stats.fdr.method=none. Nothing was run.")
+        elif declaration.fdr:  # a job of a sweep: the level is the sweep's, taken by its launcher (ledger/record.py)
+            from harness.ledger.record import sweep_level_problem
+
+            problem = sweep_level_problem(sweep_root, declaration)
+            if problem:
+                raise ExperimentError(problem)
         plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
         if pool.side_by_side:
             from harness.experiment.side_by_side import run_side_by_side

@@ -101,7 +101,7 @@ def figure(block: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def analyze_race(folder, *, write: bool = True) -> dict:
+def analyze_race(folder, *, write: bool = True, ledger=None) -> dict:
     """The declared race analysis of ``folder`` (analysis.json's dict); written with report.md and
     race.png, replaced together or not at all, unless ``write`` is false."""
     from harness.analysis import comparability
@@ -142,4 +142,7 @@ def analyze_race(folder, *, write: bool = True) -> dict:
         write_together(folder, {ANALYSIS_NAME: lambda path: write_json(path, analysis),
                                 REPORT_NAME: lambda path: path.write_text(report(analysis["race"], figure=FIGURE_NAME)),
                                 FIGURE_NAME: lambda path: figure(analysis["race"], path)})
+        from harness.ledger.record import record_declared  # a settled race's claims (ledger: the config's node)
+
+        record_declared(analysis, folder, ledger)
     return analysis

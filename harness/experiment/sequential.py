@@ -107,12 +107,12 @@ def run_sequential(plan: Plan, declaration, *, say: Callable[[str], None] = prin
         changed = watch.problem(loaded, out_dir)
         if changed:
             p = identity_stop(watch, changed, p, design, loaded, seeds=list(plan.all_seeds), baseline=baseline,
-                              arms=arms, metric=metric, budget=budget)
+                              arms=arms, metric=metric, budget=budget, diverged=declaration.diverged)
             _write(out_dir, design, p, plan, declaration, loaded, "stopped")
             return Executed(Outcome(out_dir, results, skipped, failed, cert), None,
                             f"sequential run stopped: {changed}")
         p = sp.plan(design, loaded, seeds=list(plan.all_seeds), baseline=baseline, arms=arms, metric=metric,
-                    max_failures=budget)
+                    max_failures=budget, diverged=declaration.diverged)
         _write(out_dir, design, p, plan, declaration, loaded, "running")
         _say_looks(p, say)
         if p.stopped or p.done:

@@ -183,9 +183,22 @@ def _recorded_code(r) -> dict:
 
 
 def _code_change(old, new: dict) -> str:
+    """identity.describe_code_change, with each installed package whose version changed named with both
+    versions (not the two whole lists of packages)."""
     from harness.experiment.identity import describe_code_change
 
-    return describe_code_change(old, new)
+    if not isinstance(old, dict):
+        return describe_code_change(old, new)
+    was, now = old.get("packages") or {}, new.get("packages") or {}
+    named = [f"installed package {k}: {was.get(k, 'not installed')} -> {now.get(k, 'not installed')}"
+             for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+    if not named:
+        return describe_code_change(old, new)
+    head = "the code changed: "
+    rest = describe_code_change({**old, "packages": now}, new)[len(head):]  # what else changed
+    if rest.startswith("the code version ("):  # nothing else: the version string moved with the package
+        rest = ""
+    return head + "; ".join(named + ([rest] if rest else []))
 
 
 def _short(value) -> str:
@@ -220,13 +233,13 @@ def _paths(rs, root: Path, limit: int = 3) -> str:
 
 
 def identity_stop(watch: IdentityWatch, message: str, previous, design, loaded, *, seeds, baseline, arms, metric,
-                  budget):
+                  budget, diverged: str = "worst"):
     """The plan recorded when the identity changed: the looks as they stood at the last look before
     (``previous``), or, without one, the looks of the results of the run's identity; stopped with
     ``message``, nothing to run next. No look is taken on the results of the batch that changed."""
     p = previous if previous is not None else sp.plan(design, watch.consistent(loaded), seeds=seeds,
                                                        baseline=baseline, arms=arms, metric=metric,
-                                                       max_failures=budget)
+                                                       max_failures=budget, diverged=diverged)
     p.stopped = message
     p.batch_seeds, p.batch_arms = [], []
     return p

@@ -9,6 +9,9 @@ only decide which result files give which paired differences, in which order:
 - a seed counts when the baseline and every arm still running have a completed result with a
   finite metric; a seed with a failed run counts for no arm (it is recorded, and the next seed
   takes its place, up to ``ab.sequential.max_failures`` failed runs);
+- a run that diverged (a non-finite loss or metric) is counted as ``stats.diverged`` declares
+  (harness/experiment/sequential_diverged.py): worst (a pair counted by the signed-rank sign-flip
+  test), exclude (its seed left out, not a failure), or fail (the run stops);
 - an arm stops getting seeds once its decision is settled (better, worse, equivalent, futile, or
   undecided at the maximum); the run stops when every arm is settled.
 
@@ -55,6 +58,9 @@ class Plan:
     batch_seeds: list = field(default_factory=list)  # the next batch: these seeds ...
     batch_arms: list = field(default_factory=list)  # ... for these arms (the baseline first)
     stopped: Optional[str] = None  # why the run stops unsettled (the failure budget)
+    diverged: list = field(default_factory=list)  # [{"seed", "arm", "reason"}] runs that diverged
+    rule: str = "worst"  # stats.diverged
+    ran: dict = field(default_factory=dict)  # arm -> seeds it ran among those walked (the counts' "of N")
 
     @property
     def done(self) -> bool:
@@ -71,20 +77,26 @@ def _value(r, metric):
     return float(v), None
 
 
-def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_failures: int = 0) -> Plan:
+def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_failures: int = 0,
+         diverged: str = "worst") -> Plan:
     """Walk the seeds in order over the results; replay each arm; choose the next batch.
 
     ``results``: result dicts (any order; one per (seed, arm)). ``seeds``: ab.seeds as given.
-    ``arms``: the arms compared with ``baseline``, in order.
+    ``arms``: the arms compared with ``baseline``, in order. ``diverged``: stats.diverged.
     """
-    from harness.stats.sequential import replay
+    from harness.experiment import sequential_diverged as sd
+    from harness.results import diverged as is_diverged
 
     by = {(r.get("seed"), str(r.get("arm"))): r for r in results}
     looks = set(design.looks)
     active = list(arms)
     diffs = {a: [] for a in arms}
+    finished = {a: [] for a in arms}  # per pair: both runs finished
+    both = {a: [] for a in arms}  # per pair: both runs diverged
     used = {a: [] for a in arms}
     failed: list = []
+    down_runs: list = []
+    ran = {a: 0 for a in [baseline, *arms]}
     order = seed_order(seeds)
     frontier = None
     for s in order:
@@ -95,23 +107,41 @@ def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_
         if any(r is None for r in runs.values()):
             frontier = s  # the first seed still missing a run: the next batch starts here
             break
-        values = {}
+        values, down = {}, set()
         for a, r in runs.items():
+            ran[a] += 1
             values[a], why = _value(r, metric)
-            if why:
+            if why and is_diverged(r, metric):
+                down.add(a)
+                down_runs.append({"seed": s, "arm": a, "reason": why})
+            elif why:
                 failed.append({"seed": s, "arm": a, "reason": why})
-        if any(v is None for v in values.values()):
-            continue  # a seed with a failed run counts for no arm
+        if down and diverged == "fail":
+            out = Plan({a: sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a) for a in arms},
+                       used, active, failed,
+                       diverged=down_runs, rule=diverged, ran=ran)
+            out.stopped = sd.fail_message(down_runs)
+            return out
+        if any(v is None for a, v in values.items() if a not in down) or (down and diverged == "exclude"):
+            continue  # a seed with a failed run (or, under exclude, a diverged one) counts for no arm
         for a in list(active):
-            diffs[a].append(values[a] - values[baseline])
+            if a in down or baseline in down:
+                diffs[a].append(sd.worst_difference(design, a in down, baseline in down))
+            else:
+                diffs[a].append(values[a] - values[baseline])
+            finished[a].append(a not in down and baseline not in down)
+            both[a].append(a in down and baseline in down)
             used[a].append(s)
             if len(diffs[a]) in looks:
-                h = replay(design, diffs[a], arm=a)
+                h = sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a)
                 if h and h[-1].settled:
                     active.remove(a)
-    history = {a: replay(design, diffs[a], arm=a) for a in arms}
+    history = {a: sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a) for a in arms}
     pair_seeds = {a: used[a][: (history[a][-1].n if history[a] else len(used[a]))] for a in arms}
-    out = Plan(history, pair_seeds, active, failed)
+    out = Plan(history, pair_seeds, active, failed, diverged=down_runs, rule=diverged, ran=ran)
+    if diverged == "exclude" and len({e["seed"] for e in down_runs}) > design.max_seeds:
+        out.stopped = sd.too_many_left_out(down_runs, design)
+        return out
     if len(failed) > max_failures:
         shown = "; ".join(f"seed {f['seed']} arm {f['arm']}: {f['reason']}" for f in failed[:5])
         out.stopped = (f"{len(failed)} failed run(s), more than ab.sequential.max_failures={max_failures}: {shown}"
@@ -149,6 +179,10 @@ _SAY = {
 
 
 def sentence(look, design, baseline: str, unit: str) -> str:
+    from harness.experiment import sequential_diverged as sd
+
+    if isinstance(look, sd.CountedLook):
+        return sd.sentence(look, design, baseline, unit)
     m = design.margin
     fmt = (lambda x: f"{x:+.2f}") if unit.strip() in ("pts", "%") else (lambda x: f"{x:+.4g}")
     beyond = f" beyond the margin ±{abs(m):g}{unit}" if m else ""
@@ -165,13 +199,16 @@ def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: in
     """The sequential block: the design, every look of every arm, the decisions, why it stopped.
 
     ``unit``: the metric's declared unit (harness.config.declaration), as the numbers are written."""
+    from harness.experiment.sequential_diverged import lead
+
     unit = f" {unit}" if unit else ""
     arms = {}
     for arm, h in p.history.items():
         last = h[-1] if h else None
         arms[arm] = {
             "decision": last.decision if last else "continue",
-            "sentence": sentence(last, design, baseline, unit) if last else "the first look is not reached yet",
+            "sentence": lead(p, baseline, arm) + (sentence(last, design, baseline, unit) if last
+                                                  else "the first look is not reached yet"),
             "n": last.n if last else 0,
             "seeds": list(p.pair_seeds[arm]),
             "looks": [x.to_dict() for x in h],
@@ -188,6 +225,8 @@ def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: in
         "arms": arms,
         "active": list(p.active),
         "failed": list(p.failed),
+        "diverged": {"rule": p.rule, "runs": list(p.diverged),
+                     "counts": {a: sum(str(e["arm"]) == a for e in p.diverged) for a in p.ran}},
         "runs": runs,
     }
 

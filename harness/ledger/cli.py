@@ -2,11 +2,13 @@
 
     python -m harness.ledger [--ledger PATH] [--experiment NAME] [--metric NAME] [--since TIME]
                              [--alternatives] [--offline bh|by] [--level Q] [--method M] [--figure PNG] [--json]
+                             [--wandb DIR]
 
 The claims as a table (alternatives only with --alternatives: they are never counted as claims),
 each online FDR stream of the ledger (tests, rejections, the next alpha_t), and with --offline which
 claims survive Benjamini-Hochberg (bh) or Benjamini-Yekutieli (by, any dependence) at --level over
-all the claims listed: for a paper's table. A ledger not made yet has no claims (and is not made).
+all the claims listed: for a paper's table. --wandb DIR writes them as a wandb run's tables (offline
+unless $WANDB_MODE says otherwise; wandb sync sends it). A ledger not made yet has no claims (and is not made).
 Exit status 0; 2 for bad input or a ledger that cannot be read (the file is named, never rebuilt).
 """
 
@@ -20,7 +22,8 @@ from pathlib import Path
 
 from harness.ledger.postgres import is_url, open_ledger, shown
 from harness.ledger.store import LedgerError
-from harness.stats.online_fdr import METHODS, NAMES, next_alpha
+from harness.stats.online_fdr import METHODS, NAMES
+from harness.stats.online_fdr_async import next_alpha
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 _OFFLINE = {"bh": "Benjamini-Hochberg", "by": "Benjamini-Yekutieli"}
@@ -47,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=METHODS, help="say the next alpha_t of this online method at --level too")
     p.add_argument("--figure", metavar="PNG", help="write a figure of each stream's alpha_t and rejections there")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--wandb", metavar="DIR", help="also write the claims as a wandb run under DIR/wandb (offline by "
+                                                  "default: $WANDB_MODE decides)")
     return p
 
 
@@ -72,8 +77,8 @@ def streams(ledger, extra=None) -> list[dict]:
         out.append({"method": method, "level": level, "tests": len(tests),
                     "decided": sum(t["pvalue"] is not None for t in tests),
                     "rejected": sum(bool(t["rejected"]) for t in tests),
-                    "next_alpha": next_alpha(method, [t["pvalue"] for t in tests],
-                                             [bool(t["rejected"]) for t in tests], level=level)})
+                    "next_alpha": next_alpha(method, [t["pvalue"] for t in tests], [bool(t["rejected"]) for t in tests],
+                                             level=level, decision_times=[t.get("decision_time") for t in tests])})
     return out
 
 
@@ -118,6 +123,11 @@ def main(argv=None) -> int:
         from harness.ledger.figure import write_stream_figure
 
         write_stream_figure(ledger.tests() if ledger is not None else [], args.figure)
+    if args.wandb:
+        from harness.ledger.wandb_table import log_claims
+
+        run = log_claims(claims, online, args.wandb, shown(args.ledger))
+        print(f"wandb: the claims written to {run}", file=sys.stderr)
     counted = [c for c in claims if not c["alternative"] and c["p_decision"] is not None]
     survive = None
     if args.offline:

@@ -53,6 +53,11 @@ class PostgresLedger(Ledger):
         return {r["table_name"] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
 
+    def _columns(self, con, table: str) -> set:
+        return {r["column_name"] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = %s", (table,))}
+
     def _integrity(self, con) -> str:
         return "ok"  # the server keeps its own files whole
 

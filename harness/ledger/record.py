@@ -9,33 +9,20 @@ holds it, so re-analysing reproduces the verdict and later claims never change i
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import replace
 from pathlib import Path
 
+from harness.ledger.claims import _folder, claim_rows, declaration_hash  # noqa: F401 - the ledger's door
 from harness.ledger.postgres import is_url, open_ledger
 from harness.ledger.store import LedgerError
-from harness.stats.online_fdr import NAMES, next_alpha
-
-# What identifies a declaration in the ledger: what it says, less what the ledger itself assigns
-# (alpha_t and where it came from) and an alternative's departures (an alternative is flagged instead).
-_NOT_IDENTITY = ("departures", "fdr", "alpha")
-
-
-def declaration_hash(declaration) -> str:
-    d = {k: v for k, v in declaration.to_dict().items() if k not in _NOT_IDENTITY}
-    if not declaration.fdr:  # without stats.fdr, alpha is the declared one: part of what was said
-        d["alpha"] = declaration.alpha
-    else:
-        d["fdr"] = {"method": declaration.fdr["method"], "level": declaration.fdr["level"]}
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
+from harness.stats.online_fdr import NAMES
+from harness.stats.online_fdr_async import next_alpha
 
 def _stream_alpha(method: str, level: float):
     def alpha_for(tests):
-        return next_alpha(method, [t["pvalue"] for t in tests], [bool(t["rejected"]) for t in tests], level=level)
+        return next_alpha(method, [t["pvalue"] for t in tests], [bool(t["rejected"]) for t in tests], level=level,
+                          decision_times=[t.get("decision_time") for t in tests])
     return alpha_for
 
 
@@ -67,31 +54,6 @@ def fdr_words(fdr) -> str:
             f"claim {fdr['claim']} of this ledger)")
 
 
-def claim_rows(analysis: dict, folder, declaration) -> list[dict]:
-    """One row per comparison with the baseline in analysis.json's content."""
-    departures = list(analysis.get("departures") or [])
-    groups = (analysis.get("identity") or {}).get("groups") or []
-    code = ",".join(sorted({str((g.get("identity") or {}).get("code_version")) for g in groups})) or None
-    test = (declaration.fdr or {}).get("test")
-    rows = []
-    for arm, c in (analysis.get("comparisons") or {}).items():
-        zero = (c.get("intervals") or {}).get("zero") or {}
-        claim = f"{arm} vs {c.get('baseline')} on {analysis.get('metric')}"
-        rows.append({
-            "folder": _folder(folder), "experiment": str(analysis.get("experiment")),
-            "declaration": declaration_hash(declaration), "code": code, "metric": analysis.get("metric"),
-            "baseline": c.get("baseline"), "arm": arm,
-            "claim": claim + (f" [{'; '.join(departures)}]" if departures else ""),
-            "effect": c.get("mean_diff"), "ci_low": zero.get("low"), "ci_high": zero.get("high"),
-            "ci_level": zero.get("level"), "p_raw": (c.get("t") or {}).get("pvalue"),
-            "p_decision": ((c.get("decision") or {}).get("pvalues") or {}).get("zero"),
-            "verdict": (c.get("verdict") or {}).get("code", "?"), "alpha": analysis.get("alpha"),
-            "alternative": int(bool(departures)), "departures": "; ".join(departures),
-            "test": None if departures else test,
-        })
-    return rows
-
-
 def record_analysis(analysis: dict, folder, declaration, ledger_path, warn) -> int | None:
     """Append the analysis's claims to the ledger (and settle its online FDR test); the number of rows
     added, or None when the ledger could not be written (said with ``warn``: the analysis stands)."""
@@ -109,10 +71,6 @@ def record_analysis(analysis: dict, folder, declaration, ledger_path, warn) -> i
         warn(f"the claims were not written to the ledger {ledger_path} ({e}); the analysis in {folder} is complete. "
              f"They are added when the experiment is run again (it resumes: nothing is retrained).")
         return None
-
-
-def _folder(folder) -> str:
-    return str(Path(folder).resolve())
 
 
 DEFAULT_LEDGER = "outputs/ledger.sqlite"  # under the launch directory
@@ -170,3 +128,47 @@ def record_written(analysis: dict, folder, warn, ledger=None) -> int | None:
     if ledger is None and not is_url(path) and not Path(path).is_file():
         return None
     return record_analysis(analysis, folder, declaration, path, warn)
+
+
+def record_declared(analysis: dict, folder, settings=None, warn=None) -> int | None:
+    """The hook of the analyses that write their own files (ab.conditions, a grid, a race): their claims
+    into the ledger ``settings`` (the config's ``ledger`` node, when a run wrote them) names, else,
+    re-analysed by python -m harness.analyze, into the ledger record_written finds."""
+    if warn is None:
+        import logging
+
+        warn = logging.getLogger("harness").warning
+    if settings is None:
+        return record_written(analysis, folder, warn)
+    path = ledger_path(settings)
+    return None if path is None else record_written(analysis, folder, warn, ledger=path)
+
+
+def sweep_level(settings, declaration, root, swept=()):
+    """A sweep's declaration with alpha_t from the ledger (stats.fdr), taken by the launching process
+    before any job (``settings``: the config's ledger node): the sweep is one experiment, its analysis
+    (by the launcher) one test. LedgerError for a grid (``swept``: keys swept besides seed and arm),
+    whose every setting would be a claim under one level, and for a ledger that cannot give it."""
+    if not declaration.fdr:
+        return declaration
+    if swept:
+        raise LedgerError(f"stats.fdr.method={declaration.fdr['method']} takes one level for one experiment, but this "
+                          f"sweep is a grid over {', '.join(swept)}: each setting would be a claim of its own under "
+                          "that one level. Run each setting as a sweep of its own, or stats.fdr.method=none.")
+    return assign_for_config(settings, declaration, root)
+
+
+def sweep_level_problem(sweep_root, declaration) -> str | None:
+    """Why a job of a sweep with stats.fdr may not run (None: its launcher took the level first)."""
+    from harness.config.declaration import DeclarationError, read
+
+    try:
+        root = read(sweep_root) if sweep_root is not None else None
+    except DeclarationError:
+        root = None
+    if root is not None and root.fdr and "alpha_t" in root.fdr:
+        return None
+    return (f"stats.fdr.method={declaration.fdr['method']} is set, but this job's sweep has no level from the ledger in "
+            f"{sweep_root}/declaration.json: a sweep's level is taken by the process that launches it (the plain "
+            "sweeper and Hydra's basic one do; the race and sequential sweepers decide otherwise: use "
+            "stats.fdr.method=none there). Nothing was run.")

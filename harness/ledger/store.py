@@ -25,7 +25,10 @@ CLAIM_COLUMNS = ("recorded_at", "folder", "experiment", "declaration", "code", "
                  "effect", "ci_low", "ci_high", "ci_level", "p_raw", "p_decision", "verdict", "alpha", "alternative",
                  "departures", "test")
 TEST_COLUMNS = ("id", "declared_at", "folder", "experiment", "declaration", "method", "level", "alpha", "pvalue",
-                "rejected")
+                "rejected", "decided_at", "decision_time")
+# Added to the tests of a ledger made before them (the asynchronous rules need each test's end):
+# a test decided then counts as known to the next one, as the synchronous rules had it.
+_ADDED = {"decided_at": "TEXT", "decision_time": "INTEGER"}
 
 # One text for SQLite and PostgreSQL (postgres.py): ID is each one's auto-increment key, and
 # DOUBLE PRECISION keeps every digit of alpha_t in both (PostgreSQL's REAL is 4 bytes).
@@ -34,7 +37,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tests (
     id ID, declared_at TEXT NOT NULL, folder TEXT NOT NULL, experiment TEXT NOT NULL,
     declaration TEXT NOT NULL, method TEXT NOT NULL, level DOUBLE PRECISION NOT NULL,
-    alpha DOUBLE PRECISION NOT NULL, pvalue DOUBLE PRECISION, rejected INTEGER, UNIQUE (folder, declaration));
+    alpha DOUBLE PRECISION NOT NULL, pvalue DOUBLE PRECISION, rejected INTEGER, decided_at TEXT,
+    decision_time INTEGER, UNIQUE (folder, declaration));
 CREATE TABLE IF NOT EXISTS claims (
     id ID, recorded_at TEXT NOT NULL, folder TEXT NOT NULL, experiment TEXT NOT NULL,
     declaration TEXT NOT NULL, code TEXT, metric TEXT NOT NULL, baseline TEXT NOT NULL, arm TEXT NOT NULL,
@@ -70,7 +74,7 @@ def now() -> str:
 
 class Ledger:
     """One ledger file. ``Ledger(path)`` checks an existing file (``create=False``: it must exist).
-    A backend is these few methods: _connect, _begin, _tables, _integrity, _sql (postgres.py)."""
+    A backend is these few methods: _connect, _begin, _tables, _columns, _integrity, _sql (postgres.py)."""
 
     ID = "INTEGER PRIMARY KEY AUTOINCREMENT"
     errors = (sqlite3.DatabaseError, LedgerRefused)
@@ -104,6 +108,9 @@ class Ledger:
 
     def _integrity(self, con) -> str:
         return con.execute("PRAGMA quick_check").fetchone()[0]
+
+    def _columns(self, con, table: str) -> set:
+        return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
 
     def _sql(self, text: str) -> str:
         return text
@@ -146,6 +153,10 @@ class Ledger:
             problem = self._integrity(con)
             if problem != "ok":
                 raise LedgerRefused(f"integrity check: {problem}")
+            have = self._columns(con, "tests")
+            for column, kind in _ADDED.items():
+                if column not in have:
+                    con.execute(f"ALTER TABLE tests ADD COLUMN {column} {kind}")
         else:
             for statement in filter(str.strip, _TABLES.replace(" ID,", f" {self.ID},").split(";")):
                 con.execute(statement)
@@ -201,10 +212,13 @@ class Ledger:
         return row, len(stream) + 1
 
     def settle_test(self, test_id: int, pvalue: float, rejected: bool) -> None:
-        """Record a test's decision p and rejection, once: the first declared analysis decides it."""
+        """Record a test's decision p and rejection, once: the first declared analysis decides it. Its
+        decision time (onlineFDR's decision.times, Zrnic et al.'s E_t) is the number of tests of its
+        stream declared by now: the tests declared after this transaction are the ones that know it."""
         with self._transaction() as con:
-            con.execute("UPDATE tests SET pvalue = ?, rejected = ? WHERE id = ? AND pvalue IS NULL",
-                        (pvalue, int(rejected), test_id))
+            con.execute("UPDATE tests SET pvalue = ?, rejected = ?, decided_at = ?, decision_time = (SELECT COUNT(*) "
+                        "FROM tests AS t WHERE t.method = tests.method AND t.level = tests.level) "
+                        "WHERE id = ? AND pvalue IS NULL", (pvalue, int(rejected), now(), test_id))
 
     def tests(self, method: str | None = None, level: float | None = None) -> list[dict]:
         where, args = ["1 = 1"], []

@@ -71,7 +71,7 @@ def exact_sign_flip_pvalues(d, *, margin_beyond, margin_equivalent) -> dict:
 
 def decision_pvalues(d, *, margin_beyond, margin_equivalent, margin_share: float = 1.0,
                      n_comparisons: int = 1, n_moved=None, alpha: float | None = None,
-                     sign_flip_p: dict | None = None) -> dict:
+                     sign_flip_p: dict | None = None, t_p: dict | None = None) -> dict:
     """The p-values a verdict compares with alpha; d is 1-D (one experiment) or 2-D (rows).
 
     Each is max(t-based p, the exact sign-flip p of the same test on the same differences), times
@@ -86,15 +86,17 @@ def decision_pvalues(d, *, margin_beyond, margin_equivalent, margin_share: float
     test agrees with the claim keep the t-based p. The values then give the same decisions
     (``decide`` at this alpha) as without it, in a fraction of the time, but are not the decision
     p-values themselves; leave it None to report them. ``sign_flip_p``: the exact p-values when
-    already computed (``exact_sign_flip_pvalues`` on the same arguments).
+    already computed (``exact_sign_flip_pvalues`` on the same arguments); ``t_p``: the t-based p of
+    beyond and equivalent when already computed (minimum_effect_test and tost on the same d and margins).
     """
     d = np.asarray(d, dtype=float)
     n = d.shape[-1]
     if n_moved is None:
         n_moved = np.sum(d != 0, axis=-1)
     p_zero = minimum_effect_test(d, 0.0).pvalue  # the two-sided t test, also for rows with sd 0
-    p_beyond = minimum_effect_test(d, margin_beyond).pvalue
-    p_equivalent = tost(d, margin_equivalent).pvalue
+    if t_p is None:
+        t_p = {"beyond": minimum_effect_test(d, margin_beyond).pvalue, "equivalent": tost(d, margin_equivalent).pvalue}
+    p_beyond, p_equivalent = t_p["beyond"], t_p["equivalent"]
     k = n_comparisons
     raw = {"zero": np.maximum(p_zero, sign_flip_floor(n_moved)),
            "beyond": np.maximum(p_beyond, sign_flip_floor(n)),

@@ -15,7 +15,8 @@ and tuning constants, so that its numbers are reproduced (tests/test_online_fdr.
 Every function takes p-values as a 1-D stream, or a 2-D array (replicates x stream) that is run
 vectorised (the simulation), and returns an ``OnlineFDRResult``: ``.alpha`` (alpha_t) and
 ``.rejected``. ``decisions`` replays a stream whose rejections are already on record (a ledger):
-the levels then follow the recorded decisions rather than recomputing them.
+the levels then follow the recorded decisions rather than recomputing them. The ledger's next level
+is online_fdr_async.next_alpha (claims that overlap in time).
 """
 
 from __future__ import annotations
@@ -166,13 +167,6 @@ def addis(pvalues, level: float = 0.05, lam: float = 0.25, tau: float = 0.5, w0:
 
 PROCEDURES = {"lond": lond, "lord++": lord_plus_plus, "saffron": saffron, "addis": addis}
 
-# A claim declared while earlier ones are still running takes its level before their p-values
-# exist. Each pending claim is replayed as a non-rejection whose p-value spends wealth (above
-# lambda, at or below tau): the level is then at most what any outcome of the pending claims
-# would give, for these monotone rules -- conservative, not Zrnic et al.'s exact asynchronous rules.
-PENDING_P = {"lond": 1.0, "lord++": 1.0, "saffron": 1.0, "addis": 0.5}
-
-
 def online_fdr(method: str, pvalues, level: float = 0.05, decisions=None) -> OnlineFDRResult:
     """Run ``method`` (one of METHODS) over a stream with its default tuning."""
     try:
@@ -180,15 +174,3 @@ def online_fdr(method: str, pvalues, level: float = 0.05, decisions=None) -> Onl
     except KeyError:
         raise ValueError(f"unknown online FDR method {method!r}; one of {', '.join(METHODS)}") from None
     return procedure(pvalues, level=level, decisions=decisions)
-
-
-def next_alpha(method: str, pvalues, decisions, level: float = 0.05) -> float:
-    """The level of the next claim after a recorded stream (p-values in order, their recorded
-    decisions; a pending claim's p-value is None). It depends on the past alone: the next claim's
-    own p-value is a placeholder that is never looked at."""
-    if method not in PROCEDURES:
-        online_fdr(method, [], level)  # raises, naming the methods
-    p = [PENDING_P[method] if v is None else float(v) for v in pvalues]
-    decided = [bool(r) for r in decisions]
-    out = online_fdr(method, p + [1.0], level=level, decisions=decided + [False])
-    return float(out.alpha[-1])

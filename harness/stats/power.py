@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import MIN_PAIRS, POWER, Result, _scalar, one_sample_t
-from .margins import Margin, margin_bound_factors
-from .t_power import paired_t_power  # noqa: F401 - public here too
+from ._core import MIN_PAIRS, POWER, Result, _scalar
+from .exact_share import _EXACT_BELOW, _EXACT_SIMS, exact_share  # noqa: F401 - _EXACT_SIMS public here too
+from .margins import Margin
+from .t_power import cached_ppf, paired_t_power  # noqa: F401 - public here too
 
 
 def fewest_seeds(alpha: float, two_sided: bool = True) -> int:
@@ -49,10 +50,20 @@ def claim_floors(alpha: float, n_comparisons: int = 1, margin_share: float = 1.0
             "equivalent": fewest_seeds(levels["equivalent"], two_sided=False)}
 
 
+def _bound_factors(df, bound_alpha: float):
+    """margins.margin_bound_factors(df, bound_alpha), the same arithmetic on remembered chi-square
+    quantiles (cached_ppf): every count of seeds tried asks for its bounds again (tests/
+    test_stats_cost.py checks the two agree to the bit)."""
+    df = np.asarray(df, dtype=float)
+    low = np.sqrt(df / cached_ppf("chi2", 1 - bound_alpha, df))
+    high = np.sqrt(df / cached_ppf("chi2", bound_alpha, df))
+    return _scalar(low), _scalar(high)
+
+
 _HERMITE = np.polynomial.hermite_e.hermegauss(24)  # nodes and weights for E[g(Z)], Z standard normal
 
 
-def _margin_power(power_with, value: float, bound_alpha: float, n, which: int):
+def _margin_power(power_with, value: float, bound_alpha: float, n, which: int, rows: int | None = None):
     """Power of a margin claim with n seeds, averaged over the margin's own estimate.
 
     Declared (bound_alpha 0): ``power_with(n, value)``. Estimated: with n seeds the claim is tested
@@ -62,40 +73,35 @@ def _margin_power(power_with, value: float, bound_alpha: float, n, which: int):
     sigma_hat = value * sqrt(V / nu), V chi-square with nu = n - 1 df: one arm's, the widest spread the
     pooled estimate can have (arms of one seed correlated -> 1), as the margin's own bound assumes.
     Wilson-Hilferty's normal form of V / nu, Gauss-Hermite nodes.
+
+    ``rows``: only the first ``rows`` counts of a 1-D n (_smallest_t_n's scan), each the number the
+    whole call gives it: the average over the nodes is taken in a product of n's full length (BLAS
+    sums a row in an order that depends on the number of rows, never on the other rows' values).
     """
     if bound_alpha <= 0:
-        return power_with(n, value)
+        return power_with(n if rows is None else n[:rows], value)
     n = np.asarray(n, dtype=float)
-    factor = np.asarray(margin_bound_factors(n - 1, bound_alpha)[which])
+    full = n.shape
+    if rows is not None:
+        n = n[:rows]
+    factor = np.asarray(_bound_factors(n - 1, bound_alpha)[which])
     nu = (n - 1)[..., None]
     z, w = _HERMITE
     cube = np.clip(1 - 2 / (9 * nu) + z * np.sqrt(2 / (9 * nu)), 0.0, None)
     ratio = cube ** 1.5  # sigma_hat / sigma at the nodes
-    powers = power_with(np.broadcast_to(n[..., None], ratio.shape), value * ratio * factor[..., None])
-    return np.asarray(powers) @ (w / w.sum())
+    powers = np.asarray(power_with(np.broadcast_to(n[..., None], ratio.shape), value * ratio * factor[..., None]))
+    if rows is None:
+        return powers @ (w / w.sum())
+    padded = np.zeros(full + powers.shape[-1:])
+    padded[:rows] = powers
+    return (padded @ (w / w.sum()))[:rows]
 
 
-# Below this many pairs the exact sign-flip test every claim must also pass (decision_pvalues) costs
-# the t test power: measured at 80% t power, 0.61 at 6 pairs, 0.75 at 7, 0.79 at 10, within 0.005
-# from 15 on (normal differences). Counts below it are checked by simulating both tests.
-_EXACT_BELOW = 20
-_EXACT_SIMS = 4096
-
-
-@functools.lru_cache(maxsize=4096)
-def _exact_share(n: int, delta: float, level: float) -> float:
-    """P(the exact sign-flip test also rejects | the t test rejects), one-sided at ``level``, for n
-    normal differences whose mean is ``delta`` sds beyond the null: a seeded simulation of
-    _EXACT_SIMS experiments (the same draws for every delta), 1.0 from _EXACT_BELOW pairs on."""
-    if n >= _EXACT_BELOW:
-        return 1.0
-    from .sign_flip import sign_flip_below
-    d = np.random.default_rng([n, 20261130]).standard_normal((_EXACT_SIMS, n)) + delta
-    _, p = one_sample_t(d, 0.0, "greater")
-    t_rejects = p < level
-    if not t_rejects.any():
-        return 1.0
-    return float(np.mean(sign_flip_below(d[t_rejects], level)))
+# Below this many pairs (_EXACT_BELOW, 20) the exact sign-flip test every claim must also pass
+# (decision_pvalues) costs the t test power: measured at 80% t power, 0.61 at 6 pairs, 0.75 at 7, 0.79
+# at 10, within 0.005 from 15 on (normal differences). Counts below it are checked by simulating both
+# tests (exact_share.py: shipped as a table for the levels alpha 0.05 gives, simulated otherwise).
+_exact_share = exact_share
 
 
 def _share(n, gap_over_sd: float, level: float) -> float:
@@ -118,21 +124,38 @@ def _smallest_n(power_at, gap: float, sd: float, one_sided_alpha: float, power: 
     return n
 
 
+_FIRST = 8  # counts of the block of 64 computed first
+
+
+@functools.lru_cache(maxsize=64)
+def _normal_quantile(q: float):
+    from scipy import stats as sps  # lazily: the analysis CLI starts faster
+    return sps.norm.ppf(q)
+
+
+def _takes_rows(power_at) -> bool:
+    import inspect
+    return "rows" in inspect.signature(power_at).parameters
+
+
 def _smallest_t_n(power_at, gap: float, sd: float, one_sided_alpha: float, power: float, max_seeds: int,
                   min_n: int = MIN_PAIRS):
     """Smallest n >= min_n with power_at(n) >= power, or None beyond max_seeds."""
-    from scipy import stats as sps  # lazily: the analysis CLI starts faster
     if gap <= 0 or sd <= 0 or not math.isfinite(gap) or not math.isfinite(sd):
         return None
     # The normal approximation is a lower bound for the t test's answer: start just below it.
-    guess = ((sps.norm.ppf(1 - one_sided_alpha) + sps.norm.ppf(power)) * sd / gap) ** 2
+    guess = ((_normal_quantile(1 - one_sided_alpha) + _normal_quantile(power)) * sd / gap) ** 2
     if guess > max_seeds:
         return None
     start = max(2, int(guess) - 1)
     if start > max_seeds:  # (max_seeds below 2)
         return None
     ns = np.arange(start, start + 64)
-    hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
+    # The first few counts usually hold the answer: they are computed first, as the whole block
+    # computes them (``rows``), and the block only when none of them reaches the power.
+    hit = np.flatnonzero(np.asarray(power_at(ns, rows=_FIRST)) >= power) if _takes_rows(power_at) else ()
+    if not len(hit):
+        hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
     if hit.size:  # the usual case: within 64 seeds of the normal approximation
         return max(min_n, int(ns[hit[0]]))
     # Far above it (a difference near the margin): the power rises with n, so the first count that
@@ -165,7 +188,9 @@ def seeds_needed(effect: float, sd: float, *, alpha: float = 0.05, power: float 
 
     def exact(n):  # the side of the effect: the other's share of the power is negligible
         return float(paired_t_power(n, effect, sd, alpha)) * _share(n, effect / sd, alpha / 2) if sd > 0 else 0.0
-    return _smallest_n(lambda n: paired_t_power(n, effect, sd, alpha), effect, sd, alpha / 2, power, max_seeds,
+    def power_at(n, rows=None):
+        return paired_t_power(n if rows is None else n[:rows], effect, sd, alpha)
+    return _smallest_n(power_at, effect, sd, alpha / 2, power, max_seeds,
                        fewest_seeds(alpha), exact)
 
 
@@ -188,11 +213,11 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
         def beyond(n, m):
             return paired_t_power(n, effect, sd, alpha / 2, null=m, alternative="greater")
 
-        def power_at(n):
-            return _margin_power(beyond, margin, bound_alpha, n, 1)
+        def power_at(n, rows=None):
+            return _margin_power(beyond, margin, bound_alpha, n, 1, rows)
 
         def exact_beyond(n):  # the exact test against the margin the claim is tested at, with n seeds
-            m = margin * (float(margin_bound_factors(n - 1, bound_alpha)[1]) if bound_alpha > 0 else 1.0)
+            m = margin * (float(_bound_factors(n - 1, bound_alpha)[1]) if bound_alpha > 0 else 1.0)
             return float(power_at(n)) * _share(n, (effect - m) / sd, alpha / 2)
         return _smallest_n(power_at, effect - margin, sd, alpha / 2, power, max_seeds, fewest_seeds(alpha),
                            exact_beyond if sd > 0 else None)
@@ -202,11 +227,11 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
         far = paired_t_power(n, effect, sd, alpha, null=-np.asarray(m), alternative="greater")
         return np.maximum(np.asarray(near) + far - 1, 0.0)
 
-    def power_at(n):
-        return _margin_power(within, margin, bound_alpha, n, 0)
+    def power_at(n, rows=None):
+        return _margin_power(within, margin, bound_alpha, n, 0, rows)
 
     def exact_within(n):  # each of TOST's one-sided tests must also pass its exact test
-        m = margin * (float(margin_bound_factors(n - 1, bound_alpha)[0]) if bound_alpha > 0 else 1.0)
+        m = margin * (float(_bound_factors(n - 1, bound_alpha)[0]) if bound_alpha > 0 else 1.0)
         near = float(paired_t_power(n, effect, sd, alpha, null=m, alternative="less"))
         far = float(paired_t_power(n, effect, sd, alpha, null=-m, alternative="greater"))
         by_t = near + far - 1

@@ -35,6 +35,31 @@ def _chi2_nodes(df: float):
     return df * cube**3, w / w.sum()
 
 
+_QUANTILES: dict = {}  # (distribution, q) -> {df: quantile}: every count of seeds asks the same few
+
+
+def cached_ppf(dist: str, q: float, df):
+    """scipy.stats.<dist>.ppf(q, df) (dist "t" or "chi2"), elementwise, remembering each df's value.
+
+    seeds_needed asks for the same quantiles (the level's t critical values at n - 1 df, an
+    estimated margin's chi-square bounds) for every count it tries in every comparison. A value not
+    yet known comes from the special function scipy's ppf itself evaluates (t: stdtrit(df, q); chi2:
+    2 gammaincinv(df / 2, q)), without its ~0.1 ms of argument checks: for 0 < q < 1 and df > 0
+    scipy returns exactly that (scaled by 1, shifted by 0)."""
+    from scipy import special
+    from scipy import stats as sps  # lazily: the analysis CLI starts faster
+    df = np.asarray(df, dtype=float)
+    if not (0 < q < 1 and np.isfinite(df).all() and (df > 0).all()):
+        return getattr(sps, dist).ppf(q, df)
+    known = _QUANTILES.setdefault((dist, float(q)), {})
+    unique, where = np.unique(df, return_inverse=True)
+    missing = np.array([v for v in unique.tolist() if v not in known])
+    if missing.size:
+        values = special.stdtrit(missing, q) if dist == "t" else 2 * special.gammaincinv(missing / 2, q)
+        known.update(zip(missing.tolist(), values.tolist()))
+    return np.array([known[v] for v in unique.tolist()])[where].reshape(df.shape)
+
+
 def _t_tail(critical, df, noncentrality, upper: bool):
     """P(T > critical) (upper) or P(T < -critical) of a noncentral t, never NaN.
 
@@ -43,6 +68,7 @@ def _t_tail(critical, df, noncentrality, upper: bool):
     T = (Z + delta) / S, S = sqrt(V / df) and V chi-square, P(T > c) = E[Phi(delta - c S)], taken
     by quadrature over the chi-square density (``_chi2_nodes``).
     """
+    from scipy import special
     from scipy import stats as sps  # lazily: the analysis CLI starts faster
     critical, df, noncentrality = np.broadcast_arrays(
         np.asarray(critical, dtype=float), np.asarray(df, dtype=float), np.asarray(noncentrality, dtype=float))
@@ -59,7 +85,7 @@ def _t_tail(critical, df, noncentrality, upper: bool):
             v, w = _chi2_nodes(float(dof))
             s = np.sqrt(v / dof)[None, :]  # S = sqrt(V / df) at the nodes
             z = (delta[at, None] - c[at, None] * s) if upper else (-c[at, None] * s - delta[at, None])
-            values[at] = sps.norm.cdf(z) @ w
+            values[at] = special.ndtr(z) @ w  # norm.cdf's own function, without its checks (z is finite)
         flat[bad] = values
         tail = flat
     return np.clip(tail.reshape(np.shape(critical)), 0.0, 1.0)
@@ -71,15 +97,14 @@ def paired_t_power(n, effect, sd, alpha: float = 0.05, *, null: float = 0.0, alt
     n pairs whose differences are normal with mean ``effect`` and standard deviation ``sd``.
     Works elementwise on arrays of n; finite everywhere (see _t_tail).
     """
-    from scipy import stats as sps  # lazily: the analysis CLI starts faster
     n = np.asarray(n, dtype=float)
     df = n - 1
     noncentrality = (np.asarray(effect, dtype=float) - null) / sd * np.sqrt(n)
     if alternative == "two-sided":
-        critical = sps.t.ppf(1 - alpha / 2, df)
+        critical = cached_ppf("t", 1 - alpha / 2, df)
         power = _t_tail(critical, df, noncentrality, True) + _t_tail(critical, df, noncentrality, False)
     elif alternative == "greater":
-        power = _t_tail(sps.t.ppf(1 - alpha, df), df, noncentrality, True)
+        power = _t_tail(cached_ppf("t", 1 - alpha, df), df, noncentrality, True)
     else:
-        power = _t_tail(sps.t.ppf(1 - alpha, df), df, noncentrality, False)
+        power = _t_tail(cached_ppf("t", 1 - alpha, df), df, noncentrality, False)
     return _scalar(np.minimum(power, 1.0))

@@ -254,7 +254,8 @@ def compare_to_baseline(pairs: Mapping[str, tuple], *, margin, baseline: str = "
         d = differences(*pairs[arm])
         exact = exact_sign_flip_pvalues(d, margin_beyond=margin.high, margin_equivalent=margin.low)
         p = decision_pvalues(d, margin_beyond=margin.high, margin_equivalent=margin.low, margin_share=share,
-                             n_comparisons=k, n_moved=c.n_moved, sign_flip_p=exact)
+                             n_comparisons=k, n_moved=c.n_moved, sign_flip_p=exact,
+                             t_p={"beyond": c.minimum_effect.pvalue, "equivalent": c.tost.pvalue})
         floors = {"zero": sign_flip_floor(c.n_moved), "beyond": sign_flip_floor(c.n),
                   "equivalent": sign_flip_floor(c.n, False)}
         c = replace(c, n_comparisons=k, p_decision=p, floors=floors, sign_flip_p=exact,

@@ -102,12 +102,13 @@ class SequentialSweeperImpl:
                 changed = watch.problem(loaded, root)
                 if changed:  # no look at results of two identities, no analysis of them
                     p = identity_stop(watch, changed, p, design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline,
-                                      arms=arms, metric=self.declaration.metric, budget=budget)
+                                      arms=arms, metric=self.declaration.metric, budget=budget,
+                                      diverged=self.declaration.diverged)
                     self._write(cfg, root, design, p, baseline, loaded, "stopped")
                     track_sweep_analysis(cfg, root, None)  # close the tracker: the jobs' runs get their sync hint
                     _fail(f"sequential sweep stopped: {changed}", 1)
                 p = sp.plan(design, loaded, seeds=list(cfg.ab.seeds), baseline=baseline, arms=arms,
-                            metric=self.declaration.metric, max_failures=budget)
+                            metric=self.declaration.metric, max_failures=budget, diverged=self.declaration.diverged)
                 if last is not None and len(loaded) <= last[0] and len(job_failures) == last[1] and not p.done:
                     p.stopped = (f"the last batch's jobs completed but left no new result file under {root}; "
                                  "check the jobs' logs (a job folder per job).")  # else it would repeat forever

@@ -67,6 +67,9 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         root = Path(str(self.config.hydra.sweep.dir))
         try:
             declaration = Declaration.from_config(cfg)
+            if declaration.fdr:  # a race decides by intervals, with no p-value: no online FDR test to take
+                _fail(f"stats.fdr.method={declaration.fdr['method']} takes a test level from the ledger, but a race "
+                      "decides by intervals (no p-value to test at it). Run the race with stats.fdr.method=none.", 2)
             design = rp.design_of(declaration, OmegaConf.to_container(cfg.ab.race))
             arm_cfgs = arm_configs(cfg)
             preflight(cfg, arm_cfgs)
@@ -118,7 +121,7 @@ class RaceSweeperImpl(SequentialSweeperImpl):
 
         block = rp.record(design, p, status="stopped" if p.stopped else "settled", runs=len(loaded))
         write_json(root / rp.RACE_NAME, block)
-        analysis = analyze_race(root)
+        analysis = analyze_race(root, ledger=cfg.get("ledger"))
         self._track(cfg, root, analysis)
         log.info(f"race: {block['verdict']} Seeds spent {block['seeds_spent']} of {block['seeds_all_to_max']} "
                  f"(all to the maximum). results: {root} (analysis.json, report.md, race.png, race.json)")
