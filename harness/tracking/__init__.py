@@ -34,6 +34,10 @@ same ``group``):
                          declaration; a wandb.Table "conditions" (per arm and condition, the average and
                          the random-effects rows), the forest plot as "figure", and across/<arm>/* (the
                          sentence, estimate, CI, tau and its interval, I^2, prediction, better on k of K)
+    run "noise sources"  job_type = noise_sources; python -m harness.noise_sources, one per output folder
+                         (log_table_run), replaced on a rerun: the table "noise_sources" (per source:
+                         std, interval, share, for the arm and for B - A), noise_sources.png as
+                         "figure", the two reading sentences in the summary (reading/...)
 
 Runs are logged after they finish (experiment/units.py calls ``log_run`` after writing the result), so
 wandb never runs while a model trains; except where a trainer brings its own wandb logger

@@ -78,6 +78,10 @@ class NullTracker:
     def log_conditions(self, summary: dict, out_dir) -> None:
         pass
 
+    def log_table_run(self, name: str, key: str, out_dir, config: dict, columns: list, rows: list,
+                      figure: str, summary: dict) -> None:
+        pass
+
     def close(self) -> list[str]:
         warnings, self._warnings = self._warnings, []
         return warnings
@@ -154,6 +158,13 @@ class WandbTracker:
         results folder, with the table "conditions", the forest plot and across/<arm>/* in its summary."""
         self._summary_run("across conditions", "conditions", Path(out_dir), summary["declaration"],
                           lambda: conditions_table(summary), "analysis.png", lambda: conditions_summary(summary))
+
+    def log_table_run(self, name: str, key: str, out_dir, config: dict, columns: list, rows: list,
+                      figure: str, summary: dict) -> None:
+        """A tool's measurement as one run per results folder (python -m harness.noise_sources: run
+        "noise sources"), replaced on a rerun: the wandb.Table ``key`` (``columns``, ``rows``), the
+        image ``out_dir/figure`` as "figure" when it exists, and ``summary``."""
+        self._summary_run(name, key, Path(out_dir), config, lambda: (columns, rows), figure, lambda: summary)
 
     def close(self) -> list[str]:
         """Finish every run, stop wandb's service, and say what was not logged."""
