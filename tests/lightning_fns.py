@@ -55,9 +55,9 @@ class MLP(pl.LightningModule):
 
 
 def trainer(callback, **kwargs) -> pl.Trainer:
+    kwargs = {"logger": False, **kwargs}
     return pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, callbacks=[callback], enable_progress_bar=False,
-                      logger=False, enable_checkpointing=False, enable_model_summary=False,
-                      num_sanity_val_steps=0, **kwargs)
+                      enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0, **kwargs)
 
 
 def fit(cfg, run, accumulate_grad_batches: int = 1) -> dict:
@@ -67,6 +67,17 @@ def fit(cfg, run, accumulate_grad_batches: int = 1) -> dict:
     pl.seed_everything(1234, verbose=False)  # harmless: the Callback reseeds from the harness's streams
     callback = Callback(run)
     trainer(callback, accumulate_grad_batches=accumulate_grad_batches).fit(module, datamodule=Digits())
+    return callback.metrics
+
+
+def fit_with_wandb(cfg, run) -> dict:
+    """fit with Lightning's own WandbLogger in the Trainer, as its users add it (a project of its own)."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    with run.init():
+        module = MLP(label_smoothing=float(cfg.loss.label_smoothing))
+    callback = Callback(run)
+    trainer(callback, logger=WandbLogger(project="my-lightning-project"), log_every_n_steps=2).fit(module, datamodule=Digits())
     return callback.metrics
 
 

@@ -213,3 +213,26 @@ def test_a_problem_in_one_arm_names_the_arm(tmp_path):
              "ab.arms={A: 'score ([0-9.]+)', B: 'score [0-9.]+'}")
     assert "ab.arms.B: train.metrics_from.stdout.score='score [0-9.]+' has no capture group" in str(e.value)
     assert "ab.arms.A" not in str(e.value) and not list(tmp_path.glob("runs/*/*/result.json"))
+
+
+def test_side_by_side_command_units_keep_torch_out_of_the_parent_and_give_the_serial_results(tmp_path):
+    """Units that are all commands run in workers: the parent never imports torch (seconds of start-up
+    that running scripts does not need), and what it writes and reports equals the serial run's."""
+    serial = _toy(tmp_path / "serial", "ab.seeds=[0,1,2]")
+    overrides = [o for o in BASE if o != "workers=1"] + ["workers=2", "ab.seeds=[0,1,2]"]
+    probe = ("import json, sys, harness; "
+             f"done = harness.run({overrides!r}, out_dir={str(tmp_path / 'sbs')!r}, config_dir={str(TEST_CONF)!r}, "
+             "verbose=False); print(json.dumps({'torch': 'torch' in sys.modules, 'metrics': "
+             "{f\"{r['seed']} {r['arm']}\": r['metrics'] for r in done.results}}))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["torch"] is False
+    assert seen["metrics"] == {f"{r['seed']} {r['arm']}": r["metrics"] for r in serial.results}
+    for seed in range(3):
+        for arm in ("A", "B"):
+            a, b = _result(tmp_path / "serial", seed, arm), _result(tmp_path / "sbs", seed, arm)
+            assert b["status"] == "completed" and (b["metrics"], b["curve"]) == (a["metrics"], a["curve"])
+            assert b["env"]["torch"] == a["env"]["torch"]  # written by the worker, as the serial run writes it
+    assert read_json(tmp_path / "sbs" / "certificate.json")["reproducible"] is True

@@ -135,3 +135,27 @@ def test_the_command_exits_0_when_the_diverged_runs_were_counted(tmp_path):
     analysis = read_json(tmp_path / "worst" / "analysis.json")
     assert counted_runs(analysis) == {(1, "B"), (4, "B")}
     assert counted_runs({**analysis, "diverged": {**analysis["diverged"], "rule": "exclude"}}) == set()
+
+
+def test_worst_decides_when_too_few_runs_finished_to_estimate_a_size():
+    """B diverges in 10 of 12 seeds: 2 finished pairs cannot estimate a size, but 12 counted pairs
+    can decide; before, the analysis refused ("Too few complete pairs"), listing each diverged run as
+    failed, and the arm that diverges almost always got no verdict at all."""
+    a = analyze(_results(None, b_diverges=(0, 1, 2, 3, 4, 5, 6, 7, 8, 10)))
+    assert "B" not in a["comparisons"]
+    (entry,) = a["not_compared"]
+    assert (entry["arm"], entry["n_pairs"]) == ("B", 2)
+    assert entry["verdict"]["code"] == "differs"
+    sentence = entry["verdict"]["sentence"]
+    assert sentence.startswith("diverged: A 0 of 12 seeds, B 10 of 12 seeds (stats.diverged=worst")
+    assert "B is worse than A" in sentence and "2 pairs where both finished" in sentence
+    test = a["diverged"]["tests"]["B"]
+    assert (test["n_pairs"], test["arm_only"]) == (12, 10) and test["pvalue"] < 0.05
+    assert a["excluded"] == []  # counted, not left out
+    assert any("B is worse than A" in line for line in lines(a))
+
+
+def test_worst_with_too_few_pairs_even_counting_the_divergences_is_still_refused():
+    results = [r for r in _results(None, b_diverges=(0, 1)) if r["seed"] in (0, 1)]
+    with pytest.raises(AnalysisError, match="Too few complete pairs"):
+        analyze(results)

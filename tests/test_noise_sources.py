@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -107,3 +108,40 @@ def test_the_reading_rules_on_known_spreads():
 def test_bad_input_is_refused_in_one_paragraph(conf, tmp_path, capsys):
     assert noise_sources.main(["--config-dir", str(conf), "--repeats", "2", "+experiment=sources"]) == 2
     assert "--repeats 2: a spread with an interval needs at least 3 runs" in capsys.readouterr().err
+
+
+def test_the_wandb_run_holds_the_json_table_the_readings_and_the_figure(conf, tmp_path, monkeypatch):
+    """With the harness's default logger (wandb, offline), one run "noise sources" whose table rows are
+    the json's numbers, whose summary holds the two reading sentences and whose figure is the png;
+    with logger=none (the other tests) no wandb folder is written."""
+    from . import wandb_reader
+
+    for key in [k for k in os.environ if k.startswith("WANDB_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    out = tmp_path / "out"
+    args = ["--config-dir", str(conf), "--repeats", "3", "--out", str(out), "--sources", "init,augment",
+            "+experiment=sources", "determinism.threads=1", "logger=wandb"]
+    assert noise_sources.main(args) == 0
+    d = json.loads((out / "noise_sources.json").read_text())
+    [run] = wandb_reader.read_runs(out / "wandb")
+    assert run.name == "noise sources" and run.exit_code == 0
+    table = run.table("noise_sources")
+    rows = {r[0]: dict(zip(table["columns"], r)) for r in table["data"]}
+    assert set(rows) == {"init", "all streams", "augment"}
+    for source, name in (("init", "init"), ("all", "all streams")):
+        for side, prefix in (("a", "a_"), ("difference", "b_minus_a_")):
+            s, full = d["sources"][source][side], d["sources"]["all"][side]["std"]
+            assert [rows[name][prefix + c] for c in ("std", "low", "high")] == [s["std"], s["low"], s["high"]]
+            share = rows[name][prefix + "share"]
+            assert share == (1.0 if source == "all" else (s["std"] / full if full > 0 else None))
+    assert d["unused"] == ["augment"] and rows["augment"]["a_std"] is None and rows["augment"]["note"]
+    assert run.summary["reading/a"] == d["reading_a"]["sentence"]
+    assert run.summary["reading/b_minus_a"] == d["reading_difference"]["sentence"]
+    assert run.summary["figure"]["_type"] == "image-file"
+    assert run.config["arms"] == d["arms"] and run.config["k"] == 3
+    # a rerun into the same folder replaces the run; logger=none writes none
+    assert noise_sources.main(args) == 0 and len(wandb_reader.read_runs(out / "wandb")) == 1
+    none = tmp_path / "none"
+    assert noise_sources.main([*args[:5], str(none), *args[6:-1], "logger=none"]) == 0
+    assert (none / "noise_sources.json").is_file() and not (none / "wandb").exists()

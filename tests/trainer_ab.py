@@ -8,11 +8,13 @@ import harness
 from harness.results import read_json
 
 
-def run_paired_ab(tmp_path, fn: str, arms=("A", "B"), seeds=range(3), overrides=()) -> dict:
-    """Run the A/B; check the proofs; (seed, arm) -> that unit's result."""
-    res = harness.run(["+experiment=loss_ab", f"ab.seeds=[{','.join(map(str, seeds))}]", "logger=none",
-                       "progress=false", "workers=1", "determinism.threads=1", f"train.fn={fn}", *overrides],
-                      out_dir=tmp_path, verbose=False)
+def run_paired_ab(tmp_path, fn, arms=("A", "B"), seeds=range(3), overrides=(), experiment="loss_ab",
+                  config_dir=None) -> dict:
+    """Run the A/B (``fn``: train.fn, None: the experiment's own); check the proofs; (seed, arm) ->
+    that unit's result."""
+    res = harness.run([f"+experiment={experiment}", f"ab.seeds=[{','.join(map(str, seeds))}]", "logger=none",
+                       "progress=false", "workers=1", "determinism.threads=1", *([f"train.fn={fn}"] if fn else []),
+                       *overrides], out_dir=tmp_path, config_dir=config_dir, verbose=False)
     assert res.analysis is not None
     results = {(s, a): read_json(tmp_path / "runs" / f"seed={s}" / f"arm={a}" / "result.json")
                for s in seeds for a in arms}

@@ -6,7 +6,7 @@ and analysis.json's content, also in a second process), diverged.py (runs that d
 stats.diverged says), selection.py (which runs count), comparability.py and certificate.py (one identity, or what differs; run_identity.py a run's identity
 read from its result; copies.py one run per (seed, arm) and the digest of the runs used; shown_apart.py shows differing
 values cut around where they differ; math_identity.py the math modes as identity parts), evidence.py (the
-other metrics, per-example records, curves, setup), blocks.py (analysis.json's blocks), grid.py
+other metrics, per-example records, setup), curves.py (the learning curves per arm), blocks.py (analysis.json's blocks), grid.py
 (one A/B at several settings), across_conditions.py (its points read together), conditions.py (the declared conditions of
 ab.conditions read together: the root's analysis.json, report.md and forest plot), summary.py (the
 verdict screen), report.py, markdown.py, figures.py and sequential_figure.py (the terminal, report.md

@@ -43,7 +43,8 @@ def _noise_floor_block(values, margin, n_test, metric) -> dict:
         floor = stats.test_set_floor(float(np.mean(np.concatenate(list(values.values())))), n_test)
     return {
         "seed_std": {arm: stats.seed_std(v) if len(v) >= 2 else None for arm, v in values.items()},
-        "pooled_seed_std": stats.pooled_seed_std(pooled_from),
+        # none when no arm has 2 finished runs (an arm decided on its diverged runs alone)
+        "pooled_seed_std": stats.pooled_seed_std(pooled_from) if pooled_from else None,
         "test_set_floor": floor,
         "n_test": n_test,
         "about": (

@@ -139,26 +139,24 @@ def check(results, *, baseline: str, others, allow_mixed: bool = False) -> dict:
         "parts": list(PARTS),
         "differs": differences,
         "comparisons": {arm: {"baseline": baseline, "differs": parts} for arm, parts in by_comparison.items()},
-        "groups": [_group_summary(g) for g in groups],
+        "groups": [_group_summary(g, files=len(groups) > 1) for g in groups],
         "hash_disagreements": [{"path": where(r), "seed": r.get("seed"), "arm": r.get("arm"), "problem": p}
                                for r, p in problems],
     }
-    if len(groups) == 1:
-        block["groups"][0].pop("files", None)
     if block["consistent"] or allow_mixed:
         return block
     raise IdentityError(describe(groups, differences, by_comparison, problems, baseline))
 
 
-def _group_summary(g) -> dict:
-    ident = identity(g[0])
-    arms = sorted({str(r.get("arm")) for r in g})
-    return {
-        "identity": ident,
-        "n_results": len(g),
-        "arms": {arm: [r.get("seed") for r in g if str(r.get("arm")) == arm] for arm in arms},
-        "files": sorted(where(r) for r in g)[:4],
-    }
+def _group_summary(g, files: bool) -> dict:
+    """A group's identity, size and seeds per arm; with ``files`` (more than one group), its first files."""
+    seeds: dict[str, list] = {}
+    for r in g:  # one pass: a group may hold 10,000 results
+        seeds.setdefault(str(r.get("arm")), []).append(r.get("seed"))
+    summary = {"identity": identity(g[0]), "n_results": len(g), "arms": {arm: seeds[arm] for arm in sorted(seeds)}}
+    if files:
+        summary["files"] = sorted(where(r) for r in g)[:4]
+    return summary
 
 
 def describe(groups, differences, by_comparison, problems, baseline) -> str:

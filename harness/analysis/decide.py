@@ -37,14 +37,16 @@ def decide(g: Gathered) -> dict:
     except ValueError as e:
         raise AnalysisError(f"Bad margin: {e}") from None
     examples, examples_note = g.examples
+    # arms decided only on their diverged pairs (too few finished) are claims of the family too
+    k = len(compared) + len(diverged.decided_by_rank_only(g.diverged, compared))
     comparisons = stats.compare_to_baseline(
         {arm: (np.array([by_arm[baseline][s]["value"] for s in seeds]),
                np.array([by_arm[arm][s]["value"] for s in seeds]))
          for arm, seeds in compared.items()},
         margin=chosen, baseline=baseline, alpha=alpha, n_resamples=decl.bootstrap_resamples,
         seed=decl.bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
-        examples=examples,
-    )
+        examples=examples, n_comparisons=k,
+    ) if compared else {}
     others_reported = evidence.other_metrics(usable, compared, baseline, metric, directions, alpha)
 
     out = {
@@ -70,7 +72,7 @@ def decide(g: Gathered) -> dict:
         "identity": g.ident,
         "multiple_comparisons": {
             "method": "bonferroni",
-            "comparisons": len(comparisons),
+            "comparisons": k,
             "note": "with k comparisons with the baseline each claim is tested at alpha / k, and the "
                     "intervals that decide claims ('intervals') are at that level; 't.ci' is the "
                     "unadjusted (1 - alpha) interval. Other metrics: Holm over all their comparisons",

@@ -55,7 +55,8 @@ def pairs(usable: dict, runs: list[dict], baseline: str, others: list, higher_is
             finished = [(s, sign * (usable[(s, arm)]["value"] - usable[(s, baseline)]["value"]))
                         for s in seeds if (s, arm) in usable and (s, baseline) in usable]
             rows = sorted(rows + finished, key=lambda r: _seed_key(r[0]))
-            out[arm] = {"seeds": [s for s, _ in rows], "d": [d for _, d in rows], "both": both}
+            out[arm] = {"seeds": [s for s, _ in rows], "d": [d for _, d in rows], "both": both,
+                        "finished": [sign * d for _, d in sorted(finished, key=lambda r: _seed_key(r[0]))]}
     return out
 
 
@@ -92,8 +93,11 @@ def decide_worst(p: dict, *, arm: str, baseline: str, alpha: float, k: int, unit
     sentence = (f"{claim}: with the diverged runs counted as worst, the signed-rank sign-flip test on "
                 f"{test.n_pairs} pairs gives p = {test.pvalue:.3g} ({test.method}; {arm} alone diverged in "
                 f"{test.arm_only}, {baseline} alone in {test.baseline_only}, both in {test.both}), decided at {at}. "
-                f"On the {finished['n_pairs']} pairs where both finished, {arm} - {baseline} = "
-                f"{finished['mean_diff']:+.3g}{unit}. No margin claim: a diverged run has no size.")
+                + (f"On the {finished['n_pairs']} pair{'s' if finished['n_pairs'] != 1 else ''} where both "
+                   f"finished, {arm} - {baseline} = "
+                   f"{finished['mean_diff']:+.3g}{unit}." if finished["mean_diff"] is not None
+                   else "No pair finished in both arms: there is no size to show.")
+                + " No margin claim: a diverged run has no size.")
     block = {**test.to_dict(), "level": level, "seeds": p["seeds"], "rule": "worst"}
     return block, {"code": code, "sentence": sentence}
 
@@ -118,6 +122,11 @@ def gathered(rule: str, usable: dict, excluded: list, baseline: str, others: lis
     return {"rule": rule, "runs": runs, "pairs": counted, "seeds_per_arm": {a: len(v) for a, v in seeds.items()}}
 
 
+def decided_by_rank_only(div: dict, compared) -> list:
+    """The arms whose finished pairs were too few for a comparison, decided on their diverged pairs."""
+    return [arm for arm in (div.get("pairs") or {}) if arm not in compared]
+
+
 def apply(out: dict, div: dict, *, arms: list, baseline: str, alpha: float, unit: str) -> None:
     """Write the divergences into analysis.json's content ``out``: each comparison's verdict under
     the declared rule, led by the counts per arm, and the "diverged" block."""
@@ -126,7 +135,8 @@ def apply(out: dict, div: dict, *, arms: list, baseline: str, alpha: float, unit
         return
     counts = {a: sum(str(e["arm"]) == a for e in runs) for a in arms}
     lead = counts_line(counts, div.get("seeds_per_arm") or {}, rule)
-    k = len(out["comparisons"])
+    rank_only = decided_by_rank_only(div, out["comparisons"])
+    k = len(out["comparisons"]) + len(rank_only)
     tests = {}
     for arm, c in out["comparisons"].items():
         p = (div.get("pairs") or {}).get(arm)
@@ -138,6 +148,14 @@ def apply(out: dict, div: dict, *, arms: list, baseline: str, alpha: float, unit
             c["verdict"]["sentence"] = f"{lead} {survivorship_warning(counts, arm, baseline)} {c['verdict']['sentence']}"
         else:
             c["verdict"]["sentence"] = f"{lead} {c['verdict']['sentence']}"
+    for entry in out.get("not_compared") or []:
+        arm = entry["arm"]
+        if arm in rank_only:
+            done = div["pairs"][arm]["finished"]
+            finished = {"n_pairs": len(done), "mean_diff": float(np.mean(done)) if done else None}
+            tests[arm], entry["verdict"] = decide_worst(div["pairs"][arm], arm=arm, baseline=baseline, alpha=alpha,
+                                                        k=k, unit=unit, finished=finished)
+            entry["verdict"]["sentence"] = f"{lead} {entry['verdict']['sentence']}"
     out["diverged"] = {"rule": rule, "runs": [{key: e[key] for key in ("seed", "arm", "reason")} for e in runs],
                        "counts": counts, "tests": tests}
 

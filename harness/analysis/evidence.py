@@ -3,7 +3,7 @@
 - the other metrics with a declared direction, each compared arm against the baseline;
 - the per-example outcomes on the test split (``result["examples"]``) of the analysed metric, for
   the test set's noise, and whether the metric agrees with them (up to float32 rounding);
-- the learning curves per arm (mean and band over seeds);
+- the learning curves per arm (mean and band over seeds: curves.py, importable from here too);
 - the setup a reader needs to judge the numbers (determinism mode, device, precision, threads).
 
 Pure functions of result dicts; the statistics come from harness.stats. Kept apart from
@@ -19,23 +19,7 @@ import numpy as np
 
 from harness import results as results_io
 from harness import stats
-
-_NUMBERS = {int, float}  # exactly: a bool is no number here
-
-
-def _finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def all_finite_numbers(values) -> bool:
-    """_finite_number of every item, checked at C speed (a curve, a list of pairs: the usual case)."""
-    if not set(map(type, values)) <= _NUMBERS:
-        return False
-    try:
-        return all(map(math.isfinite, values))
-    except OverflowError:  # an int too large for a float
-        return False
-
+from harness.analysis.curves import _finite_number, all_finite_numbers, curves  # noqa: F401 - public here too
 
 def other_metrics(usable, compared, baseline, metric, declared, alpha) -> dict:
     """Each other metric with a declared direction, each arm against the baseline (paired t).
@@ -51,12 +35,14 @@ def other_metrics(usable, compared, baseline, metric, declared, alpha) -> dict:
     rows = []
     for name in present:
         for arm, seeds in compared.items():
-            pairs = [((runs[(s, baseline)].get("metrics") or {}).get(name), (runs[(s, arm)].get("metrics") or {}).get(name))
-                     for s in seeds]
-            pairs = [(a, b) for a, b in pairs if _finite_number(a) and _finite_number(b)]
-            if len(pairs) < stats.MIN_PAIRS:
+            a = [(runs[(s, baseline)].get("metrics") or {}).get(name) for s in seeds]
+            b = [(runs[(s, arm)].get("metrics") or {}).get(name) for s in seeds]
+            if not (all_finite_numbers(a) and all_finite_numbers(b)):  # the usual case keeps every pair
+                pairs = [(x, y) for x, y in zip(a, b) if _finite_number(x) and _finite_number(y)]
+                a, b = [x for x, _ in pairs], [y for _, y in pairs]
+            if len(a) < stats.MIN_PAIRS:
                 continue
-            a, b = (np.array(x, dtype=float) for x in zip(*pairs))
+            a, b = np.array(a, dtype=float), np.array(b, dtype=float)
             rows.append((name, arm, stats.paired_t(a, b, confidence_level=1 - alpha)))
     adjusted = stats.holm([t.pvalue for _, _, t in rows]) if rows else []
     by_arm: dict[str, dict] = {}
@@ -101,6 +87,10 @@ def record_of(result, spec):
     metric: the one the run's recorded config declared with examples: true (of several, the one
     the run returned), or, when that config declared none (it predates the flag), the analysed
     metric when it is declared so."""
+    ex = result.get("examples")
+    if (type(ex) is dict and ex.get("metric") == spec.name and isinstance(ex.get("correct"), str)
+            and isinstance(ex.get("n"), int)):
+        return ex  # the usual case: one well-formed record, named (what the lines below find)
     records = results_io.example_records(result)
     if any(r.get("metric") == spec.name for r in records):  # named: no need to ask who owns an unnamed one
         return results_io.example_record(result, spec.name)
@@ -186,128 +176,18 @@ def examples(compared, by_arm, baseline, spec):
     }
 
 
-def curves(usable, arms) -> dict:
-    """arm -> curve name -> {step, mean, std, count, n, source}: learning curves over the seeds.
-
-    ``run.log`` may log its keys at different steps (train_loss every 10, val_bpc every 50), some
-    keys sparsely or only in some runs: each run gives, per name, the steps where it logged a finite
-    value, and at each step ``mean`` and ``std`` (ddof=1; 0 from one run) are over the runs that
-    have a value there (``count``); ``n`` is the number of runs with that curve. A run that logged
-    no curve at all gives its train_loss from the per-step losses result.json always holds
-    (fingerprints.steps.loss, float32 bits), at steps 1..N, thinned to at most 1000 points.
-    ``source`` says which of the two a curve comes from.
-    """
-    logged_source, losses_source = "run.log", "per-step losses (result.json fingerprints)"
-    max_points = 1000
-
-    def logged(r) -> dict:
-        curve = r.get("curve")
-        if not isinstance(curve, Mapping) or not isinstance(curve.get("step"), list):
-            return {}
-        found, steps = {}, curve["step"]
-        plain_steps = all_finite_numbers(steps)
-        for name, values in curve.items():
-            if name == "step" or not isinstance(values, list):
-                continue
-            if plain_steps and len(values) == len(steps) and all_finite_numbers(values):  # the usual case
-                points = _Points(steps, values)
-            else:
-                points = {step: float(v) for step, v in zip(steps, values)
-                          if _finite_number(step) and _finite_number(v)}
-            if points:
-                found[str(name)] = points
-        return found
-
-    def from_losses(r) -> dict:
-        try:
-            bits = results_io.load_steps(r)["loss"]
-            values = np.frombuffer(bytes.fromhex("".join(bits)), dtype=">f4").astype(float)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return {}
-        n = len(values)
-        every = max(1, math.ceil(n / max_points))
-        points = {i + 1: float(v) for i, v in enumerate(values)
-                  if ((i + 1) % every == 0 or i + 1 == n) and math.isfinite(v)}
-        return {"train_loss": points} if points else {}
-
-    out: dict[str, dict] = {}
-    for arm in arms:
-        per_run = []  # (name -> {step: value} or _Points, source) per run of this arm
-        for (_, a), run in usable.items():
-            if a != arm:
-                continue
-            points = logged(run["result"])
-            if points:
-                per_run.append((points, logged_source))
-            else:
-                points = from_losses(run["result"])
-                if points:
-                    per_run.append((points, losses_source))
-        for name in sorted({name for points, _ in per_run for name in points}):
-            runs = [points[name] for points, _ in per_run if name in points]
-            sources = sorted({source for points, source in per_run if name in points})
-            summary = _same_steps_summary(runs) or _summary(runs)
-            if summary["step"]:
-                out.setdefault(arm, {})[name] = {**summary, "n": len(runs), "source": " and ".join(sources)}
-    return out
-
-
-class _Points:
-    """One run's finite values of a curve at its logged steps, kept as the two lists (the usual
-    case: turned into a {step: value} dict only when runs logged at different steps)."""
-
-    __slots__ = ("steps", "values")
-
-    def __init__(self, steps, values):
-        self.steps, self.values = steps, values
-
-    def as_dict(self) -> dict:
-        return {step: float(v) for step, v in zip(self.steps, self.values)}
-
-
-def _same_steps_summary(runs) -> dict | None:
-    """_summary at C speed when every run logged the same increasing steps (a sweep's runs do);
-    None otherwise. Each step's values are one contiguous row, reduced as _summary reduces them."""
-    first = runs[0]
-    if not all(isinstance(p, _Points) for p in runs) or any(p.steps != first.steps for p in runs[1:]):
-        return None
-    steps = first.steps
-    if any(b <= a for a, b in zip(steps, steps[1:])):
-        return None
-    values = np.ascontiguousarray(np.array([p.values for p in runs], dtype=float).T)  # steps x runs
-    with np.errstate(all="ignore"):
-        mean = values.mean(axis=1)
-        std = stats.exact_std(values, axis=1) if len(runs) > 1 else np.zeros(len(steps))  # equal runs: 0
-    keep = np.isfinite(mean) & np.isfinite(std)
-    if not keep.all():
-        return None
-    return {"step": list(steps), "mean": mean.tolist(), "std": std.tolist(), "count": [len(runs)] * len(steps)}
-
-
-def _summary(runs) -> dict:
-    """step, mean, std (ddof=1; 0 from one run) and count at every step some run logged."""
-    runs = [p.as_dict() if isinstance(p, _Points) else p for p in runs]
-    steps, mean, std, count = [], [], [], []
-    for step in sorted({step for points in runs for step in points}):
-        values = np.array([points[step] for points in runs if step in points], dtype=float)
-        with np.errstate(all="ignore"):
-            m = float(values.mean())
-            s = stats.exact_std(values) if len(values) > 1 else 0.0
-        if not (math.isfinite(m) and math.isfinite(s)):
-            continue
-        steps.append(step)
-        mean.append(m)
-        std.append(s)
-        count.append(len(values))
-    return {"step": steps, "mean": mean, "std": std, "count": count}
-
-
 def setup(usable) -> dict:
     """Distinct values across the analysed runs of what decides their bits and speed."""
     found: dict[str, set] = {"determinism": set(), "device": set(), "precision": set(), "threads": set()}
+    seen = set()  # the identity dicts (run_identity.identity) already read: their results share env and precision
     for run in usable.values():
         r = run["result"]
         env = r.get("env") or {}
+        ident = r.get("_identity")
+        if ident is not None and env.get("mode"):  # its config's determinism.mode is not read: env's decides
+            if id(ident) in seen:
+                continue
+            seen.add(id(ident))
         config = r.get("config") or {}
         mode = env.get("mode") or (config.get("determinism") or {}).get("mode")
         device = env.get("device")
@@ -342,7 +222,9 @@ def _doses(usable, arms) -> list:
     values = []
     for arm in arms:
         vs = found.get(arm, [])
-        one = bool(vs) and all(_finite_number(v) for v in vs) and all(v == vs[0] for v in vs)
+        # all_finite_numbers: _finite_number of each, at C speed; count: each == the first (or is it)
+        one = (bool(vs) and (all_finite_numbers(vs) or all(_finite_number(v) for v in vs))
+               and vs.count(vs[0]) == len(vs))
         values.append(vs[0] if one else None)
     return values
 

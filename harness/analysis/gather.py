@@ -106,14 +106,19 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         if len(seeds) < stats.MIN_PAIRS:
             too_few.append(f"{arm} vs {baseline} has {len(seeds)} (seeds {_names(seeds) or 'none'})")
     not_compared = []
-    if too_few and len(too_few) < len(others):
+    # under worst, an arm that diverged too often to leave enough finished pairs for a size is still
+    # decided on all its pairs, the diverged ones counted (analysis/diverged.py): no size, a verdict
+    by_rank = {a for a, p in div["pairs"].items() if len(compared[a]) < stats.MIN_PAIRS <= len(p["seeds"])}
+    if too_few and (len(too_few) < len(others) or by_rank):
         # Report on the comparisons that have enough pairs; name the ones that do not.
         for arm in [a for a in others if len(compared[a]) < stats.MIN_PAIRS]:
             seeds = compared.pop(arm)
-            not_compared.append({
-                "arm": arm, "baseline": baseline, "n_pairs": len(seeds), "seeds": list(seeds),
-                "reason": f"{len(seeds)} complete pair(s); at least {stats.MIN_PAIRS} are needed",
-            })
+            reason = f"{len(seeds)} complete pair(s); at least {stats.MIN_PAIRS} are needed"
+            if arm in by_rank:
+                reason += (f" to estimate a size; decided on all {len(div['pairs'][arm]['seeds'])} pairs "
+                           f"with the diverged runs counted as worst")
+            not_compared.append({"arm": arm, "baseline": baseline, "n_pairs": len(seeds), "seeds": list(seeds),
+                                 "reason": reason})
     elif too_few:
         raise AnalysisError(
             f"Too few complete pairs: {'; '.join(too_few)}. At least {stats.MIN_PAIRS} seeds with a "
@@ -124,7 +129,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
 
     # the diverged pairs of a comparison that is made are counted in it, not left out; an arm with too
     # few finished pairs to compare keeps its diverged runs in the left-out list, named
-    div["pairs"] = {arm: p for arm, p in div["pairs"].items() if arm in compared}
+    div["pairs"] = {arm: p for arm, p in div["pairs"].items() if arm in compared or arm in by_rank}
     if div["pairs"]:
         counted = diverged.counted_seeds(div["pairs"], baseline)
         excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]

@@ -67,13 +67,14 @@ def _check_duplicates(results) -> tuple[list, list]:
 def _check_one_configuration_per_arm(results, arms) -> None:
     # config_hash leaves out seed and arm but includes the factor's value: it differs between
     # arms by design, and within an arm it must be one value.
+    by_arm: dict[str, dict] = {}
+    for r in results:  # one pass: arm -> config_hash -> seeds, in the results' order
+        config_hash = comparability.hashes(r)[0]  # recomputed from the result's config block
+        if config_hash is not None:
+            by_arm.setdefault(str(r.get("arm")), {}).setdefault(str(config_hash), []).append(r.get("seed"))
     mixed = []
     for arm in arms:
-        hashes: dict[str, list] = {}
-        for r in results:
-            config_hash = comparability.hashes(r)[0]  # recomputed from the result's config block
-            if str(r.get("arm")) == arm and config_hash is not None:
-                hashes.setdefault(str(config_hash), []).append(r.get("seed"))
+        hashes = by_arm.get(arm, {})
         if len(hashes) > 1:
             parts = ", ".join(f"{h} for seeds {_names(_seed_sorted(s))}" for h, s in sorted(hashes.items()))
             mixed.append(f"arm {arm}: {parts}")
@@ -161,23 +162,22 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
     by_seed: dict = {}
     for (seed, arm), run in usable.items():
         by_seed.setdefault(seed, {})[arm] = run["result"]
+    # each seed with two or more arms, in seed order, with each arm's fingerprints and pairing read once
+    paired = [(seed, {arm: (r.get("fingerprints") or {}, r.get("pairing") or {}) for arm, r in runs.items()})
+              for seed, runs in ((s, by_seed[s]) for s in _seed_sorted(by_seed)) if len(runs) >= 2]
     violations = []
     checks = {}
     for key in PAIRED_FINGERPRINTS:
         required, seeds, equal, differ, missing = False, 0, 0, 0, []
-        for seed in _seed_sorted(by_seed):
-            runs = by_seed[seed]
-            if len(runs) < 2:
-                continue
+        for seed, runs in paired:
             seeds += 1
-            need = any((r.get("pairing") or {}).get(key) for r in runs.values())
+            need = any(pairing.get(key) for _, pairing in runs.values())
             required = required or need
-            fps = {arm: r.get("fingerprints") or {} for arm, r in runs.items()}
-            why = {arm: missing_reason(key, fp) for arm, fp in fps.items()}
+            why = {arm: missing_reason(key, fp) for arm, (fp, _) in runs.items()}
             if all(why.values()):  # nothing to compare: not equal, not different, missing
                 missing.append((seed, next(iter(why.values()))))
                 continue
-            prints = {arm: (fp.get(key) if not why[arm] else None) for arm, fp in fps.items()}
+            prints = {arm: (fp.get(key) if not why[arm] else None) for arm, (fp, _) in runs.items()}
             if len(set(prints.values())) == 1:
                 equal += 1
             elif need:

@@ -52,7 +52,9 @@ def verdicts(analysis: dict) -> list[str]:
         return [b.get("sentence") or b.get("not_computed", "") for b in analysis["across_conditions"].values()]
     if is_sequential(analysis):
         return [a["sentence"] for a in analysis["sequential"]["arms"].values()]
-    return [c["verdict"]["sentence"] for c in analysis.get("comparisons", {}).values()]
+    # an arm with too few finished pairs for a size can still be decided on its diverged pairs
+    rank_only = [n["verdict"]["sentence"] for n in analysis.get("not_compared") or [] if n.get("verdict")]
+    return [c["verdict"]["sentence"] for c in analysis.get("comparisons", {}).values()] + rank_only
 
 
 def declaration_line(analysis: dict) -> str:

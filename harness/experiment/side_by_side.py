@@ -13,6 +13,7 @@ runs it again); a unit that is already done is skipped here without a worker.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from pathlib import Path
 from typing import Callable, Optional
@@ -56,6 +57,29 @@ def run_side_by_side(plan: Plan, pool: Workers, *, log: Callable[[str], None] = 
     return outcome
 
 
+# What the analysis after the units imports and nothing before it does: scipy.stats (about a second)
+# and matplotlib's Agg figure (about as long). A parent whose units run in workers waits on pipes
+# meanwhile, its GIL free, so these imports take a core the units leave idle at times instead of
+# following the last unit on one core while the other idles. Nothing computed changes.
+_ANALYSIS_MODULES = ("scipy.stats", "matplotlib.figure", "matplotlib.backends.backend_agg")
+
+
+def _preload_analysis() -> threading.Thread:
+    """Import _ANALYSIS_MODULES in a daemon thread (an import error is the analysis's to report)."""
+    def load() -> None:
+        import importlib
+
+        for name in _ANALYSIS_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the analysis imports it again and says what is wrong
+                return
+
+    thread = threading.Thread(target=load, name="harness-preload-analysis", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_units(units: list[tuple], plan: Plan, pool: Workers, *, log, tracker=None,
               stop_on_fatal: bool = True) -> serial.Outcome:
     """Run ``units`` ((seed, arm, arm_cfg), in the serial order) on the workers, into ``plan``'s
@@ -89,6 +113,8 @@ def run_units(units: list[tuple], plan: Plan, pool: Workers, *, log, tracker=Non
             serial.check_pairing([results[j] for j in by_seed[order.popleft()]])
 
     paired()  # seeds whose units were all skipped
+    # an analysis follows units that ran (a no-op rerun reads its analysis.json: nothing to preload)
+    preload = _preload_analysis() if tasks and not plan.narrowed and not plan.multirun else None
     lines: dict[int, tuple] = {}
     with RunProgress(enabled=progress) as bar:
         def on_progress(task: Task, step) -> None:
@@ -120,6 +146,8 @@ def run_units(units: list[tuple], plan: Plan, pool: Workers, *, log, tracker=Non
                     if stop_on_fatal and result["error"]["type"] in serial.FATAL:
                         raise ExperimentError(result["error"]["message"])
             paired()
+    if preload is not None:
+        preload.join()  # no import in flight when the caller goes on to the analysis, which imports the same
     return serial.Outcome(out_dir, [r for r in results if r is not None], skipped, failed)
 
 

@@ -298,6 +298,19 @@ def _do(task: tuple, replies: Connection) -> tuple:
         return ("raise", e, text)
 
 
+def _plain(value):
+    """``value`` with every str subclass as a plain str: a result's ``env.torch`` is torch's
+    TorchVersion, and unpickling it would import torch in the parent (seconds), which a parent whose
+    units all run in workers never needs. The written result file holds the same text."""
+    if isinstance(value, str):
+        return str(value) if type(value) is not str else value
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value) if type(value) in (list, tuple) else value
+    return value
+
+
 def _die_with_parent(parent: int) -> None:
     try:
         import ctypes
@@ -346,7 +359,7 @@ def main(argv: list[str]) -> int:
                 sys.stderr.flush()
                 os._exit(0)
             reply = _do(task, replies)
-            replies.send(reply)
+            replies.send(_plain(reply))
             if broke_its_context(reply):  # nothing more can run on this context
                 sys.stdout.flush()
                 sys.stderr.flush()

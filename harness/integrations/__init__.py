@@ -8,8 +8,9 @@ and a process group that dies with the harness), attach.py (``harness.attach()``
 from inside the script a command arm starts, its record written for the command arm to adopt; a
 stand-alone Run that records nothing when the script runs on its own), lightning.py (the
 Callback for a user's own Lightning Trainer, ``harness.lightning``; the only importer of lightning),
-hf.py (the Callback for a user's own Hugging Face Trainer, ``harness.hf``; the only importer of
-transformers).
+hf.py (the Callback for a user's own Hugging Face Trainer, ``harness.hf``, and ``harness.hf.fit``; the
+only importer of transformers), wandb_hook.py (one wandb run per unit when a trainer brings its own
+wandb logger: shared with the tracker's run, or turned off, said; torch-free).
 
 May import: harness.training (the Run's public API) and harness.results only. The experiment calls a
 command arm through ``train.fn``'s door (``training_fn``), so resume, workers, sweeps, the

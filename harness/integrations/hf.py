@@ -14,7 +14,13 @@ a script a command arm starts; ``Callback(run)`` in a train.fn) and records what
   the model is in training mode: whoever built the loader), labels left out (the Trainer takes them
   out of the batch itself when it computes the loss, e.g. with label smoothing);
 - the logged values as curve points (``on_log``) and ``trainer.evaluate()``'s metrics as the final
-  ones (``callback.metrics``; an attached script's record).
+  ones (``callback.metrics``; an attached script's record);
+- one wandb run per unit: with ``report_to="wandb"`` the Trainer's WandbCallback logs into the
+  harness's run of the unit (opened before training, grouped by seed and arm), or is turned off where
+  the harness logs the unit elsewhere; the console says which (wandb_hook.py).
+
+``fit`` is the train.fn for a project with no script of its own: the model, the datasets and the
+TrainingArguments' keyword arguments from the config, the seeds and the determinism from the harness.
 
 Imports transformers (``pip install "harness[hf]"``); nothing else in the harness does.
 """
@@ -22,6 +28,7 @@ Imports transformers (``pip install "harness[hf]"``); nothing else in the harnes
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Optional
 
 import torch
@@ -33,6 +40,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
                       "accelerate).") from e
 
 from harness.integrations.attach import AttachedRun, attach
+from harness.integrations.wandb_hook import share
 
 
 class Callback(transformers.TrainerCallback):
@@ -43,6 +51,9 @@ class Callback(transformers.TrainerCallback):
         self.metrics: dict = {}
         self._loss: Optional[torch.Tensor] = None
         self._hooks: list = []
+        # before the Trainer's WandbCallback opens a run of its own (at the start of training)
+        self.wandb = share(run.run_dir if run is not None else None,
+                           harnessed=run is not None or bool(os.environ.get("HARNESS_RUN_DIR")))
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
         if self.run is None:  # on its own: the script's args.seed names the streams, as the unit's seed does
@@ -52,6 +63,8 @@ class Callback(transformers.TrainerCallback):
             sampler.initial_seed = self.run.streams.derive("data_order") % 2**62
         elif isinstance(sampler, torch.utils.data.RandomSampler) and sampler.generator is None:
             sampler.generator = self.run.generator("data_order")
+        if "wandb" in (args.report_to or []):
+            self.wandb.say("harness.hf", 'the Trainer\'s report_to="wandb"')
         self.run.streams.seed_model()
         self.run.watch(model)
         self._hooks = [model.register_forward_pre_hook(self._batch, with_kwargs=True),
@@ -95,6 +108,87 @@ class Callback(transformers.TrainerCallback):
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
+        self.wandb.release()
+
+
+HARNESS_ARGS = ("seed", "data_seed", "full_determinism", "use_cpu", "bf16", "fp16")
+
+
+class HarnessHFError(ValueError):
+    """A harness.hf.fit argument the harness sets itself, or a training with nothing to compare."""
+
+
+def fit(cfg, run, model: dict, train_dataset: dict, eval_dataset: Optional[dict] = None, args: Optional[dict] = None,
+        compute_metrics=None, data_collator: Optional[dict] = None) -> dict:
+    """A train.fn for a Hugging Face project with no script of its own. ``train.kwargs``:
+
+    - ``model``: a ``_target_`` node, built inside ``run.init()`` (its initial weights from the init
+      stream), e.g. ``transformers.AutoModelForSequenceClassification.from_config`` with a ``config``
+      node: nothing is downloaded;
+    - ``train_dataset``, ``eval_dataset``: ``_target_`` nodes (built once per process, ``run.dataset``);
+    - ``args``: ``TrainingArguments``' keyword arguments. ``seed``, ``data_seed`` and
+      ``full_determinism`` are the harness's (the unit's streams and determinism.mode), as are the
+      device and precision (``use_cpu``, ``bf16``); ``report_to`` is the harness's wandb run of the
+      unit where one is open in this process, else none, said (other reporters are kept);
+    - ``compute_metrics``: a function's dotted name (or a ``_target_`` node with ``_partial_: true``);
+      ``data_collator``: a ``_target_`` node.
+
+    The final metrics are ``trainer.evaluate()``'s (``eval_loss``, ``eval_<name>`` ...)."""
+    import tempfile
+
+    from harness.training.components import instantiate, resolve_callable
+
+    given = dict(args or {})
+    taken = [k for k in HARNESS_ARGS if k in given]
+    if taken:
+        raise HarnessHFError(
+            f"harness.hf.fit: train.kwargs.args.{taken[0]} is set, but the harness sets {', '.join(HARNESS_ARGS)} "
+            "itself (the unit's seed streams, determinism.mode, device and precision). Remove it from train.kwargs.args.")
+    if eval_dataset is None:
+        raise HarnessHFError("harness.hf.fit: train.kwargs.eval_dataset is missing: the final metrics are "
+                             "trainer.evaluate()'s, on that dataset (a _target_ node).")
+    with run.init():
+        net = instantiate(model)
+    callback = Callback(run)
+    reporters = [r for r in _as_list(given.pop("report_to", None)) if r not in ("wandb", "all", "none")]
+    if callback.wandb.mode == "shared":
+        reporters.append("wandb")
+    else:
+        _say_no_wandb()
+    metrics_fn = resolve_callable(compute_metrics, "train.kwargs.compute_metrics") if isinstance(compute_metrics, str) \
+        else (instantiate(compute_metrics) if compute_metrics else None)
+    with tempfile.TemporaryDirectory() as scratch:
+        training = transformers.TrainingArguments(**{
+            "output_dir": scratch, "save_strategy": "no", "disable_tqdm": True, **given,
+            "seed": run.streams.derive("model") % 2**31, "data_seed": run.streams.derive("data_order") % 2**31,
+            "full_determinism": _torch_mode() == "strict", "use_cpu": run.device.type == "cpu",
+            "bf16": run.precision == "bf16", "report_to": reporters})
+        trainer = transformers.Trainer(
+            model=net, args=training, train_dataset=run.dataset(train_dataset), eval_dataset=run.dataset(eval_dataset),
+            compute_metrics=metrics_fn, data_collator=instantiate(data_collator) if data_collator else None,
+            callbacks=[callback])
+        trainer.train()
+        metrics = _scalars(trainer.evaluate())
+    callback.wandb.release()
+    return {k: v for k, v in metrics.items() if k.startswith("eval_") and not k.endswith(("_runtime", "_per_second"))}
+
+
+def _as_list(value) -> list:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+
+def _say_no_wandb() -> None:
+    from harness.integrations.wandb_hook import _say
+
+    _say("harness.hf.fit: report_to=none: no wandb run of the harness's is open for this unit in this process "
+         "(logger=none, a worker process, or the certificate's rerun); the harness logs the unit's run when it "
+         "ends (none with logger=none).")
+
+
+def _torch_mode() -> str:
+    if not torch.are_deterministic_algorithms_enabled():
+        return "off"
+    return "warn" if torch.is_deterministic_algorithms_warn_only_enabled() else "strict"
 
 
 def _scalars(values) -> dict:

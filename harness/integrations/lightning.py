@@ -15,7 +15,10 @@ the unit (``harness.attach()`` in a script a command arm starts; or the Run a tr
 - the logged metrics (``trainer.callback_metrics``) as curve points after each epoch and as the
   final metrics after fit, validate and test (``callback.metrics``; an attached script's record);
 - Lightning's log lines printed once: under a root logger that prints, Lightning's own console
-  handlers are dropped (``print_once``).
+  handlers are dropped (``print_once``);
+- one wandb run per unit: a ``WandbLogger`` in the Trainer logs into the harness's run of the unit
+  (opened before the fit, grouped by seed and arm), or is turned off where the harness logs the unit
+  elsewhere; the console says which (wandb_hook.py).
 
 Imports lightning (``pip install "harness[lightning]"``); nothing else in the harness does.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import numbers
+import warnings
 from typing import Optional
 
 import torch
@@ -36,6 +40,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
                       "(or pip install lightning).") from e
 
 from harness.integrations.attach import AttachedRun, attach
+from harness.integrations.wandb_hook import share
 
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
 _MODES = {"off": 0, "warn": 1, "strict": 2}
@@ -59,6 +64,10 @@ class Callback(pl.Callback):
         self._loss: Optional[torch.Tensor] = None
         self._watched = False
         print_once()
+        harnessed = run is not None or (isinstance(self.run, AttachedRun) and self.run.attached)
+        self.wandb = share(self.run.run_dir, harnessed)  # before the Trainer opens its loggers' runs
+        if self.wandb.mode != "own":  # Lightning warns that it reuses the open run: that is the point
+            warnings.filterwarnings("ignore", message="There is a wandb run already in progress")
 
     # -- before the first step ------------------------------------------------------------------
 
@@ -70,6 +79,14 @@ class Callback(pl.Callback):
                 f"harness runs this unit in determinism.mode={self.mode}: its bits would not be reproducible. "
                 f"Leave Trainer(deterministic=...) unset (the harness decides), or set determinism.mode={trainer_mode}.")
         _restore(self.mode)  # deterministic=True under mode=warn would otherwise make warn strict
+        for logger in trainer.loggers:
+            if type(logger).__name__ == "WandbLogger":
+                self.wandb.say("harness.lightning", "Lightning's WandbLogger")
+                if self.wandb.mode == "off" and not getattr(logger.experiment, "disabled", True):
+                    logging.getLogger("harness.integrations").warning(
+                        "harness.lightning: Lightning's WandbLogger opened a wandb run of its own (its mode= or "
+                        "offline= argument overrides the harness's WANDB_MODE=disabled): this unit has a second "
+                        "wandb run. Leave mode= and offline= out of WandbLogger(...) under the harness.")
         if stage == "fit":
             self.run.streams.seed_model()  # dropout and the like: the model stream, whatever was seeded
 
@@ -115,6 +132,12 @@ class Callback(pl.Callback):
     def on_test_end(self, trainer, pl_module) -> None:
         self._final(trainer)
 
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        self.wandb.release()
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self.wandb.release()
+
     def _final(self, trainer) -> None:
         self.metrics.update(_scalars(trainer.callback_metrics))
         if isinstance(self.run, AttachedRun) and self.run.attached and self.run.steps:
@@ -133,7 +156,9 @@ def fit(cfg, run, module: dict, datamodule: dict, trainer: Optional[dict] = None
 
     kwargs = {"max_epochs": 1, "accelerator": run.device.type, "devices": 1, "logger": False,
               "enable_progress_bar": False, "enable_checkpointing": False, **dict(trainer or {})}
-    callbacks = [instantiate(c) if isinstance(c, dict) and "_target_" in c else c for c in kwargs.pop("callbacks", [])]
+    callbacks = [_built(c, instantiate) for c in kwargs.pop("callbacks", None) or []]
+    logger = kwargs["logger"]  # a WandbLogger node logs into the unit's wandb run (the Callback's doing)
+    kwargs["logger"] = [_built(lg, instantiate) for lg in logger] if isinstance(logger, list) else _built(logger, instantiate)
     with run.init():
         model = instantiate(module)
     data = instantiate(datamodule)
@@ -144,6 +169,11 @@ def fit(cfg, run, module: dict, datamodule: dict, trainer: Optional[dict] = None
             "harness.lightning.fit: the fit logged no metric (trainer.callback_metrics is empty): log the metrics "
             "to compare with self.log(...) in the LightningModule's training_step or validation_step.")
     return callback.metrics
+
+
+def _built(node, instantiate):
+    """A ``_target_`` node (a callback, a logger) built; anything else as it is."""
+    return instantiate(node) if isinstance(node, dict) and "_target_" in node else node
 
 
 def print_once() -> None:

@@ -6,6 +6,7 @@ set's own noise. Part of the results contract (harness/results/__init__.py re-ex
 from __future__ import annotations
 
 import base64
+import binascii
 
 
 def pack_examples(correct, split: str = "test", metric: str | None = None) -> dict:
@@ -56,5 +57,5 @@ def unpack_examples(record: dict):
     """A record's correctness as a bool numpy array."""
     import numpy as np
 
-    raw = np.frombuffer(base64.b64decode(record["correct"]), dtype=np.uint8)
+    raw = np.frombuffer(binascii.a2b_base64(record["correct"]), dtype=np.uint8)  # base64.b64decode, without its wrapping
     return np.unpackbits(raw, count=record["n"], bitorder="little").view(bool)  # 0s and 1s: a view, no copy

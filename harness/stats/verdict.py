@@ -223,8 +223,10 @@ def _compare_unadjusted(a, b, *, arm: str, baseline: str, margin: Margin, alpha:
 def compare_to_baseline(pairs: Mapping[str, tuple], *, margin, baseline: str = "A", alpha: float = 0.05,
                         n_resamples: int = 9999, seed: int = 0, n_test: int | None = None,
                         unit: str = "", higher_is_better: bool = True,
-                        examples: Mapping[str, tuple] | None = None) -> dict[str, PairedComparison]:
-    """Each arm against the baseline; with k arms each claim is tested at alpha / k.
+                        examples: Mapping[str, tuple] | None = None,
+                        n_comparisons: int | None = None) -> dict[str, PairedComparison]:
+    """Each arm against the baseline; with k arms each claim is tested at alpha / k (k is
+    ``n_comparisons`` when the family holds claims decided elsewhere too, e.g. by diverged runs).
 
     ``pairs`` maps arm -> (baseline values, arm values), paired by position. ``margin`` is a
     number or a resolved Margin (one margin for the whole family of comparisons). ``examples``
@@ -241,7 +243,7 @@ def compare_to_baseline(pairs: Mapping[str, tuple], *, margin, baseline: str = "
     if not isinstance(margin, Margin):
         margin = resolve_margin(margin, unit=unit, alpha=alpha)
     examples = examples or {}
-    k = len(pairs)
+    k = max(len(pairs), n_comparisons or 0)
     raw = {
         arm: _compare_unadjusted(a, b, arm=arm, baseline=baseline, margin=margin, alpha=alpha,
                                  n_resamples=n_resamples, seed=seed, n_test=n_test,

@@ -13,7 +13,9 @@ A source the training never draws from is found with one run per arm (the same f
 metrics, bit for bit) and reported as not used, without K runs. For a metric declared with
 per-example records, the test set's own sampling noise comes from the reference runs' records (no
 extra training): binomial for the arm, the paired per-example differences for B - A.
-Nondeterminism (one ULP, thread count, CUDA modes) is python -m harness.noise_audit's.
+Nondeterminism (one ULP, thread count, CUDA modes) is python -m harness.noise_audit's. It writes
+noise_sources.{json,txt,png} and, with the harness's logger (wandb, offline by default; logger=none:
+nothing), one wandb run "noise sources" made from the json: its table, readings and figure.
 
     python -m harness.noise_sources +experiment=loss_ab --repeats 5 determinism.threads=1 logger=none
 """
@@ -77,6 +79,7 @@ def main(argv=None) -> int:
         seed = int(cfg.seed if cfg.seed is not None else cfg.ab.seeds[0])
         text = measure(arms, seed, sources, args.repeats, declaration.spec(metric), out_dir,
                        margin=declaration.margin, overrides=args.overrides)
+        text += track(cfg, out_dir)
     except BadInput as e:
         print(f"harness.noise_sources: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -251,6 +254,59 @@ def render(header: dict, block: dict) -> str:
     lines += ["", f"seeds for 80% power at {p['effect']:.3g}{u} ({p['effect_is']}): {p['paired']} paired "
                   f"(the spread of {other} - {base}), {p['unpaired']} unpaired (arms on independent seeds)"]
     return "\n".join(lines)
+
+
+TABLE_COLUMNS = ["source", "a_std", "a_low", "a_high", "a_share",
+                 "b_minus_a_std", "b_minus_a_low", "b_minus_a_high", "b_minus_a_share", "note"]
+
+
+def table_rows(d: dict) -> list[list]:
+    """The rows of the wandb table, from a noise_sources.json: each source's std, 95% interval and
+    share of the full spread, for the arm (a_) and for B - A (b_minus_a_); then the streams not used
+    and the test set's own noise (std only), as the printed table has them."""
+    full, rows = d["sources"]["all"], []
+    for source, v in d["sources"].items():
+        cells = []
+        for side in ("a", "difference"):
+            s, f = v[side], full[side]["std"]
+            cells += [s["std"], s["low"], s["high"], 1.0 if source == "all" else (s["std"] / f if f > 0 else None)]
+        rows.append(["all streams" if source == "all" else source, *cells, ""])
+    for source in d.get("unused") or []:
+        rows.append([source, *[None] * 8, "not used by this training"])
+    t = d.get("test_set")
+    if t:
+        rows.append(["test set", t["a_std"], None, None, None, t["difference_std"], None, None, None,
+                     f"binomial and paired per-example differences, {t['n_examples']} examples"])
+    return rows
+
+
+def track(cfg, out_dir: Path) -> str:
+    """The written noise_sources.json as one wandb run "noise sources" per output folder (the logger
+    the rest of the harness uses: offline by default; logger=none logs nothing): the table
+    "noise_sources", the two readings in the summary, noise_sources.png as "figure". What it
+    returns ends the printed text (where the run is, and what wandb could not log)."""
+    from harness.results import read_json
+    from harness.tracking.tracker import TrackingConfigError, open_tracker
+
+    try:
+        tracker = open_tracker(cfg, out_dir)
+    except TrackingConfigError as e:
+        raise BadInput(str(e)) from None
+    d = read_json(out_dir / "noise_sources.json")
+    base, other = d["arms"]
+    summary = {"reading/a": d["reading_a"]["sentence"], "reading/b_minus_a": d["reading_difference"]["sentence"],
+               "reading/a_kind": d["reading_a"]["kind"], "reading/b_minus_a_kind": d["reading_difference"]["kind"],
+               "power/paired_seeds": d["power"]["paired"], "power/unpaired_seeds": d["power"]["unpaired"]}
+    config = {k: d[k] for k in ("seed", "arms", "k", "metric", "unit", "overrides")}
+    config["a"], config["b_minus_a"] = base, f"{other} - {base}"
+    tracker.log_table_run("noise sources", "noise_sources", out_dir, config, TABLE_COLUMNS, table_rows(d),
+                          "noise_sources.png", summary)
+    said = tracker.close()
+    logged = getattr(tracker, "logged", [])
+    where = f"{tracker.options['dir'] / 'wandb'}" if logged else ""
+    head = (f"\nwandb: run \"noise sources\" logged {logged[0][1]} under {where}"
+            + (f"; upload with: wandb sync {where}/offline-run-*" if logged[0][1] == "offline" else "")) if logged else ""
+    return "".join([head, *(f"\n{w}" for w in said)])
 
 
 def _figure(header: dict, block: dict, path: Path) -> None:

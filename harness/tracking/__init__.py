@@ -2,8 +2,9 @@
 
 Owns: tracker.py (the only importer of wandb), content.py (what a run or an analysis becomes in
 wandb: rows, tables, summary), options.py (settings, groups, WANDB_* precedence, OnlineGate),
-closing.py (what the tracker says when it closes: runs not logged, the one ``wandb sync`` hint). May
-import: harness.results. Computes no statistics: it logs the analysis dict as it is.
+closing.py (what the tracker says when it closes: runs not logged, the one ``wandb sync`` hint),
+shared.py (a unit's run opened before it trains, for a trainer's own wandb logger to log into). May
+import: harness.results, and harness.integrations.wandb_hook (where the tracker offers that opener). Computes no statistics: it logs the analysis dict as it is.
 
 tracker.py is the one module that imports wandb, and only inside functions: with ``logger=none`` the
 tracker is a NullTracker and wandb is never imported. Files on disk are the source of truth; wandb
@@ -33,9 +34,16 @@ same ``group``):
                          declaration; a wandb.Table "conditions" (per arm and condition, the average and
                          the random-effects rows), the forest plot as "figure", and across/<arm>/* (the
                          sentence, estimate, CI, tau and its interval, I^2, prediction, better on k of K)
+    run "noise sources"  job_type = noise_sources; python -m harness.noise_sources, one per output folder
+                         (log_table_run), replaced on a rerun: the table "noise_sources" (per source:
+                         std, interval, share, for the arm and for B - A), noise_sources.png as
+                         "figure", the two reading sentences in the summary (reading/...)
 
 Runs are logged after they finish (experiment/units.py calls ``log_run`` after writing the result), so
-wandb never runs while a model trains.
+wandb never runs while a model trains; except where a trainer brings its own wandb logger
+(Lightning's WandbLogger, a Hugging Face Trainer's report_to="wandb"): the harness's trainer callback
+then asks the tracker to open the unit's run before the trainer starts, the trainer's logger logs
+into it, and ``log_run`` adds the unit's record to that same run (shared.py): one run per unit.
 
 Which settings win: a value set in the config (``logger.wandb.*``, e.g. on the command line) >
 a ``WANDB_*`` environment variable > our default. ``logger.wandb.mode``, ``.project``, ``.group`` and

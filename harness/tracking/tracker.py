@@ -18,7 +18,9 @@ from harness.tracking.content import (  # noqa: F401 - the public names stay imp
     _cell, _is_cell, _is_plain, analysis_summary, comparison_table, comparisons_of, decode_loss_bits,
     conditions_summary, conditions_table, race_summary, race_table, sequential_history,
 )
+from harness.integrations import wandb_hook
 from harness.tracking.closing import closing_words
+from harness.tracking.shared import log_at_step, open_unit_run
 from harness.tracking.options import (  # noqa: F401
     MAX_GROUP, MAX_TAG, MODES, SWEEP_ENV, OnlineGate, TrackingConfigError, _describe, _is_number, _select,
     check, default_group, folder_id, offline_runs, resolve_options,
@@ -76,6 +78,10 @@ class NullTracker:
     def log_conditions(self, summary: dict, out_dir) -> None:
         pass
 
+    def log_table_run(self, name: str, key: str, out_dir, config: dict, columns: list, rows: list,
+                      figure: str, summary: dict) -> None:
+        pass
+
     def close(self) -> list[str]:
         warnings, self._warnings = self._warnings, []
         return warnings
@@ -98,6 +104,7 @@ class WandbTracker:
         self.online_failure: str | None = None  # why online failed (the rest went offline)
         self.broken: str | None = None  # why wandb gave up entirely
         self._wandb = None
+        self._early: dict = {}  # run name -> a unit's run opened before it trained (open_unit_run)
         self._env_set: dict[str, str] = {}
         self._closed = False
         if self.mode not in MODES:
@@ -114,6 +121,12 @@ class WandbTracker:
             self._wandb = wandb
         except Exception as e:  # noqa: BLE001
             self.broken = f"wandb cannot be imported ({_describe(e)})"
+            return
+        wandb_hook.offer(self.open_unit_run)  # a trainer's own wandb logger then logs into the unit's run
+
+    def open_unit_run(self, folder: Path) -> str | None:
+        """The unit's run opened before it trains, for a trainer's own wandb logger (shared.py)."""
+        return open_unit_run(self, Path(folder))
 
     # -- the interface ----------------------------------------------------------------------
 
@@ -146,11 +159,19 @@ class WandbTracker:
         self._summary_run("across conditions", "conditions", Path(out_dir), summary["declaration"],
                           lambda: conditions_table(summary), "analysis.png", lambda: conditions_summary(summary))
 
+    def log_table_run(self, name: str, key: str, out_dir, config: dict, columns: list, rows: list,
+                      figure: str, summary: dict) -> None:
+        """A tool's measurement as one run per results folder (python -m harness.noise_sources: run
+        "noise sources"), replaced on a rerun: the wandb.Table ``key`` (``columns``, ``rows``), the
+        image ``out_dir/figure`` as "figure" when it exists, and ``summary``."""
+        self._summary_run(name, key, Path(out_dir), config, lambda: (columns, rows), figure, lambda: summary)
+
     def close(self) -> list[str]:
         """Finish every run, stop wandb's service, and say what was not logged."""
         if self._closed:
             return []
         self._closed = True
+        wandb_hook.withdraw(self.open_unit_run)
         try:
             self._teardown()
         except Exception as e:  # noqa: BLE001
@@ -167,7 +188,10 @@ class WandbTracker:
         config = dict(result.get("config") or {})
         config.update(seed=result.get("seed"), arm=result.get("arm"), factor_value=result.get("factor_value"),
                       env=result.get("env") or {})
-        run = self._start(name, job_type=str(result.get("arm")), config=config)
+        shared = self._early.pop(name, None)  # opened before the unit trained: a trainer logged into it
+        if shared is not None:
+            shared.config.update(config, allow_val_change=True)
+        run = shared or self._start(name, job_type=str(result.get("arm")), config=config)
         if run is None:
             return
         failed = result.get("status") != "completed"
@@ -180,15 +204,16 @@ class WandbTracker:
             metrics = {f"metrics/{k}": v for k, v in (result.get("metrics") or {}).items() if _is_number(v)}
             last = len(losses)
             every = self.options["history_every"]
+            log_at = log_at_step(run, shared is not None)
             for step, loss in enumerate(losses[:-1], start=1):
                 if step % every == 0:
-                    run.log({"train/loss": loss}, step=step)
+                    log_at({"train/loss": loss}, step)
             # the evaluation belongs to the last optimizer step: one row with the last loss
             final = dict(metrics)
             if losses:
                 final["train/loss"] = losses[-1]
             if final:
-                run.log(final, step=last)
+                log_at(final, last)
             summary = {"status": result.get("status"), **metrics}
             summary.update({f"fingerprints/{k}": v for k, v in fingerprints.items() if isinstance(v, str)})
             summary.update({f"timing/{k}": v for k, v in (result.get("timing") or {}).items() if _is_number(v)})

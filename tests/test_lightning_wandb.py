@@ -1,0 +1,83 @@
+"""One wandb run per unit with Lightning's own WandbLogger in the user's Trainer (issue 30): the
+logger logs into the harness's run of the unit (named, grouped by seed and arm), read back from the
+offline ``.wandb`` files; where the harness logs the unit elsewhere the logger is turned off, said."""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+
+from harness.training.run import Run
+
+from . import lightning_fns as L
+from . import wandb_reader
+from .test_tracking import REPO, subprocess_env
+
+SEEDS = (0, 1, 2)  # the analysis needs 3
+
+
+def test_a_wandb_logger_in_the_users_trainer_logs_into_the_units_one_run(tmp_path):
+    out = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "harness", "+experiment=loss_ab", f"ab.seeds=[{','.join(map(str, SEEDS))}]",
+           f"hydra.run.dir={out}", "progress=false", "determinism.threads=1", "logger.wandb.history_every=1",
+           "train.fn=tests.lightning_fns.fit_with_wandb"]
+    done = subprocess.run(cmd, cwd=REPO, env=subprocess_env(HOME=str(tmp_path / "home")), capture_output=True,
+                          text=True, timeout=600)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 0, "\n".join(lines[-60:])
+
+    runs = wandb_reader.read_runs(out / "wandb")
+    names = collections.Counter(r.name for r in runs)
+    units = {f"seed={s} arm={a}" for s in SEEDS for a in "AB"}
+    assert names == collections.Counter(units | {"analysis"})  # no run of Lightning's own, none twice
+    assert {r.project for r in runs} == {"harness"} and len({r.group for r in runs}) == 1
+    for run in runs:
+        if run.name != "analysis":
+            arm = run.name.split("arm=")[1]
+            assert run.job_type == arm and run.config["arm"] == arm and run.exit_code == 0
+            assert "train_loss" in {k for row in run.history for k in row}  # what Lightning's logger logged
+            harness_rows = [row for row in run.history if "harness/step" in row]  # and the harness's record
+            assert [row["harness/step"] for row in harness_rows] == list(range(1, 9))
+            assert run.summary["fingerprints/data_order"]
+
+    said = [line for line in lines if "WandbLogger logs into the harness's wandb run of this unit" in line]
+    assert len(said) == len(units)
+    # the certificate's rerun: Lightning's logger off (no seventh unit run above), said
+    assert sum("WandbLogger is turned off for this unit" in line for line in lines) == 1
+    # each Lightning line once per Trainer (6 units and the certificate's rerun), never twice
+    assert sum("GPU available" in line for line in lines) == len(units) + 1
+    assert not [line for line in lines if "There is a wandb run already in progress" in line]
+
+
+def test_a_unit_written_nowhere_turns_the_loggers_run_off(tmp_path, capsys):
+    """The certificate's rerun (and a Run of no folder): the logger writes no run of its own."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    callback = L.Callback(Run(0))
+    logger = WandbLogger(project="mine", save_dir=str(tmp_path))
+    L.trainer(callback, logger=logger).fit(L.MLP(), datamodule=L.Digits())
+    assert not list(tmp_path.rglob("*.wandb"))
+    assert "WandbLogger is turned off for this unit" in capsys.readouterr().err
+
+
+def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
+    """A command arm's script (a fresh process, wandb not set up yet): the harness logs the unit's run
+    from its own process, so the script's WandbLogger writes none, and says so."""
+    from harness.integrations.attach import RUN_ENV, run_settings
+
+    from .trainer_ab import DETERMINISM
+
+    code = ("import lightning.pytorch as pl\n"
+            "from lightning.pytorch.loggers import WandbLogger\n"
+            "from tests import lightning_fns as L\n"
+            "pl.seed_everything(0)\n"
+            f"L.trainer(L.Callback(), logger=WandbLogger(project='mine', save_dir={str(tmp_path / 'w')!r}))"
+            ".fit(L.MLP(), datamodule=L.Digits())\n")
+    (tmp_path / "unit").mkdir()
+    env = subprocess_env(HOME=str(tmp_path / "home"), HARNESS_RUN_DIR=str(tmp_path / "unit"), HARNESS_SEED="0",
+                         HARNESS_ARM="A", **{RUN_ENV: run_settings("cpu", "fp32", DETERMINISM, None, None, 10)})
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not list(tmp_path.rglob("*.wandb")) and (tmp_path / "unit" / "attached.json").is_file()
+    assert done.stderr.count("Lightning's WandbLogger is turned off for this unit") == 1
