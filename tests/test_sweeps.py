@@ -105,11 +105,13 @@ def test_a_failing_job_keeps_the_others_and_is_named(tmp_path):
     again = run_cli([str(sweep), "--no-write"], module="harness.analyze")
     assert again.returncode == 0, again.stderr
     screen = " ".join(again.stdout.split())  # the console wraps long lines
-    assert "LEFT OUT (4):" in screen and "seed 1 arm C: failed: NonFiniteLoss: loss became" in screen
-    assert "C vs A not compared: 0 complete pair(s)" in screen
+    # C's divergences are outcomes (stats.diverged=worst): counted, said first, not left out as failures
+    assert "diverged: A 0 of 3 seeds, B 0 of 3 seeds, C 3 of 3 seeds" in screen
+    assert "C vs A not compared: 0 complete pair(s)" in screen and "decided on all 3 pairs" in screen
+    assert "seed 1 arm C: failed" not in screen
     analysis = read_json(sweep / "analysis.json")
-    assert {(e["seed"], e["arm"]) for e in analysis["excluded"]} == {(0, "C"), (1, "C"), (2, "C")}
-    assert all("loss became" in e["reason"] for e in analysis["excluded"])
+    assert analysis["excluded"] == [] and analysis["diverged"]["counts"]["C"] == 3
+    assert all("loss became" in r["reason"] for r in analysis["diverged"]["runs"])
     assert analysis["comparisons"]["B"]["n_pairs"] == 3
 
 
