@@ -159,3 +159,20 @@ def test_worst_with_too_few_pairs_even_counting_the_divergences_is_still_refused
     results = [r for r in _results(None, b_diverges=(0, 1)) if r["seed"] in (0, 1)]
     with pytest.raises(AnalysisError, match="Too few complete pairs"):
         analyze(results)
+
+
+def test_the_ledger_records_the_p_that_decided_under_worst_and_the_arms_decided_on_divergences_alone():
+    """A claim decided by the signed-rank test (stats.diverged=worst) is in the ledger with that test's
+    p (x the comparisons, as every decision p there), and an arm decided on its divergences alone is a
+    claim too: the false discovery rate is held over every claim made."""
+    from harness.config.declaration import Declaration
+    from harness.ledger.claims import claim_rows
+
+    some = analyze(_results(None))  # B diverged in 4 of 12: decided by the rank test, with a size
+    (row,) = claim_rows(some, "/tmp/x", Declaration.from_config(_results(None)[0]["config"], strict=False))
+    assert row["p_decision"] == some["diverged"]["tests"]["B"]["pvalue"]  # one comparison: x 1
+    assert row["verdict"] == some["comparisons"]["B"]["verdict"]["code"]
+    most = analyze(_results(None, b_diverges=(0, 1, 2, 3, 4, 5, 6, 7, 8, 10)))  # decided on divergences alone
+    (row,) = claim_rows(most, "/tmp/x", Declaration.from_config(_results(None)[0]["config"], strict=False))
+    assert (row["arm"], row["verdict"], row["effect"]) == ("B", "differs", None)
+    assert row["p_decision"] == most["diverged"]["tests"]["B"]["pvalue"] < 0.05
