@@ -103,6 +103,8 @@ def test_the_reading_rules_on_known_spreads():
     assert read_sources({"init": small, "data_order": small}, full).kind == "dominant"
     few = spread([0.0, 1.0, 2.0, 3.0, 4.0])  # 5 runs: the intervals allow both readings
     assert read_sources({"init": few, "data_order": spread([0.0, 0.7, 1.4, 2.1, 2.8])}, few).kind == "undetermined"
+    two = read_sources({"init": few, "threads": spread([0.0, 1.5])}, few)  # a source with fewer runs is named
+    assert two.kind == "undetermined" and "with 5 runs per source (threads 2)" in two.sentence
     assert spread([3.0, 3.0, 3.0]).std == 0.0  # identical values: exactly zero, never a residue
 
 
