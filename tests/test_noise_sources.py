@@ -14,6 +14,7 @@ import torch
 
 from harness.stats.sources import read_sources, spread
 from harness.tools import noise_sources
+from harness.tools.noise_sources_table import table_rows
 from harness.training.run import Run
 
 K = 12
@@ -59,10 +60,10 @@ def conf(tmp_path_factory):
     return folder
 
 
-def _run(conf, tmp_path, *extra, k=K):
+def _run(conf, tmp_path, *extra, k=K, sources="init,data_order,model,augment"):
     out = tmp_path / "out"
     code = noise_sources.main(["--config-dir", str(conf), "--repeats", str(k), "--out", str(out),
-                               "--sources", "init,data_order,model,augment", "+experiment=sources",
+                               "--sources", sources, "+experiment=sources",
                                "determinism.threads=1", "logger=none", *extra])
     assert code == 0
     return json.loads((out / "noise_sources.json").read_text())
@@ -102,6 +103,8 @@ def test_the_reading_rules_on_known_spreads():
     assert read_sources({"init": small, "data_order": small}, full).kind == "dominant"
     few = spread([0.0, 1.0, 2.0, 3.0, 4.0])  # 5 runs: the intervals allow both readings
     assert read_sources({"init": few, "data_order": spread([0.0, 0.7, 1.4, 2.1, 2.8])}, few).kind == "undetermined"
+    two = read_sources({"init": few, "threads": spread([0.0, 1.5])}, few)  # a source with fewer runs is named
+    assert two.kind == "undetermined" and "with 5 runs per source (threads 2)" in two.sentence
     assert spread([3.0, 3.0, 3.0]).std == 0.0  # identical values: exactly zero, never a residue
 
 
@@ -145,3 +148,67 @@ def test_the_wandb_run_holds_the_json_table_the_readings_and_the_figure(conf, tm
     none = tmp_path / "none"
     assert noise_sources.main([*args[:5], str(none), *args[6:-1], "logger=none"]) == 0
     assert (none / "noise_sources.json").is_file() and not (none / "wandb").exists()
+
+
+def fitted(cfg, run: Run, shift: float = 0.0) -> dict:
+    """A few SGD steps of a linear model: its metric depends on every bit of the initial weights."""
+    with run.init():
+        model = torch.nn.Linear(8, 1)
+    run.watch(model)
+    x = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    y = x.sum(1, keepdim=True)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)  # small steps: no weight leaves its binade
+    order = run.generator("data_order")
+    for _ in range(5):
+        idx = torch.randperm(64, generator=order)[:16]
+        loss = ((model(x[idx]) - y[idx]) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        run.step(loss.detach())
+    with torch.no_grad():
+        return {"score": float(((model(x) - y) ** 2).mean()) + shift}
+
+
+def test_one_ulp_and_thread_counts_are_rows_and_equal_arms_stay_exactly_paired(conf, tmp_path, monkeypatch):
+    """The numerical sources: K runs each with a different one-ULP nudge of the initial weights (the
+    same nudge in both arms), and the reference again at the other thread counts the free cores allow
+    (two free cores pinned here, so 2 threads runs); CUDA mode off is named as not measured on CPU."""
+    from harness.training import threads
+
+    monkeypatch.setattr(threads, "measure_load", lambda *a, **k: threads.Load(cores=2, busy=0))
+    r = _run(conf, tmp_path, "train.fn=tests.test_noise_sources.fitted", "~train.kwargs.scramble", k=3,
+             sources="init,ulp,threads,mode_off")
+    assert {"ulp", "threads"} <= set(r["sources"])
+    ulp = r["sources"]["ulp"]
+    assert len(ulp["values_a"]) == 3
+    changes = r["numerical"]["ulp"]["changes"]
+    assert len({(c["param"], c["position"]) for c in changes}) == 3  # a different element each run
+    assert all(c["new"] != c["old"] for c in changes)
+    assert len(set(r["numerical"]["ulp"]["final_a"])) == 3  # each nudge still shows in the trained weights
+    assert r["numerical"]["threads"]["counts"] == [2] and len(r["sources"]["threads"]["values_a"]) == 2
+    for source in ("ulp", "threads"):  # arms that differ in nothing: B - A is exactly 0, run by run
+        assert r["sources"][source]["differences"] == [0.0] * len(r["sources"][source]["differences"])
+        assert r["sources"][source]["difference"]["std"] == 0
+    assert "ulp" in r["reading_a"]["shares"] and "threads" in r["reading_a"]["shares"]
+    wandb_rows = {row[0] for row in table_rows(r)}  # the wandb table's rows, from the json
+    assert {"ulp", "threads", "mode_off"} <= wandb_rows
+    if r["numerical"]["mode_off"] is not None:  # CPU: said, not faked
+        assert "mode_off" not in r["sources"] and "not measured: no GPU" in r["table"]
+
+
+def test_threads_with_no_other_count_the_machine_keeps_busy_is_too_few_runs(conf, tmp_path, monkeypatch, capsys):
+    """One free core and the reference at 1 thread: no other count may run (pinned threads beyond the
+    free cores wait at every barrier), so threads has one run: said, with the skipped counts, and kept
+    out of the reading; --reread says it again."""
+    from harness.training import threads
+
+    monkeypatch.setattr(threads, "measure_load", lambda *a, **k: threads.Load(cores=1, busy=0))
+    r = _run(conf, tmp_path, "train.fn=tests.test_noise_sources.fitted", "~train.kwargs.scramble", k=3,
+             sources="init,threads")
+    assert "threads" not in r["sources"] and len(r["too_few"]["threads"]["values_a"]) == 1
+    assert r["numerical"]["threads"]["skipped"] == [2, 3] and "threads" not in r["reading_a"]["shares"]
+    assert "too few runs (1)" in r["table"] and "skipped 2, 3" in r["table"]
+    capsys.readouterr()
+    assert noise_sources.main(["--reread", str(tmp_path / "out" / "noise_sources.json")]) == 0
+    assert capsys.readouterr().out.strip() == r["table"]

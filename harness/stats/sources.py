@@ -2,7 +2,10 @@
 spread of all of them together (the ordinary seeds), and what that says (pure numpy + scipy).
 
 A source is one random stream moved while every other is held at the reference seed (init, data
-order, the model stream for dropout, augmentation). Two readings are possible, and the data decide:
+order, the model stream for dropout, augmentation), or a numerical change with every stream held
+(one ULP of one initial weight, another thread count, CUDA mode off); each source's interval comes
+from its own run count, so a source with few runs (a thread count per run) only widens what fits.
+Two readings are possible, and the data decide:
 
 - *the sources add up*: each source contributes its own variance and together they make the seed
   variance (independent contributions, as a linear model of small effects would give);
@@ -87,8 +90,10 @@ def read_sources(spreads: dict, full: Spread) -> SourcesReading:
             f"the sources add up: their variances make {100 * total:.0f}% of the seed variance ({parts})."))
     if adds and unstable and len(spreads) > 1:
         factor = full.high / full.std if full.std else float("inf")
+        fewer = ", ".join(f"{s} {sp.n}" for s, sp in spreads.items() if sp.n != full.n)  # e.g. thread counts
         return SourcesReading("undetermined", shares, total, (
-            f"too few runs to tell: with {full.n} runs per source each spread is known within x{factor:.1f}, and "
+            f"too few runs to tell: with {full.n} runs per source{f' ({fewer})' if fewer else ''} each spread is "
+            f"known within x{factor:.1f}{' (wider with fewer)' if fewer else ''}, and "
             f"both readings fit (the sources adding up, {100 * total:.0f}% of the seed variance: {parts}; or each "
             f"alone reaching the full spread, {100 * low:.0f}-{100 * high:.0f}%). Run more (--repeats {max(20, 4 * full.n)})."))
     top = max(shares, key=shares.get)

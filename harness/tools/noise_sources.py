@@ -13,7 +13,11 @@ A source the training never draws from is found with one run per arm (the same f
 metrics, bit for bit) and reported as not used, without K runs. For a metric declared with
 per-example records, the test set's own sampling noise comes from the reference runs' records (no
 extra training): binomial for the arm, the paired per-example differences for B - A.
-Nondeterminism (one ULP, thread count, CUDA modes) is python -m harness.noise_audit's. It writes
+The numerical sources hold every stream at the reference seed: ulp (K runs, run i moving the
+initial weight harness.tools.noise_runs.ulp_hook(i) picks by one ULP), threads (the reference again
+at each other thread count the free cores keep busy, noise_audit's rule; the skipped ones named) and
+mode_off (K runs with determinism.mode=off; on a GPU only, else "not measured: no GPU"). Both arms of
+a run get the same change, so B - A stays paired. It writes
 noise_sources.{json,txt,png} and, with the harness's logger (wandb, offline by default; logger=none:
 nothing), one wandb run "noise sources" made from the json: its table, readings and figure.
 
@@ -29,26 +33,28 @@ from pathlib import Path
 
 import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 
-import numpy as np
-
 from harness.results import example_correctness, write_json
 from harness.stats.sources import read_sources, spread
 from harness.tools.diff import parse_args
 from harness.tools.golden import BadInput, add_config_dir, compose_config, stack_summary
-from harness.tools.noise_runs import audited_metric, train_one
+from harness.tools.noise_sources_table import TABLE_COLUMNS, figure, render, table_rows
+from harness.tools.noise_runs import audited_metric, thread_counts, train_one, ulp_hook, with_changes
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 STREAMS = ("init", "data_order", "model", "augment")
 PROBED = ("model", "augment")  # streams a training may never draw from: one run tells
+NUMERICAL = ("ulp", "threads", "mode_off")  # every stream at the reference seed; the bits move instead
+MODE_OFF = {"determinism.mode": "off", "determinism.cudnn_benchmark": False}
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness.noise_sources",
                                 description="The seed noise floor, one source of randomness at a time.")
     p.add_argument("--repeats", "-k", type=int, default=5, metavar="K", help="runs per source (default 5; >= 3)")
-    p.add_argument("--sources", default=",".join(STREAMS),
-                   help=f"comma-separated streams to move one at a time (default {','.join(STREAMS)}; a "
-                        f"name your training gives run.generator works too)")
+    p.add_argument("--sources", default=",".join(STREAMS + NUMERICAL),
+                   help=f"comma-separated sources to move one at a time (default {','.join(STREAMS + NUMERICAL)}): "
+                        f"streams (a name your training gives run.generator works too), ulp (one initial weight "
+                        f"+1 ULP), threads (other thread counts), mode_off (determinism.mode=off, GPU only)")
     p.add_argument("--out", default=None, metavar="DIR", help="where to write noise_sources.{json,txt,png} "
                                                              "(default outputs/noise_sources/<overrides>)")
     p.add_argument("--metric", default=None, help="a declared metric (default: the primary one, stats.metric)")
@@ -114,32 +120,39 @@ def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *
     metric = spec.name
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731 - progress, not the result
 
-    def pair(apart: dict, s: int) -> tuple:
+    def pair(apart: dict, s: int, changes=None, ulp=None) -> tuple:
         out = []
-        for cfg in (a_cfg, b_cfg):
-            r = train_one(_streams_apart(cfg, apart), s)
+        for cfg in (a_cfg, b_cfg):  # both arms get the same streams, thread count and nudge: paired
+            hook, changed = ulp_hook(ulp) if ulp is not None else (None, {})
+            r = train_one(_streams_apart(with_changes(cfg, changes or {}), apart), s, init_hook=hook)
             if metric not in r["metrics"]:
                 raise BadInput(f"the training function returned {', '.join(r['metrics'])}, not {metric}.")
-            out.append(r)
+            out.append({**r, "ulp_change": changed or None})
         return tuple(out)
 
     ref = pair({}, seed)
+    numerical = _numerical(a_cfg, sources, k)
     values = {}  # source -> (the arm's values, the differences B - A), the reference first
     unused = []
     for source in [*sources, "all"]:
-        rows = [ref]
-        for i in range(1, k):
-            apart, s = ({}, seed + i) if source == "all" else ({source: seed + i}, seed)
-            ra, rb = pair(apart, s)
+        if source == "mode_off" and numerical["mode_off"]:
+            continue  # CPU: said in the table, never faked
+        plan = _plan(source, seed, k, numerical)
+        rows = [ref] if source not in NUMERICAL or source == "threads" else []
+        for i, (apart, s, changes, ulp) in enumerate(plan, 1):
+            ra, rb = pair(apart, s, changes, ulp)
             if i == 1 and source in PROBED and all(_same(r, q) for r, q in zip((ra, rb), ref)):
                 unused.append(source)  # its seed changed no bit: the training never draws from it
                 break
             rows.append((ra, rb))
-            log(f"{source} {i}/{k - 1}: {base} {ra['metrics'][metric]:.6g}  {other} {rb['metrics'][metric]:.6g}")
+            log(f"{source} {i}/{len(plan)}: {base} {ra['metrics'][metric]:.6g}  {other} {rb['metrics'][metric]:.6g}")
+        if source == "ulp":
+            numerical["ulp"] = {"changes": [a["ulp_change"] for a, _ in rows],
+                                "final_a": [a["fingerprints"]["final"] for a, _ in rows]}
         if source not in unused:
             pairs = [(float(a["metrics"][metric]), float(b["metrics"][metric])) for a, b in rows]
             values[source] = ([va for va, _ in pairs], [vb - va for va, vb in pairs])
-    block = _numbers(values, unused, ref, spec, margin)
+    block = {**_numbers(values, unused, ref, spec, margin), "numerical": numerical}
     header = {"seed": seed, "arms": [base, other], "k": k, "metric": metric, "unit": spec.unit,
               "env": stack_summary(ref[0]["env"])}
     text = render(header, block)
@@ -147,8 +160,39 @@ def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *
     (out_dir / "noise_sources.txt").write_text(text + "\n")
     write_json(out_dir / "noise_sources.json", {"schema": "harness.noise_sources/1", "overrides": list(overrides),
                                                 **header, **block, "table": text})
-    _figure(header, block, out_dir / "noise_sources.png")
+    figure(header, block, out_dir / "noise_sources.png")
     return text + f"\n\nwrote {out_dir / 'noise_sources.json'}, noise_sources.txt and noise_sources.png"
+
+
+def _numerical(cfg, sources: list, k: int) -> dict:
+    """What the numerical sources will run: the other thread counts the free cores keep busy (the
+    noise audit's rule, harness.tools.noise_runs.thread_counts) and whether CUDA mode off can run."""
+    from harness.training.determinism import resolve_device
+    from harness.training.threads import measure_load
+
+    out = {"mode_off": None, "threads": None, "ulp": None}
+    if "threads" in sources:
+        free, own = measure_load().free, int(cfg.determinism.threads)
+        counts, skipped = thread_counts(own, k - 1, free)
+        out["threads"] = {"reference": own, "counts": counts, "skipped": skipped, "free_cores": free}
+    if "mode_off" in sources and resolve_device(getattr(cfg.device, "value", cfg.device)).type != "cuda":
+        out["mode_off"] = "not measured: no GPU"
+    return out
+
+
+def _plan(source: str, seed: int, k: int, numerical: dict) -> list[tuple]:
+    """The runs of one source after the reference: (streams apart, seed, config changes, ULP index).
+    A stream: its seed moved, K - 1 runs; all: K - 1 other seeds; ulp: K runs, run i nudging the
+    element ulp_hook(i) picks; threads: one run per other count; mode_off: K runs."""
+    if source == "all":
+        return [({}, seed + i, None, None) for i in range(1, k)]
+    if source == "ulp":
+        return [({}, seed, None, i) for i in range(k)]
+    if source == "threads":
+        return [({}, seed, {"determinism.threads": t}, None) for t in numerical["threads"]["counts"]]
+    if source == "mode_off":
+        return [({}, seed, MODE_OFF, None) for _ in range(k)]
+    return [({source: seed + i}, seed, None, None) for i in range(1, k)]
 
 
 def _same(r: dict, q: dict) -> bool:
@@ -159,8 +203,11 @@ def _same(r: dict, q: dict) -> bool:
 def _spreads(values: dict, unused: list) -> dict:
     """``values``: source -> (the arm's values, the differences B - A). Their spreads, and the two
     readings (harness.stats.sources)."""
-    out, spreads = {"sources": {}, "unused": unused}, {}
+    out, spreads = {"sources": {}, "unused": unused, "too_few": {}}, {}
     for source, (a, d) in values.items():
+        if len(a) < 2:  # threads with no other count the machine keeps busy: no spread to give
+            out["too_few"][source] = {"values_a": [float(x) for x in a], "differences": [float(x) for x in d]}
+            continue
         spreads[source] = (spread(a), spread(d))
         out["sources"][source] = {"values_a": [float(x) for x in a], "differences": [float(x) for x in d],
                                   "a": spreads[source][0].to_dict(), "difference": spreads[source][1].to_dict()}
@@ -202,10 +249,11 @@ def reread(path: Path) -> str:
 
     try:
         d = read_json(path)
-        values = {s: (v["values_a"], v["differences"]) for s, v in d["sources"].items()}
+        values = {s: (v["values_a"], v["differences"]) for s, v in {**d["sources"], **d.get("too_few", {})}.items()}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise BadInput(f"--reread {path}: not a readable noise_sources.json ({e}).") from None
-    block = {**_spreads(values, d.get("unused") or []), "test_set": d.get("test_set"), "power": d["power"]}
+    block = {**_spreads(values, d.get("unused") or []), "test_set": d.get("test_set"), "power": d["power"],
+             "numerical": d.get("numerical") or {}}
     return render({k: d[k] for k in ("seed", "arms", "k", "metric", "unit")}, block)
 
 
@@ -221,63 +269,6 @@ def _test_set(ref: tuple, spec) -> dict | None:
     diff = cb.astype(float) - ca.astype(float)
     return {"n_examples": n, "a_std": scale * math.sqrt(p * (1 - p) / n),
             "difference_std": scale * float(diff.std()) / math.sqrt(n)}
-
-
-def render(header: dict, block: dict) -> str:
-    base, other = header["arms"]
-    u = f" {header['unit']}" if header["unit"] else ""
-    metric = header["metric"] + (f" ({header['unit']})" if header["unit"] else "")
-    lines = [f"noise sources: seed {header['seed']}, {base} and {other}, K={header['k']} runs per source, {metric}",
-             "", f"{base}: {block['reading_a']['sentence']}",
-             f"{other} - {base}: {block['reading_difference']['sentence']}", "",
-             f"{'source':<12} {base + ': std (95% CI)':<30} {'share':>6}   {other + ' - ' + base + ': std (95% CI)':<30} {'share':>6}"]
-    full = block["sources"]["all"]
-    for source, v in block["sources"].items():
-        cells = []
-        for side in ("a", "difference"):
-            s, f = v[side], full[side]["std"]
-            share = "1" if source == "all" else (f"{s['std'] / f:.2f}" if f > 0 else "-")
-            cells += [f"{s['std']:.3g} ({s['low']:.3g}-{s['high']:.3g}){u}", share]
-        name = "all streams" if source == "all" else source
-        lines.append(f"{name:<12} {cells[0]:<30} {cells[1]:>6}   {cells[2]:<30} {cells[3]:>6}")
-    for source in block["unused"]:
-        lines.append(f"{source:<12} not used by this training (one run per arm with it moved changed no weight or metric)")
-    t = block["test_set"]
-    if t:
-        lines.append(f"{'test set':<12} {t['a_std']:.3g}{u} (binomial, {t['n_examples']} examples){'':<5}"
-                     f"{t['difference_std']:.3g}{u} (paired per-example differences)")
-    s = full["a"]
-    if s["std"] > 0:
-        lines.append(f"(at K={header['k']}, each std's 95% interval spans {s['low'] / s['std']:.2f}-"
-                     f"{s['high'] / s['std']:.2f} times it: more runs per source narrow it)")
-    p = block["power"]
-    lines += ["", f"seeds for 80% power at {p['effect']:.3g}{u} ({p['effect_is']}): {p['paired']} paired "
-                  f"(the spread of {other} - {base}), {p['unpaired']} unpaired (arms on independent seeds)"]
-    return "\n".join(lines)
-
-
-TABLE_COLUMNS = ["source", "a_std", "a_low", "a_high", "a_share",
-                 "b_minus_a_std", "b_minus_a_low", "b_minus_a_high", "b_minus_a_share", "note"]
-
-
-def table_rows(d: dict) -> list[list]:
-    """The rows of the wandb table, from a noise_sources.json: each source's std, 95% interval and
-    share of the full spread, for the arm (a_) and for B - A (b_minus_a_); then the streams not used
-    and the test set's own noise (std only), as the printed table has them."""
-    full, rows = d["sources"]["all"], []
-    for source, v in d["sources"].items():
-        cells = []
-        for side in ("a", "difference"):
-            s, f = v[side], full[side]["std"]
-            cells += [s["std"], s["low"], s["high"], 1.0 if source == "all" else (s["std"] / f if f > 0 else None)]
-        rows.append(["all streams" if source == "all" else source, *cells, ""])
-    for source in d.get("unused") or []:
-        rows.append([source, *[None] * 8, "not used by this training"])
-    t = d.get("test_set")
-    if t:
-        rows.append(["test set", t["a_std"], None, None, None, t["difference_std"], None, None, None,
-                     f"binomial and paired per-example differences, {t['n_examples']} examples"])
-    return rows
 
 
 def track(cfg, out_dir: Path) -> str:
@@ -307,28 +298,6 @@ def track(cfg, out_dir: Path) -> str:
     head = (f"\nwandb: run \"noise sources\" logged {logged[0][1]} under {where}"
             + (f"; upload with: wandb sync {where}/offline-run-*" if logged[0][1] == "offline" else "")) if logged else ""
     return "".join([head, *(f"\n{w}" for w in said)])
-
-
-def _figure(header: dict, block: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(block["sources"])
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    for ax, side, title in zip(axes, ("a", "difference"),
-                               (header["arms"][0], f"{header['arms'][1]} - {header['arms'][0]}")):
-        s = [block["sources"][n][side] for n in names]
-        y = np.arange(len(names))
-        ax.barh(y, [x["std"] for x in s], color=["#888" if n == "all" else "#4c72b0" for n in names])
-        ax.errorbar([x["std"] for x in s], y, xerr=[[x["std"] - x["low"] for x in s], [x["high"] - x["std"] for x in s]],
-                    fmt="none", color="k", lw=1)
-        ax.set_yticks(y, [("all streams" if n == "all" else n) for n in names])
-        ax.set_title(f"{title}: std of {header['metric']}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 if __name__ == "__main__":
