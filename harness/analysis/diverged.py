@@ -56,7 +56,7 @@ def pairs(usable: dict, runs: list[dict], baseline: str, others: list, higher_is
                         for s in seeds if (s, arm) in usable and (s, baseline) in usable]
             rows = sorted(rows + finished, key=lambda r: _seed_key(r[0]))
             out[arm] = {"seeds": [s for s, _ in rows], "d": [d for _, d in rows], "both": both,
-                        "finished": [sign * d for _, d in sorted(finished, key=lambda r: _seed_key(r[0]))]}
+                        "finished": [sign * d for _, d in finished]}  # arm - baseline, for the size
     return out
 
 
@@ -136,7 +136,7 @@ def apply(out: dict, div: dict, *, arms: list, baseline: str, alpha: float, unit
     counts = {a: sum(str(e["arm"]) == a for e in runs) for a in arms}
     lead = counts_line(counts, div.get("seeds_per_arm") or {}, rule)
     rank_only = decided_by_rank_only(div, out["comparisons"])
-    k = len(out["comparisons"]) + len(rank_only)
+    k = out["multiple_comparisons"]["comparisons"]  # decide() counted the arms decided by rank alone too
     tests = {}
     for arm, c in out["comparisons"].items():
         p = (div.get("pairs") or {}).get(arm)

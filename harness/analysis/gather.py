@@ -127,8 +127,8 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
             + " Run more seeds, or fix the failed runs and re-run them."
         )
 
-    # the diverged pairs of a comparison that is made are counted in it, not left out; an arm with too
-    # few finished pairs to compare keeps its diverged runs in the left-out list, named
+    # the diverged pairs of a comparison that is made, or of an arm decided on them alone, are counted
+    # in it, not left out; any other arm with too few pairs keeps its diverged runs in the left-out list
     div["pairs"] = {arm: p for arm, p in div["pairs"].items() if arm in compared or arm in by_rank}
     if div["pairs"]:
         counted = diverged.counted_seeds(div["pairs"], baseline)

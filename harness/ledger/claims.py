@@ -66,28 +66,22 @@ def _ab_rows(analysis: dict, folder, declaration, where: str = "") -> list[dict]
     A comparison that stats.diverged=worst decided by its signed-rank test has that test's p (x the
     comparisons, as every decision p here); an arm decided on its divergences alone (too few finished
     pairs for a size, under not_compared) is a claim too, with no effect."""
-    rows = []
     ranked = (analysis.get("diverged") or {}).get("tests") or {}
     k = (analysis.get("multiple_comparisons") or {}).get("comparisons") or 1
-    for arm, c in (analysis.get("comparisons") or {}).items():
+    claims = list((analysis.get("comparisons") or {}).items())
+    claims += [(n["arm"], n) for n in analysis.get("not_compared") or [] if n["arm"] in ranked and n.get("verdict")]
+    rows = []
+    for arm, c in claims:
         zero = (c.get("intervals") or {}).get("zero") or {}
+        p_raw = (c.get("t") or {}).get("pvalue")
         p_decision = ((c.get("decision") or {}).get("pvalues") or {}).get("zero")
         if arm in ranked:
-            p_decision = min(1.0, ranked[arm]["pvalue"] * k)
+            p_raw, p_decision = ranked[arm]["pvalue"], min(1.0, ranked[arm]["pvalue"] * k)
         rows.append(_row(
             analysis, folder, declaration, baseline=c.get("baseline"), arm=arm,
             claim=f"{arm} vs {c.get('baseline')} on {analysis.get('metric')}{where}",
             effect=c.get("mean_diff"), ci_low=zero.get("low"), ci_high=zero.get("high"), ci_level=zero.get("level"),
-            p_raw=(c.get("t") or {}).get("pvalue"), p_decision=p_decision,
-            verdict=(c.get("verdict") or {}).get("code", "?")))
-    for entry in analysis.get("not_compared") or []:
-        arm = entry["arm"]
-        if arm in ranked and entry.get("verdict"):
-            rows.append(_row(
-                analysis, folder, declaration, baseline=entry.get("baseline"), arm=arm,
-                claim=f"{arm} vs {entry.get('baseline')} on {analysis.get('metric')}{where}",
-                effect=None, ci_low=None, ci_high=None, ci_level=None, p_raw=ranked[arm]["pvalue"],
-                p_decision=min(1.0, ranked[arm]["pvalue"] * k), verdict=entry["verdict"]["code"]))
+            p_raw=p_raw, p_decision=p_decision, verdict=(c.get("verdict") or {}).get("code", "?")))
     return rows
 
 
