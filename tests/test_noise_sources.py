@@ -60,11 +60,11 @@ def conf(tmp_path_factory):
     return folder
 
 
-def _run(conf, tmp_path, *extra, k=K, sources="init,data_order,model,augment"):
+def _run(conf, tmp_path, *extra, k=K, sources="init,data_order,model,augment", workers=1):
     out = tmp_path / "out"
     code = noise_sources.main(["--config-dir", str(conf), "--repeats", str(k), "--out", str(out),
                                "--sources", sources, "+experiment=sources",
-                               "determinism.threads=1", "logger=none", *extra])
+                               "determinism.threads=1", "logger=none", f"workers={workers}", *extra])
     assert code == 0
     return json.loads((out / "noise_sources.json").read_text())
 
@@ -111,6 +111,8 @@ def test_the_reading_rules_on_known_spreads():
 def test_bad_input_is_refused_in_one_paragraph(conf, tmp_path, capsys):
     assert noise_sources.main(["--config-dir", str(conf), "--repeats", "2", "+experiment=sources"]) == 2
     assert "--repeats 2: a spread with an interval needs at least 3 runs" in capsys.readouterr().err
+    assert noise_sources.main(["--config-dir", str(conf), "+experiment=sources", "workers=0"]) == 2
+    assert "workers=0 is not allowed: give 'auto'" in capsys.readouterr().err
 
 
 def test_the_wandb_run_holds_the_json_table_the_readings_and_the_figure(conf, tmp_path, monkeypatch):
@@ -124,7 +126,7 @@ def test_the_wandb_run_holds_the_json_table_the_readings_and_the_figure(conf, tm
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     out = tmp_path / "out"
     args = ["--config-dir", str(conf), "--repeats", "3", "--out", str(out), "--sources", "init,augment",
-            "+experiment=sources", "determinism.threads=1", "logger=wandb"]
+            "+experiment=sources", "determinism.threads=1", "workers=1", "logger=wandb"]
     assert noise_sources.main(args) == 0
     d = json.loads((out / "noise_sources.json").read_text())
     [run] = wandb_reader.read_runs(out / "wandb")
@@ -170,15 +172,25 @@ def fitted(cfg, run: Run, shift: float = 0.0) -> dict:
         return {"score": float(((model(x) - y) ** 2).mean()) + shift}
 
 
-def test_one_ulp_and_thread_counts_are_rows_and_equal_arms_stay_exactly_paired(conf, tmp_path, monkeypatch):
-    """The numerical sources: K runs each with a different one-ULP nudge of the initial weights (the
-    same nudge in both arms), and the reference again at the other thread counts the free cores allow
-    (two free cores pinned here, so 2 threads runs); CUDA mode off is named as not measured on CPU."""
+def test_side_by_side_gives_the_serial_numbers_and_ulp_and_thread_counts_are_rows(conf, tmp_path, monkeypatch, capsys):
+    """Side by side (workers=2, the experiment's worker processes) every run's numbers are the serial
+    path's, bit for bit, at the same pinned thread count, and the run at 2 threads runs alone on the 2
+    free cores (pinned here). The numerical sources: K runs each with a different one-ULP nudge of the
+    initial weights (the same nudge in both arms), and the reference again at the other thread counts
+    the free cores allow (2 threads); CUDA mode off is named as not measured on CPU."""
     from harness.training import threads
 
     monkeypatch.setattr(threads, "measure_load", lambda *a, **k: threads.Load(cores=2, busy=0))
-    r = _run(conf, tmp_path, "train.fn=tests.test_noise_sources.fitted", "~train.kwargs.scramble", k=3,
-             sources="init,ulp,threads,mode_off")
+    runs = {}
+    for workers in (1, 2):
+        runs[workers] = _run(conf, tmp_path / str(workers), "train.fn=tests.test_noise_sources.fitted",
+                             "~train.kwargs.scramble", k=3, sources="init,ulp,threads,mode_off", workers=workers)
+        runs[workers]["said"] = capsys.readouterr().out
+    r, side = runs[1], runs[2]
+    for key in ("sources", "too_few", "unused", "numerical", "reading_a", "reading_difference", "power", "table"):
+        assert side[key] == r[key], key
+    assert "trained 18 runs" in r["said"] and "one after another" in r["said"]
+    assert "at most 2 at 1 thread, 1 at 2 threads side by side" in side["said"]
     assert {"ulp", "threads"} <= set(r["sources"])
     ulp = r["sources"]["ulp"]
     assert len(ulp["values_a"]) == 3

@@ -52,8 +52,9 @@ def broke_its_context(reply: tuple) -> bool:
 
 @dataclass
 class Task:
-    """One thing for a worker to do: ("unit", arm_cfg, out_dir, seed, arm, progress, {resume, lock_timeout})
-    or ("rerun", arm_cfg, seed, arm)."""
+    """One thing for a worker to do: ("unit", arm_cfg, out_dir, seed, arm, progress, {resume, lock_timeout}),
+    ("rerun", arm_cfg, seed, arm), or ("call", module, function, args): a tool's own run, written
+    nowhere (harness.tools.noise_sources: the function's return value comes back)."""
 
     seed: int
     arm: str
@@ -288,6 +289,11 @@ def _do(task: tuple, replies: Connection) -> tuple:
 
             _, arm_cfg, seed, arm = task
             return ("done", run_one(arm_cfg, seed, arm)[0], False)
+        if kind == "call":  # a tool's runs side by side, through this same pool (noise_sources_runs.py)
+            import importlib
+
+            _, module, function, args = task
+            return ("done", getattr(importlib.import_module(module), function)(*args), False)
         raise ValueError(f"unknown task {kind!r}")
     except Exception as e:  # noqa: BLE001 - the parent raises it as the serial path would
         text = traceback.format_exc(limit=8)

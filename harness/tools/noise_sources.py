@@ -17,7 +17,13 @@ The numerical sources hold every stream at the reference seed: ulp (K runs, run 
 initial weight harness.tools.noise_runs.ulp_hook(i) picks by one ULP), threads (the reference again
 at each other thread count the free cores keep busy, noise_audit's rule; the skipped ones named) and
 mode_off (K runs with determinism.mode=off; on a GPU only, else "not measured: no GPU"). Both arms of
-a run get the same change, so B - A stays paired. It writes
+a run get the same change, so B - A stays paired.
+
+The runs go side by side in the experiment's worker processes, as an experiment's units do
+(``workers=auto``: the free cores // determinism.threads, resolved by the same rule; ``workers=1``: one
+after another, here), with the same bits as one after another; a run at another thread count runs at
+most free cores // its count at once (harness/tools/noise_sources_runs.py). The wall time and how many
+ran side by side are printed and kept in the json ("timing"). It writes
 noise_sources.{json,txt,png} and, with the harness's logger (wandb, offline by default; logger=none:
 nothing), one wandb run "noise sources" made from the json: its table, readings and figure.
 
@@ -38,13 +44,13 @@ from harness.stats.sources import read_sources, spread
 from harness.tools.diff import parse_args
 from harness.tools.golden import BadInput, add_config_dir, compose_config, stack_summary
 from harness.tools.noise_sources_table import TABLE_COLUMNS, figure, render, table_rows
-from harness.tools.noise_runs import audited_metric, thread_counts, train_one, ulp_hook, with_changes
+from harness.tools.noise_runs import audited_metric, thread_counts
+from harness.tools.noise_sources_runs import Runner, jobs_of, plan
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 STREAMS = ("init", "data_order", "model", "augment")
 PROBED = ("model", "augment")  # streams a training may never draw from: one run tells
 NUMERICAL = ("ulp", "threads", "mode_off")  # every stream at the reference seed; the bits move instead
-MODE_OFF = {"determinism.mode": "off", "determinism.cudnn_benchmark": False}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -79,12 +85,16 @@ def main(argv=None) -> int:
             raise BadInput(f"--sources {args.sources!r}: give distinct stream names, e.g. {','.join(STREAMS)}.")
         cfg = compose_config(args.overrides, args.config_dir)
         declaration, metric = audited_metric(cfg, args.metric)
+        from harness.training.threads import measure_load
+
+        load = measure_load()  # once: the workers this tool starts must not count as others' load
+        workers = _resolve_threads(cfg, load, runs=2 * (1 + args.repeats * (len(sources) + 1)))
         arms = _two_arms(cfg, declaration)
         out_dir = Path(args.out) if args.out else Path("outputs") / "noise_sources" / (
             ",".join(sorted(args.overrides)).replace("/", "_") or "default")
         seed = int(cfg.seed if cfg.seed is not None else cfg.ab.seeds[0])
         text = measure(arms, seed, sources, args.repeats, declaration.spec(metric), out_dir,
-                       margin=declaration.margin, overrides=args.overrides)
+                       margin=declaration.margin, overrides=args.overrides, workers=workers, free=load.free)
         text += track(cfg, out_dir)
     except BadInput as e:
         print(f"harness.noise_sources: error: {e}", file=sys.stderr)
@@ -113,45 +123,69 @@ def _two_arms(cfg, declaration) -> dict:
     return chosen
 
 
+def _resolve_threads(cfg, load, *, runs: int) -> int:
+    """The experiment's rule for ``determinism.threads`` and ``workers`` (choose_threads), with this
+    tool's runs as the units: the resolved thread count is written into ``cfg`` (every run pins it);
+    returns the workers to run side by side. A bad ``workers`` value is refused in one paragraph."""
+    from omegaconf import OmegaConf, open_dict
+
+    from harness.training.threads import AUTO, choose_threads, is_auto, uses_gpu, workers_problem
+
+    asked, requested = cfg.get("workers", AUTO), cfg.determinism.threads
+    if workers_problem(asked):
+        raise BadInput(workers_problem(asked))
+    if isinstance(requested, bool) or not (is_auto(requested) or isinstance(requested, int)):
+        return 1  # the preflight names the bad value
+    choice = choose_threads(requested, load, units=runs, workers=AUTO if is_auto(asked) else int(asked),
+                            gpu=uses_gpu(cfg))
+    if choice.warning:
+        print(f"warning: {choice.warning}", file=sys.stderr)
+    readonly = OmegaConf.is_readonly(cfg)
+    OmegaConf.set_readonly(cfg, False)
+    with open_dict(cfg):
+        cfg.determinism.threads = choice.threads
+    OmegaConf.set_readonly(cfg, readonly)
+    return choice.workers
+
+
 def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *, margin=None,
-            overrides=()) -> str:
-    """Train every run, write noise_sources.{json,txt,png}, return the text."""
+            overrides=(), workers: int = 1, free: int = 1) -> str:
+    """Train every run (``workers`` side by side; ``free``: the cores free at the start), write
+    noise_sources.{json,txt,png}, return the text."""
+    from harness.experiment.plan import modules_of
+    from harness.training.gpus import visible
+    from harness.training.threads import uses_gpu
+
     (base, a_cfg), (other, b_cfg) = arms.items()
     metric = spec.name
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731 - progress, not the result
-
-    def pair(apart: dict, s: int, changes=None, ulp=None) -> tuple:
-        out = []
-        for cfg in (a_cfg, b_cfg):  # both arms get the same streams, thread count and nudge: paired
-            hook, changed = ulp_hook(ulp) if ulp is not None else (None, {})
-            r = train_one(_streams_apart(with_changes(cfg, changes or {}), apart), s, init_hook=hook)
-            if metric not in r["metrics"]:
-                raise BadInput(f"the training function returned {', '.join(r['metrics'])}, not {metric}.")
-            out.append({**r, "ulp_change": changed or None})
-        return tuple(out)
-
-    ref = pair({}, seed)
-    numerical = _numerical(a_cfg, sources, k)
+    numerical = _numerical(a_cfg, sources, k, free)
+    measured = [s for s in [*sources, "all"] if not (s == "mode_off" and numerical["mode_off"])]  # CPU: said, never faked
+    runs = {s: plan(s, seed, k, numerical) for s in measured}
+    jobs = {s: jobs_of(arms, s, runs[s]) for s in measured}
+    with Runner(workers, free, log=log, gpus=visible() if uses_gpu(a_cfg) else (), warm=modules_of(arms)) as runner:
+        # first the reference and one run of each stream a training may never draw from: that run
+        # tells whether the stream is used (the same bits as the reference: not used, no K runs)
+        probes = [s for s in measured if s in PROBED and jobs[s]]
+        first = jobs_of(arms, "reference", [({}, seed, None, None)]) + [j for s in probes for j in jobs[s][:2]]
+        totals = {"reference": 1, **{s: len(r) for s, r in runs.items()}}
+        results = dict(zip(_runs_of(first), _pairs(runner.run(first, _progress(first, metric, arms, totals, log)))))
+        ref = results.pop(("reference", 1))
+        unused = [s for s in probes if all(_same(r, q) for r, q in zip(results[(s, 1)], ref))]
+        rest = [j for s in measured if s not in unused for j in jobs[s][2 * (s in probes):]]
+        results.update(zip(_runs_of(rest), _pairs(runner.run(rest, _progress(rest, metric, arms, totals, log)))))
+        timing = runner.summary()
     values = {}  # source -> (the arm's values, the differences B - A), the reference first
-    unused = []
-    for source in [*sources, "all"]:
-        if source == "mode_off" and numerical["mode_off"]:
-            continue  # CPU: said in the table, never faked
-        plan = _plan(source, seed, k, numerical)
+    for source in measured:
+        if source in unused:
+            continue
         rows = [ref] if source not in NUMERICAL or source == "threads" else []
-        for i, (apart, s, changes, ulp) in enumerate(plan, 1):
-            ra, rb = pair(apart, s, changes, ulp)
-            if i == 1 and source in PROBED and all(_same(r, q) for r, q in zip((ra, rb), ref)):
-                unused.append(source)  # its seed changed no bit: the training never draws from it
-                break
-            rows.append((ra, rb))
-            log(f"{source} {i}/{len(plan)}: {base} {ra['metrics'][metric]:.6g}  {other} {rb['metrics'][metric]:.6g}")
+        rows += [results[(source, i)] for i in range(1, len(runs[source]) + 1)]
         if source == "ulp":
             numerical["ulp"] = {"changes": [a["ulp_change"] for a, _ in rows],
                                 "final_a": [a["fingerprints"]["final"] for a, _ in rows]}
-        if source not in unused:
-            pairs = [(float(a["metrics"][metric]), float(b["metrics"][metric])) for a, b in rows]
-            values[source] = ([va for va, _ in pairs], [vb - va for va, vb in pairs])
+        pairs = [(float(a["metrics"][metric]), float(b["metrics"][metric])) for a, b in rows]
+        values[source] = ([va for va, _ in pairs], [vb - va for va, vb in pairs])
     block = {**_numbers(values, unused, ref, spec, margin), "numerical": numerical}
     header = {"seed": seed, "arms": [base, other], "k": k, "metric": metric, "unit": spec.unit,
               "env": stack_summary(ref[0]["env"])}
@@ -159,40 +193,50 @@ def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "noise_sources.txt").write_text(text + "\n")
     write_json(out_dir / "noise_sources.json", {"schema": "harness.noise_sources/1", "overrides": list(overrides),
-                                                **header, **block, "table": text})
+                                                **header, **block, "table": text, "timing": timing})
     figure(header, block, out_dir / "noise_sources.png")
-    return text + f"\n\nwrote {out_dir / 'noise_sources.json'}, noise_sources.txt and noise_sources.png"
+    return text + f"\n\n{timing['line']}\nwrote {out_dir / 'noise_sources.json'}, noise_sources.txt and noise_sources.png"
 
 
-def _numerical(cfg, sources: list, k: int) -> dict:
-    """What the numerical sources will run: the other thread counts the free cores keep busy (the
+def _pairs(results: list) -> list[tuple]:
+    """Results of jobs made by jobs_of (A then B, run by run) as (A, B) pairs."""
+    return [tuple(results[i:i + 2]) for i in range(0, len(results), 2)]
+
+
+def _runs_of(jobs: list) -> list[tuple]:
+    """(source, run index) of each pair of jobs, in their order."""
+    return list(dict.fromkeys((j.source, j.index) for j in jobs))
+
+
+def _progress(jobs: list, metric: str, arms: dict, totals: dict, log):
+    """on_done for Runner.run: a run without the audited metric is refused (every run would lack it);
+    a run's line is logged once both its arms are in, whichever finished first."""
+    (base, other), got = list(arms), {}
+
+    def done(i: int, r: dict) -> None:
+        if metric not in r["metrics"]:
+            raise BadInput(f"the training function returned {', '.join(r['metrics'])}, not {metric}.")
+        j = jobs[i]
+        pair = got.setdefault((j.source, j.index), {})
+        pair[j.arm] = r["metrics"][metric]
+        if len(pair) == 2:
+            log(f"{j.source} {j.index}/{totals[j.source]}: {base} {pair[base]:.6g}  {other} {pair[other]:.6g}")
+    return done
+
+
+def _numerical(cfg, sources: list, k: int, free: int) -> dict:
+    """What the numerical sources will run: the other thread counts the ``free`` cores keep busy (the
     noise audit's rule, harness.tools.noise_runs.thread_counts) and whether CUDA mode off can run."""
     from harness.training.determinism import resolve_device
-    from harness.training.threads import measure_load
 
     out = {"mode_off": None, "threads": None, "ulp": None}
     if "threads" in sources:
-        free, own = measure_load().free, int(cfg.determinism.threads)
+        own = int(cfg.determinism.threads)
         counts, skipped = thread_counts(own, k - 1, free)
         out["threads"] = {"reference": own, "counts": counts, "skipped": skipped, "free_cores": free}
     if "mode_off" in sources and resolve_device(getattr(cfg.device, "value", cfg.device)).type != "cuda":
         out["mode_off"] = "not measured: no GPU"
     return out
-
-
-def _plan(source: str, seed: int, k: int, numerical: dict) -> list[tuple]:
-    """The runs of one source after the reference: (streams apart, seed, config changes, ULP index).
-    A stream: its seed moved, K - 1 runs; all: K - 1 other seeds; ulp: K runs, run i nudging the
-    element ulp_hook(i) picks; threads: one run per other count; mode_off: K runs."""
-    if source == "all":
-        return [({}, seed + i, None, None) for i in range(1, k)]
-    if source == "ulp":
-        return [({}, seed, None, i) for i in range(k)]
-    if source == "threads":
-        return [({}, seed, {"determinism.threads": t}, None) for t in numerical["threads"]["counts"]]
-    if source == "mode_off":
-        return [({}, seed, MODE_OFF, None) for _ in range(k)]
-    return [({source: seed + i}, seed, None, None) for i in range(1, k)]
 
 
 def _same(r: dict, q: dict) -> bool:
@@ -214,16 +258,6 @@ def _spreads(values: dict, unused: list) -> dict:
     singles = {s: v for s, v in spreads.items() if s != "all"}
     for i, side in enumerate(("a", "difference")):
         out[f"reading_{side}"] = read_sources({s: v[i] for s, v in singles.items()}, spreads["all"][i]).to_dict()
-    return out
-def _streams_apart(cfg, apart: dict):
-    """A copy of an arm's config with these streams' seeds set apart (seeds.<stream>)."""
-    import copy
-
-    from omegaconf import open_dict
-
-    out = copy.deepcopy(cfg)
-    with open_dict(out):
-        out.seeds = dict(apart)
     return out
 
 
