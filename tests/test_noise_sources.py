@@ -209,6 +209,17 @@ def test_side_by_side_gives_the_serial_numbers_and_ulp_and_thread_counts_are_row
         assert "mode_off" not in r["sources"] and "not measured: no GPU" in r["table"]
 
 
+def test_how_many_run_side_by_side_follows_the_experiments_rule():
+    """workers=N runs N at the reference's thread count, as an experiment's units (even beyond the free
+    cores: asked for); a run at another count never pins more threads than the free cores, all told."""
+    from harness.tools.noise_sources_runs import Runner
+
+    busy = Runner(2, free=1, threads=1, log=print)  # workers=2 asked on one free core
+    assert (busy.width(1, runs=10), busy.width(2, runs=1)) == (2, 1)
+    quiet = Runner(4, free=4, threads=1, log=print)
+    assert (quiet.width(1, runs=3), quiet.width(2, runs=5), quiet.width(3, runs=5)) == (3, 2, 1)
+
+
 def test_threads_with_no_other_count_the_machine_keeps_busy_is_too_few_runs(conf, tmp_path, monkeypatch, capsys):
     """One free core and the reference at 1 thread: no other count may run (pinned threads beyond the
     free cores wait at every barrier), so threads has one run: said, with the skipped counts, and kept

@@ -163,7 +163,7 @@ def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *
     measured = [s for s in [*sources, "all"] if not (s == "mode_off" and numerical["mode_off"])]  # CPU: said, never faked
     runs = {s: plan(s, seed, k, numerical) for s in measured}
     jobs = {s: jobs_of(arms, s, runs[s]) for s in measured}
-    with Runner(workers, free, log=log, gpus=visible() if uses_gpu(a_cfg) else (), warm=modules_of(arms)) as runner:
+    with Runner(workers, free, int(a_cfg.determinism.threads), log=log, gpus=visible() if uses_gpu(a_cfg) else (), warm=modules_of(arms)) as runner:
         # first the reference and one run of each stream a training may never draw from: that run
         # tells whether the stream is used (the same bits as the reference: not used, no K runs)
         probes = [s for s in measured if s in PROBED and jobs[s]]

@@ -6,7 +6,7 @@ depend on its config and its thread count, never on the process it ran in.
 How many side by side follows the experiment's rule (harness/training/threads.py, choose_threads):
 ``workers=auto`` gives min(runs, free cores // threads), ``workers=N`` at most N, ``workers=1`` runs
 them here, one after another. Runs at another thread count (the threads source) go in a group of
-their own, at most free cores // count at once: a run at 2 threads on 2 free cores runs alone
+their own, at most the workers and free cores // count at once: a run at 2 threads on 2 free cores runs alone
 (pinned threads beside another busy process wait at every barrier, NOTES.md).
 """
 
@@ -84,8 +84,9 @@ class Runner:
     """Trains lists of jobs, ``workers`` at most side by side (1: here), each thread count's jobs
     at most ``free`` // threads at once; one worker pool for every list. Counts what it ran."""
 
-    def __init__(self, workers: int, free: int, *, log: Callable[[str], None], gpus=(), warm=()):
+    def __init__(self, workers: int, free: int, threads: int, *, log: Callable[[str], None], gpus=(), warm=()):
         self.workers, self.free, self.log, self.warm = max(1, int(workers)), max(1, int(free)), log, tuple(warm)
+        self.threads = int(threads)  # the reference's: ``workers`` was resolved for it (choose_threads)
         self.pool = None
         if self.workers > 1:
             from harness.experiment.workers import Workers
@@ -103,8 +104,11 @@ class Runner:
         return False
 
     def width(self, threads: int, runs: int) -> int:
-        """How many runs at ``threads`` threads go at once: never more threads than free cores."""
-        return max(1, min(self.workers, self.free // threads, runs))
+        """How many runs at ``threads`` threads go at once: the resolved workers at the reference's
+        count (workers=N is N, as in an experiment); at another count never more threads than the
+        free cores."""
+        fits = self.workers if threads == self.threads else self.free // threads
+        return max(1, min(self.workers, fits, runs))
 
     def run(self, jobs: list[Job], on_done: Callable[[int, dict], None] = lambda i, r: None) -> list[dict]:
         """Every job's result, in the jobs' order; ``on_done(index, result)`` as each ends."""
