@@ -162,17 +162,17 @@ def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *
     numerical = _numerical(a_cfg, sources, k, free)
     measured = [s for s in [*sources, "all"] if not (s == "mode_off" and numerical["mode_off"])]  # CPU: said, never faked
     runs = {s: plan(s, seed, k, numerical) for s in measured}
-    jobs = {s: jobs_of(arms, s, runs[s]) for s in measured}
     with Runner(workers, free, int(a_cfg.determinism.threads), log=log, gpus=visible() if uses_gpu(a_cfg) else (), warm=modules_of(arms)) as runner:
         # first the reference and one run of each stream a training may never draw from: that run
         # tells whether the stream is used (the same bits as the reference: not used, no K runs)
-        probes = [s for s in measured if s in PROBED and jobs[s]]
-        first = jobs_of(arms, "reference", [({}, seed, None, None)]) + [j for s in probes for j in jobs[s][:2]]
+        probes = [s for s in measured if s in PROBED and runs[s]]
+        first = jobs_of(arms, "reference", [({}, seed, None, None)]) + [j for s in probes for j in jobs_of(arms, s, runs[s][:1])]
         totals = {"reference": 1, **{s: len(r) for s, r in runs.items()}}
         results = dict(zip(_runs_of(first), _pairs(runner.run(first, _progress(first, metric, arms, totals, log)))))
         ref = results.pop(("reference", 1))
         unused = [s for s in probes if all(_same(r, q) for r, q in zip(results[(s, 1)], ref))]
-        rest = [j for s in measured if s not in unused for j in jobs[s][2 * (s in probes):]]
+        done = {s: int(s in probes) for s in measured}  # runs of each source already trained
+        rest = [j for s in measured if s not in unused for j in jobs_of(arms, s, runs[s][done[s]:], 1 + done[s])]
         results.update(zip(_runs_of(rest), _pairs(runner.run(rest, _progress(rest, metric, arms, totals, log)))))
         timing = runner.summary()
     values = {}  # source -> (the arm's values, the differences B - A), the reference first
