@@ -245,7 +245,8 @@ class StepRecorder:
         rows = [r for d in self._done for r in d.cpu().numpy()]
         rows += list(self.digests[: self.steps - self._base].cpu().numpy())
         loss_hex = [format(v & 0xFFFFFFFF, "08x") for v in losses.view(torch.int32).tolist()]
-        param_hex = [hexdigest(row) for row in rows]
+        # hexdigest(row) for each row, without its per-argument type checks (a run has many steps)
+        param_hex = [hashlib.blake2b(row.tobytes(), digest_size=8).hexdigest() for row in rows]
         return {"loss": loss_hex, "params": param_hex, "loss_values": losses.tolist()}
 
 
