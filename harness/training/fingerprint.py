@@ -226,16 +226,15 @@ class StepRecorder:
 
     def record(self, loss: torch.Tensor) -> None:
         # No torch.no_grad() (a few µs a step): every tensor read here is already detached (the
-        # loss, _bits, the packed buffer), so no autograd graph is built either way. Each value is
-        # written straight into its preallocated slot (select + copy_, dot(out=)): no temporary,
-        # no indexing machinery, no host sync.
+        # loss, _bits, the packed buffer), so no autograd graph is built either way. Both values go
+        # straight into their preallocated slots (the digest by dot(out=)): no host sync.
         if self.flat is not None and list(map(torch.Tensor.data_ptr, self.params)) != self._pointers:
             self._follow()
         i = self.steps
         if i == len(self.losses):  # a loop that did not say how many steps: grow, amortised
             self.losses = torch.cat([self.losses, torch.empty_like(self.losses)])
             self.digests = torch.cat([self.digests, torch.empty_like(self.digests)])
-        self.losses.select(0, i).copy_(loss.detach())
+        self.losses[i] = loss.detach()  # measured: a little cheaper than select + copy_
         self._digest(out=self.digests.select(0, i - self._base))
         self.steps = i + 1
 
