@@ -17,7 +17,10 @@ process's CPU time (all threads) and the main thread's CPU time (what a busy mac
 least). PASS/FAIL compares each median ratio with the issue's target (<= 1.05); the wall line is
 the issue's figure.
 
-    python scripts/bench_overhead.py [--steps 330] [--pairs 15] [--threads 2]
+``--pieces`` instead times the recording's parts on the main thread's CPU clock (µs a call, and
+as a share of a bare step): where the harness's cost is, beside cProfile's view.
+
+    python scripts/bench_overhead.py [--steps 330] [--pairs 15] [--threads 2] [--pieces]
 """
 
 from __future__ import annotations
@@ -132,11 +135,56 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
     return xs[k - 1], xs[n - k], coverage
 
 
+def pieces(cfg, ds, steps: int) -> None:
+    """Thread-CPU µs a call of each part of a step's recording, and of a run's fixed costs."""
+    from harness.training.fingerprint import StepRecorder, flatten_parameters
+
+    torch.manual_seed(0)
+    model = SmallCNN(in_channels=ds.in_channels, num_classes=ds.num_classes, image_size=ds.image_size,
+                     width=cfg.model.width, hidden=cfg.model.hidden, dropout=cfg.model.dropout)
+    params = list(model.parameters())
+    flatten_parameters(params)
+    rec = StepRecorder(params, 1 << 16, torch.device("cpu"))
+    loss = torch.tensor(1.5)
+
+    def per_call(fn, n: int = 2000) -> float:
+        fn()
+        t0 = time.thread_time()
+        for _ in range(n):
+            fn()
+        return 1e6 * (time.thread_time() - t0) / n
+
+    def record():
+        rec.steps = 0
+        rec.record(loss)
+
+    def run_us(fn, n: int) -> float:  # thread-CPU µs of one whole run of n steps, the least of 5
+        return 1000 * n * min(fn()["cpu (main thread)"] for _ in range(5))
+
+    one = cfg.copy()
+    one.train.max_steps = 1
+    bare_one = run_us(lambda: bare_loop(cfg, ds, 1, 0), 1)
+    bare_step = (run_us(lambda: bare_loop(cfg, ds, steps, 0), steps) - bare_one) / (steps - 1)
+    fixed = run_us(lambda: harness_loop(one, 0), 1) - bare_one
+    parts = {
+        "run.step's recording (record)": per_call(record),
+        "  parameter digest (_digest)": per_call(rec._digest),
+        "  pointer check": per_call(lambda: list(map(torch.Tensor.data_ptr, rec.params)) != rec._pointers),
+        "  loss write": per_call(lambda: rec.losses.__setitem__(0, loss.detach())),
+        f"a run's fixed costs / {steps} steps": fixed / steps,
+    }
+    print(f"bench_overhead --pieces: main-thread CPU, a bare step {bare_step:.0f} µs, {torch.get_num_threads()} threads; "
+          f"a run's fixed costs {fixed / 1000:.1f} ms over a bare 1-step run")
+    for name, us in parts.items():
+        print(f"  {name:36s} {us:7.1f} µs  ({100 * us / bare_step:5.2f}% of a bare step)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=330, help="optimizer steps per run (330 = 15 digits epochs of 22 batches, the default)")
     p.add_argument("--pairs", "--repeats", type=int, default=15, help="adjacent (bare, harness) pairs")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--pieces", action="store_true", help="time the recording's parts instead (thread CPU)")
     args = p.parse_args()
 
     cfg = compose([
@@ -146,6 +194,9 @@ def main() -> None:
     configure(settings_from(cfg))
     ds = cached_dataset(cfg.data)  # the same cached copy the harness loop reads
     run_module.Run = TimedRun  # the runner looks the Run up at each call
+    if args.pieces:
+        pieces(cfg, ds, args.steps)
+        return
 
     # warm-up both (allocator, kernels, imports the first run does)
     cfg_warm = cfg.copy()
