@@ -35,6 +35,7 @@ The package, bottom to top (each module imports only from those above it in this
     margins.py   the margin, minimum-effect test, TOST, multiple comparisons
     t_power.py   the paired t test's power (the noncentral t tail by quadrature)
     exact_share.py  the exact test's share of the t test's power below 20 pairs (a shipped table)
+    margin_power.py  a margin claim's power averaged over an estimated margin, and bounds on it
     power.py     power and seeds needed
     words.py     the verdict in words
     decision_p.py  the decision p-values: never below the exact sign-flip test's, Bonferroni

@@ -46,18 +46,46 @@ def cached_ppf(dist: str, q: float, df):
     yet known comes from the special function scipy's ppf itself evaluates (t: stdtrit(df, q); chi2:
     2 gammaincinv(df / 2, q)), without its ~0.1 ms of argument checks: for 0 < q < 1 and df > 0
     scipy returns exactly that (scaled by 1, shifted by 0)."""
-    from scipy import special
-    from scipy import stats as sps  # lazily: the analysis CLI starts faster
     df = np.asarray(df, dtype=float)
     if not (0 < q < 1 and np.isfinite(df).all() and (df > 0).all()):
+        from scipy import stats as sps  # lazily: the analysis CLI starts faster
         return getattr(sps, dist).ppf(q, df)
     known = _QUANTILES.setdefault((dist, float(q)), {})
+    if df.size <= 256:  # a few counts at a few nodes: looked up one by one, cheaper than np.unique
+        try:
+            return np.array([known[v] for v in df.reshape(-1).tolist()]).reshape(df.shape)
+        except KeyError:
+            pass
+    from scipy import special
     unique, where = np.unique(df, return_inverse=True)
     missing = np.array([v for v in unique.tolist() if v not in known])
     if missing.size:
         values = special.stdtrit(missing, q) if dist == "t" else 2 * special.gammaincinv(missing / 2, q)
         known.update(zip(missing.tolist(), values.tolist()))
     return np.array([known[v] for v in unique.tolist()])[where].reshape(df.shape)
+
+
+def _nct_tail(critical, df, noncentrality, upper: bool):
+    """scipy.stats.nct.sf(critical, df, nc) (upper) or .cdf(-critical, df, nc), the same floats.
+
+    For finite arguments and df > 0 scipy's nct evaluates exactly the special functions called
+    here, element by element (sf: _nct_sf clipped to [0, 1]; cdf: nctdtr), after ~0.1 ms of
+    argument checks per call that the search for seeds needed pays thousands of times (issue 33;
+    tests/test_stats_cost.py compares the two on many arguments, to the bit). Other arguments
+    (and a scipy without these functions) go through scipy.stats itself."""
+    from scipy import special
+    try:
+        from scipy.special import _ufuncs
+        nct_sf = _ufuncs._nct_sf
+    except (ImportError, AttributeError):  # another scipy: its own nct, checks and all
+        nct_sf = None
+    if nct_sf is None or not (np.isfinite(critical).all() and np.isfinite(noncentrality).all()
+                              and np.isfinite(df).all() and (df > 0).all()):
+        from scipy import stats as sps  # lazily: the analysis CLI starts faster
+        return sps.nct.sf(critical, df, noncentrality) if upper else sps.nct.cdf(-critical, df, noncentrality)
+    if upper:
+        return np.clip(nct_sf(critical, df, noncentrality), 0, 1)
+    return special.nctdtr(df, noncentrality, -critical)
 
 
 def _t_tail(critical, df, noncentrality, upper: bool):
@@ -69,11 +97,10 @@ def _t_tail(critical, df, noncentrality, upper: bool):
     by quadrature over the chi-square density (``_chi2_nodes``).
     """
     from scipy import special
-    from scipy import stats as sps  # lazily: the analysis CLI starts faster
     critical, df, noncentrality = np.broadcast_arrays(
         np.asarray(critical, dtype=float), np.asarray(df, dtype=float), np.asarray(noncentrality, dtype=float))
     with np.errstate(all="ignore"):
-        tail = sps.nct.sf(critical, df, noncentrality) if upper else sps.nct.cdf(-critical, df, noncentrality)
+        tail = _nct_tail(critical, df, noncentrality, upper)
     tail = np.array(tail, dtype=float, ndmin=1)
     bad = ~np.isfinite(tail).reshape(-1)
     if bad.any():
