@@ -73,19 +73,27 @@ def _nct_tail(critical, df, noncentrality, upper: bool):
     argument checks per call that the search for seeds needed pays thousands of times (issue 33;
     tests/test_stats_cost.py compares the two on many arguments, to the bit). Other arguments
     (and a scipy without these functions) go through scipy.stats itself."""
-    from scipy import special
-    try:
-        from scipy.special import _ufuncs
-        nct_sf = _ufuncs._nct_sf
-    except (ImportError, AttributeError):  # another scipy: its own nct, checks and all
-        nct_sf = None
-    if nct_sf is None or not (np.isfinite(critical).all() and np.isfinite(noncentrality).all()
-                              and np.isfinite(df).all() and (df > 0).all()):
+    functions = _nct_functions()
+    # one test for every argument finite: a NaN or an infinity anywhere makes the sum non-finite
+    # (an overflow of finite ones only sends them to scipy.stats, which gives the same floats)
+    if functions is None or not (np.isfinite(critical + noncentrality + df).all() and (df > 0).all()):
         from scipy import stats as sps  # lazily: the analysis CLI starts faster
         return sps.nct.sf(critical, df, noncentrality) if upper else sps.nct.cdf(-critical, df, noncentrality)
     if upper:
-        return np.clip(nct_sf(critical, df, noncentrality), 0, 1)
-    return special.nctdtr(df, noncentrality, -critical)
+        return np.clip(functions[0](critical, df, noncentrality), 0, 1)
+    return functions[1](df, noncentrality, -critical)
+
+
+@functools.lru_cache(maxsize=1)
+def _nct_functions():
+    """(sf, cdf): the special functions behind scipy.stats.nct's sf and cdf; None in a scipy
+    without them (then scipy.stats.nct itself is called)."""
+    from scipy import special
+    try:
+        from scipy.special import _ufuncs
+        return _ufuncs._nct_sf, special.nctdtr
+    except (ImportError, AttributeError):
+        return None
 
 
 def _t_tail(critical, df, noncentrality, upper: bool):
@@ -96,14 +104,15 @@ def _t_tail(critical, df, noncentrality, upper: bool):
     T = (Z + delta) / S, S = sqrt(V / df) and V chi-square, P(T > c) = E[Phi(delta - c S)], taken
     by quadrature over the chi-square density (``_chi2_nodes``).
     """
-    from scipy import special
-    critical, df, noncentrality = np.broadcast_arrays(
-        np.asarray(critical, dtype=float), np.asarray(df, dtype=float), np.asarray(noncentrality, dtype=float))
+    critical, df, noncentrality = (np.asarray(x, dtype=float) for x in (critical, df, noncentrality))
+    if not critical.shape == df.shape == noncentrality.shape:
+        critical, df, noncentrality = np.broadcast_arrays(critical, df, noncentrality)
     with np.errstate(all="ignore"):
         tail = _nct_tail(critical, df, noncentrality, upper)
     tail = np.array(tail, dtype=float, ndmin=1)
     bad = ~np.isfinite(tail).reshape(-1)
     if bad.any():
+        from scipy import special
         flat = tail.reshape(-1)
         c, k, delta = (x.reshape(-1)[bad] for x in (critical, df, noncentrality))
         values = np.empty(len(c))
