@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import MIN_PAIRS, POWER, Result, _scalar
+from ._core import MIN_PAIRS, POWER, Result
 from .exact_share import _EXACT_BELOW, _EXACT_SIMS, exact_share  # noqa: F401 - _EXACT_SIMS public here too
 from .margin_power import _HERMITE, NodePower, _bound_factors, _margin_power  # noqa: F401 - tests read them here
 from .margins import Margin
@@ -180,7 +180,7 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
 
         def power_at(n, rows=None):
             return _margin_power(beyond, margin, bound_alpha, n, 1, rows)
-        if bound_alpha > 0:
+        if bound_alpha > 0:  # 24 nodes a count: the search rules counts out by bounds where it can
             power_at = NodePower(beyond, beyond, margin, bound_alpha, 1)
 
         def exact_beyond(n):  # the exact test against the margin the claim is tested at, with n seeds
@@ -199,7 +199,7 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
 
     def power_at(n, rows=None):
         return _margin_power(within, margin, bound_alpha, n, 0, rows)
-    if bound_alpha > 0:
+    if bound_alpha > 0:  # (as for beyond)
         power_at = NodePower(within, near_only, margin, bound_alpha, 0)
 
     def exact_within(n):  # each of TOST's one-sided tests must also pass its exact test
