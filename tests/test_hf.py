@@ -29,7 +29,8 @@ def wandb_ab(tmp_path_factory):
         for var in [v for v in os.environ if v.startswith("WANDB_")]:
             mp.delenv(var)
         mp.setenv("HOME", str(out / "home"))
-        results = run_paired_ab(out / "exp", "tests.hf_fns.fit_with_wandb", logger="wandb")
+        results = run_paired_ab(out / "exp", "tests.hf_fns.fit_with_wandb", logger="wandb",
+                                overrides=["logger.wandb.history_every=1"])
     return out / "exp", results
 
 
