@@ -51,9 +51,10 @@ claims across conditions, decided with the conditions' estimated variances), met
 aggregates), trend.py (dose trends).
 Across claims: online_fdr.py (LOND, LORD++, SAFFRON, ADDIS: each claim's level alpha_t from the
 claims before it, as the R package onlineFDR computes it), online_fdr_async.py (Zrnic et al.'s
-asynchronous rules for claims that overlap in time; the ledger's next level), online_fdr_dep.py
-(LOND and LORD under arbitrary dependence), online_fdr_sim.py (their simulated FDR and power),
-imported by the ledger (harness/ledger/).
+asynchronous rules for claims that overlap in time, the dependent variants' conservative one; the
+ledger's next level), online_fdr_dep.py (LOND and LORD under arbitrary dependence), online_fdr_sim.py
+(their simulated FDR and power, claims decided in turn or overlapping), imported by the ledger
+(harness/ledger/).
 """
 
 from ._core import (
