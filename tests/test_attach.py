@@ -6,8 +6,9 @@ bitwise. Without the harness's environment the same script runs and writes nothi
 
 from __future__ import annotations
 
+import os
 import re
-import runpy
+import subprocess
 import sys
 
 import pytest
@@ -90,7 +91,7 @@ def test_a_script_that_attaches_but_never_watches_says_so(unit_env):
                                        "steps": {"loss": [], "params": []}}})
 
 
-def test_the_example_with_attach_is_paired_by_its_fingerprints_and_bitwise(tmp_path, capsys, monkeypatch):
+def test_the_example_with_attach_is_paired_by_its_fingerprints_and_bitwise(tmp_path):
     out = tmp_path / "run"
     proc = run_cli(["--config-dir", str(EXAMPLE / "conf"), "+experiment=command_attach_ab", "ab.seeds=[0,1,2]",
                     "workers=1", "determinism.threads=1", "logger=none", "progress=false", f"hydra.run.dir={out}"])
@@ -110,28 +111,11 @@ def test_the_example_with_attach_is_paired_by_its_fingerprints_and_bitwise(tmp_p
     assert {k: c["state"] for k, c in a["pairing"]["checks"].items()} == {"init": "equal", "data_order": "equal"}
     assert a["certificate"]["reproducible"] is True and a["certificate"].get("level") != "metrics"
     # on its own, no harness environment: the same script runs, prints the unit's numbers, writes nothing
-    # (run here rather than in a fresh process: a torch start less; attach() reads the environment)
-    loss = float(re.search(r"final test_loss (\S+)", _alone(tmp_path, capsys, monkeypatch)).group(1))
+    env = {k: v for k, v in os.environ.items() if k not in HARNESS_ENV}
+    alone = subprocess.run([sys.executable, str(EXAMPLE / "train_attached.py"), "--epochs", "3", "--standardize",
+                            "--seed", "1"], capture_output=True, text=True, check=True, cwd=tmp_path,
+                           env={**env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}).stdout
+    loss = float(re.search(r"final test_loss (\S+)", alone).group(1))
     assert read_json(out / "runs" / "seed=1" / "arm=standardized" / "result.json")["metrics"]["test_loss"] == loss
     assert list(tmp_path.iterdir()) == [out]
     assert not list(out.glob(f"runs/*/*/{ATTACHED_NAME}"))  # adopted into result.json, not left beside it
-
-
-def _alone(cwd, capsys, monkeypatch) -> str:
-    """train_attached.py run as `python train_attached.py --epochs 3 --standardize --seed 1` with no
-    harness environment, one thread (as the units ran), in this process; what it printed."""
-    for key in HARNESS_ENV:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.chdir(cwd)
-    monkeypatch.setattr(sys, "argv", ["train_attached.py", "--epochs", "3", "--standardize", "--seed", "1"])
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts its folder first
-    monkeypatch.delitem(sys.modules, "train", raising=False)  # its `from train import data`: not left behind
-    threads = torch.get_num_threads()
-    capsys.readouterr()
-    try:
-        torch.set_num_threads(1)
-        runpy.run_path(str(EXAMPLE / "train_attached.py"), run_name="__main__")
-    finally:
-        torch.set_num_threads(threads)
-        sys.modules.pop("train", None)
-    return capsys.readouterr().out
