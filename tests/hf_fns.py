@@ -39,17 +39,24 @@ def fit(cfg, run, gradient_accumulation_steps: int = 1) -> dict:
     return train(net, Callback(run), float(cfg.loss.label_smoothing), gradient_accumulation_steps)
 
 
+def fit_with_wandb(cfg, run) -> dict:
+    """fit with the Trainer's own report_to="wandb", as its users set it."""
+    with run.init():
+        net = model()
+    return train(net, Callback(run), float(cfg.loss.label_smoothing), report_to=["wandb"])
+
+
 def script(seed: int, label_smoothing: float) -> dict:
     """What a command arm's script does: its own seeding and model, Callback() with no Run."""
     transformers.set_seed(seed)
     return train(model(), Callback(), label_smoothing)
 
 
-def train(net, callback, label_smoothing: float, gradient_accumulation_steps: int = 1) -> dict:
+def train(net, callback, label_smoothing: float, gradient_accumulation_steps: int = 1, report_to=()) -> dict:
     with tempfile.TemporaryDirectory() as out:
         args = transformers.TrainingArguments(
             output_dir=out, num_train_epochs=1, per_device_train_batch_size=16, learning_rate=1e-3, use_cpu=True,
-            report_to=[], save_strategy="no", logging_steps=2, disable_tqdm=True, seed=1234,
+            report_to=list(report_to), save_strategy="no", logging_steps=2, disable_tqdm=True, seed=1234,
             gradient_accumulation_steps=gradient_accumulation_steps,
             label_smoothing_factor=label_smoothing, dataloader_num_workers=0)
         trainer = transformers.Trainer(model=net, args=args, train_dataset=Tokens(), eval_dataset=Tokens(64),

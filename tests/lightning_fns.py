@@ -18,9 +18,7 @@ class Digits(pl.LightningDataModule):
         self.batch_size = batch_size
 
     def setup(self, stage=None):
-        from sklearn.datasets import load_digits
-
-        x, y = load_digits(return_X_y=True)
+        x, y = digits()
         x, y = torch.tensor(x[:320] / 16, dtype=torch.float32), torch.tensor(y[:320])
         self.train, self.val = TensorDataset(x[:256], y[:256]), TensorDataset(x[256:], y[256:])
 
@@ -29,6 +27,22 @@ class Digits(pl.LightningDataModule):
 
     def val_dataloader(self):
         return DataLoader(self.val, batch_size=64)
+
+
+def digits():
+    """scikit-learn's digits (1797 8x8 images, as load_digits(return_X_y=True) gives them), read from
+    the file scikit-learn ships without importing it: that import takes seconds in every fresh
+    process (the tests' subprocesses)."""
+    import gzip
+    import importlib.util
+    import os
+
+    import numpy as np
+
+    folder = importlib.util.find_spec("sklearn").submodule_search_locations[0]
+    with gzip.open(os.path.join(folder, "datasets", "data", "digits.csv.gz")) as f:
+        data = np.loadtxt(f, delimiter=",")
+    return data[:, :-1], data[:, -1].astype(int)
 
 
 class MLP(pl.LightningModule):

@@ -1,10 +1,13 @@
 """harness.hf.Callback in a user's own Hugging Face Trainer: the pairing proven from the batches the
 model was trained on and the Trainer's sampler drawing from the harness's data_order stream (the
 user's args.seed=1234 neither pairs nor unpairs the arms), one step record per optimizer step, the
-certificate bitwise. A tiny BERT built from a config: no download."""
+certificate bitwise; with report_to="wandb", one wandb run per unit. A tiny BERT built from a config:
+no download."""
 
 from __future__ import annotations
 
+import collections
+import os
 from pathlib import Path
 
 import pytest
@@ -13,16 +16,52 @@ from omegaconf import OmegaConf
 from harness.results import load_steps
 from harness.training.run import Run
 
-from . import hf_fns
+from . import hf_fns, wandb_reader
 from .trainer_ab import attached_units, run_paired_ab
 
 
-def test_a_hugging_face_ab_is_paired_by_its_fingerprints_and_bitwise(tmp_path):
-    results = run_paired_ab(tmp_path, "tests.hf_fns.fit")  # its TrainingArguments say seed=1234
+@pytest.fixture(scope="module")
+def wandb_ab(tmp_path_factory):
+    """One A/B read by two tests: the user's own Trainer with report_to="wandb" (its TrainingArguments
+    say seed=1234), the harness logging to wandb (offline, in this process; $HOME fresh, no WANDB_*)."""
+    out = tmp_path_factory.mktemp("hf_wandb")
+    with pytest.MonkeyPatch.context() as mp:
+        for var in [v for v in os.environ if v.startswith("WANDB_")]:
+            mp.delenv(var)
+        mp.setenv("HOME", str(out / "home"))
+        results = run_paired_ab(out / "exp", "tests.hf_fns.fit_with_wandb", logger="wandb",
+                                overrides=["logger.wandb.history_every=1"])
+    return out / "exp", results
+
+
+def test_a_hugging_face_ab_is_paired_by_its_fingerprints_and_bitwise(wandb_ab):
+    _, results = wandb_ab  # run_paired_ab checked the pairing and the certificate
     r = results[(0, "A")]
     assert r["fingerprints"]["batches"] == 8  # 128 sequences in batches of 16, each fingerprinted
     assert r["code"]["packages"].get("transformers", "").startswith("transformers==")
     assert "loss" in r["curve"]  # the Trainer's logged values are the curve
+
+
+def test_report_to_wandb_logs_into_the_units_one_run(wandb_ab):
+    """The Trainer's WandbCallback logs into the harness's run of each unit (read back from the
+    offline .wandb files): one run per unit plus the analysis, none of the Trainer's own; the
+    certificate's rerun (wandb off for it, a disabled run for the Trainer) adds none."""
+    out, _ = wandb_ab
+    runs = wandb_reader.read_runs(out / "wandb")
+    units = {f"seed={s} arm={a}" for s in range(3) for a in "AB"}
+    assert collections.Counter(r.name for r in runs) == collections.Counter(units | {"analysis"})
+    assert {r.project for r in runs} == {"harness"} and len({r.group for r in runs}) == 1
+    for run in runs:
+        if run.name == "analysis":
+            continue
+        arm = run.name.split("arm=")[1]
+        assert run.job_type == arm and run.config["arm"] == arm and run.exit_code == 0
+        hf_rows = [row for row in run.history if "train/global_step" in row]  # what the Trainer logged
+        assert [row["train/global_step"] for row in hf_rows if "train/grad_norm" in row] == [2, 4, 6, 8]
+        assert any("eval/accuracy" in row for row in hf_rows)  # trainer.evaluate() after training, too
+        harness_rows = [row for row in run.history if "harness/step" in row]  # and the harness's record
+        assert [row["harness/step"] for row in harness_rows] == list(range(1, 9))
+        assert run.summary["fingerprints/data_order"]
 
 
 def test_gradient_accumulation_records_one_step_per_optimizer_step():

@@ -18,6 +18,7 @@ from harness.ledger.postgres import open_ledger
 from harness.ledger.store import Ledger, LedgerError
 from harness.stats import online_fdr as ofdr
 from harness.stats.online_fdr_async import next_alpha
+from harness.stats.online_fdr_dep import DEPENDENT
 
 
 def _declaration(experiment="abl", fdr=None, alpha=0.05) -> Declaration:
@@ -139,6 +140,47 @@ def test_alpha_t_follows_the_stream_and_a_resumed_declaration_keeps_its_level(tm
     kept = assign_alpha(_declaration("abl1", fdr=fdr), tmp_path / "e1", path, earlier=again)
     assert kept.alpha == levels[1] and not path.exists()
     assert declaration_hash(kept) == declaration_hash(_declaration("abl1", fdr=fdr))
+
+
+@pytest.mark.parametrize("method", ["lond_dep", "lord_dep"])
+def test_the_dependent_methods_levels_are_onlinefdrs_and_the_cli_shows_them(tmp_path, capsys, method):
+    """stats.fdr.method=lond_dep / lord_dep: 10 claims, each decided before the next is declared, take
+    onlineFDR's LOND(dep = TRUE) / LORD(version = "dep") levels on the vignette's first p-values
+    (tests/test_online_fdr_dep.py's reference numbers) and make its rejections."""
+    from .test_online_fdr import VIGNETTE_P
+    from .test_online_fdr_dep import REFERENCE
+
+    path, fdr = tmp_path / "l.sqlite", {"method": method, "level": 0.1}
+    levels = []
+    p = list(VIGNETTE_P[:10])
+    for i, pv in enumerate(p):
+        decl = assign_alpha(_declaration(f"abl{i}", fdr=fdr), tmp_path / f"e{i}", path)
+        assert decl.fdr["method"] == method and decl.fdr["claim"] == i + 1
+        levels.append(decl.alpha)
+        record_analysis(_analysis(p=pv, alpha=decl.alpha), tmp_path / f"e{i}", decl, path, warn=pytest.fail)
+    alpha, rejected = (r[:10] for r in REFERENCE[(method, 0.1)])
+    np.testing.assert_allclose(levels, alpha, rtol=0, atol=1e-9)
+    assert [t["rejected"] for t in Ledger(path).tests()] == rejected and sum(rejected) >= 3
+    following = DEPENDENT[method](p + [1.0], level=0.1).alpha[-1]
+    assert cli.main(["--ledger", str(path), "--method", method]) == 0
+    out = capsys.readouterr().out
+    assert (f"{ofdr.NAMES[method]} at FDR 0.1: 10 tests (10 decided), {sum(rejected)} rejected; the next experiment "
+            f"is tested at alpha_t = {following:.4g}") in out
+
+
+def test_lord_dep_counts_a_claim_still_running_as_not_rejected(tmp_path):
+    from harness.stats.online_fdr_async import lord_dep_async
+
+    path, fdr = tmp_path / "l.sqlite", {"method": "lord_dep", "level": 0.1}
+    first = assign_alpha(_declaration("abl0", fdr=fdr), tmp_path / "e0", path)
+    second = assign_alpha(_declaration("abl1", fdr=fdr), tmp_path / "e1", path)  # the first still running
+    record_analysis(_analysis(p=1e-5, alpha=first.alpha), tmp_path / "e0", first, path, warn=pytest.fail)
+    third = assign_alpha(_declaration("abl2", fdr=fdr), tmp_path / "e2", path)
+    expected = lord_dep_async([1e-5, np.nan, np.nan], [2, 4, 4], level=0.1).alpha
+    np.testing.assert_allclose([first.alpha, second.alpha, third.alpha], expected, rtol=1e-12)
+    not_rejected = DEPENDENT["lord_dep"]([1.0, 1.0], level=0.1).alpha
+    assert second.alpha == pytest.approx(not_rejected[1], rel=1e-12)  # the running claim earned nothing
+    assert third.alpha > DEPENDENT["lord_dep"]([1.0, 1.0, 1.0], level=0.1).alpha[2]  # its rejection, once known
 
 
 def test_cli_lists_filters_and_says_bh_and_the_next_alpha(tmp_path, capsys):

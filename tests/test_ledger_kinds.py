@@ -13,7 +13,7 @@ from harness.results import read_json
 from .conftest import run_cli
 
 CHEAP = [
-    "+experiment=loss_ab", "workers=1", "ab.seeds=[0,1,2,3]", "logger=none", "progress=false", "determinism.threads=1",
+    "+experiment=loss_ab", "workers=1", "ab.seeds=[0,1,2]", "logger=none", "progress=false", "determinism.threads=1",
     "repro.certificate=false", "train.fn=tests.sequential_fns.paired_metric", "ab.factor=train.kwargs.shift",
     "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0", "ab.arms={A: 0.0, B: 3.0}", "stats.bootstrap_resamples=999",
 ]
@@ -65,7 +65,7 @@ def test_a_settled_race_records_each_configuration_against_the_best_once(tmp_pat
 
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "race"
     proc = run_cli(["-m", "hydra/sweeper=harness_race", *[o for o in CHEAP if not o.startswith(("ab.", "+train.kwargs.shift"))],
-                    "+train.kwargs.shift=0.0", "train.kwargs.sd=0.5", "stats.margin=1.0", "ab.race.min_seeds=4",
+                    "+train.kwargs.shift=0.0", "train.kwargs.sd=0.3", "stats.margin=1.0", "ab.race.min_seeds=3",
                     "ab.race.seeds_per_look=2", "ab.race.max_seeds=8", "train.kwargs.shift=0.0,3.0",
                     f"ledger.path={ledger}", f"hydra.sweep.dir={out}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -109,7 +109,7 @@ def test_next_alpha_follows_recorded_decisions_and_a_pending_claim_is_never_read
     fewer = list(replay.rejected[:6])
     fewer[1] = False
     assert next_alpha("lord++", p, fewer, level=0.05) < replay.alpha[6]
-    for method in ofdr.METHODS:
+    for method in ofdr.ALL_METHODS:
         pending = next_alpha(method, [1e-6, None], [True, False], level=0.1)
         for outcome, decided in ((1e-6, True), (0.01, False), (0.3, False), (0.45, False), (0.9, False)):
             assert pending <= next_alpha(method, [1e-6, outcome], [True, decided], level=0.1) + 1e-15, \

@@ -219,6 +219,108 @@ def test_remembered_quantiles_are_scipys_to_the_bit():
             assert [type(v) for v in got] == [type(v) for v in expected]
 
 
+def test_the_noncentral_t_tail_is_scipys_to_the_bit():
+    # t_power._nct_tail calls the special functions scipy.stats.nct calls, without its argument
+    # checks: the same floats in every shape, in the far tail where scipy gives NaN (then integrated
+    # by _t_tail), and for the arguments it hands back to scipy (NaN, infinite, df <= 0)
+    from scipy import stats as sps
+
+    from harness.stats.t_power import _nct_tail
+
+    rng = np.random.default_rng(33)
+    k = 3000
+    df = np.floor(np.exp(rng.uniform(0, 14, k)))
+    c = rng.uniform(-1, 5, k) * rng.choice([1, 0.1, 3], k)
+    nc = rng.normal(0, 1, k) * np.exp(rng.uniform(-3, 6.5, k))
+    odd = [(np.nan, 5, 1), (2, np.inf, 1), (np.inf, 3, 0), (1, 0, 1), (1, -2, 1), (0.0, 4, 0.0), (1.5, 4, np.nan)]
+    far_tail = 0
+    for upper in (True, False):
+        def scipys(c, df, nc):
+            return sps.nct.sf(c, df, nc) if upper else sps.nct.cdf(-c, df, nc)
+        with np.errstate(all="ignore"):
+            expected = scipys(c, df, nc)
+            far_tail += int(np.isnan(expected).sum())
+            assert _nct_tail(c, df, nc, upper).tobytes() == expected.tobytes()
+            shaped = [x.reshape(100, 30) for x in (c, df, nc)]
+            assert _nct_tail(*shaped, upper).tobytes() == expected.reshape(100, 30).tobytes()
+            for i in range(0, k, 97):
+                one = [np.asarray(x[i]) for x in (c, df, nc)]
+                assert np.asarray(_nct_tail(*one, upper)).tobytes() == np.asarray(scipys(*one)).tobytes()
+            for args in odd:
+                one = [np.asarray(float(x)) for x in args]
+                assert np.asarray(_nct_tail(*one, upper)).tobytes() == np.asarray(scipys(*one)).tobytes(), args
+    assert far_tail > 10  # the far tail, where scipy gives NaN, is among them
+
+
+def _claims(effect, sd, alpha):
+    """(power_with, upper_with) of seeds_to_settle_margin's two claims at this effect: beyond the
+    margin (upper_with is power_with itself) and within it (TOST's bound; upper_with its near test)."""
+    from harness.stats.t_power import paired_t_power
+
+    def beyond(n, m):
+        return paired_t_power(n, effect, sd, alpha / 2, null=m, alternative="greater")
+
+    def near(n, m):
+        return paired_t_power(n, effect, sd, alpha, null=m, alternative="less")
+
+    def within(n, m):
+        far = paired_t_power(n, effect, sd, alpha, null=-np.asarray(m), alternative="greater")
+        return np.maximum(np.asarray(near(n, m)) + far - 1, 0.0)
+    return (beyond, beyond), (within, near)
+
+
+def test_the_count_found_from_bounds_is_the_one_the_whole_block_gives():
+    # NodePower.first_reaching rules counts out by bounds on their power and computes only the rest:
+    # the count it returns must be the first that _margin_power (the definition) puts at or above
+    # the target, in the first 8 of a block, in the rest of it, and for one count alone. Targets are
+    # random, and also exactly a count's own power and the float just above it (the bounds must leave
+    # those to the full computation).
+    from harness.stats import power as P
+
+    rng = np.random.default_rng(34)
+    decided = 0
+    for case in range(24):
+        effect, sd, value = rng.uniform(0, 0.8), rng.uniform(0.1, 1.0), rng.uniform(0.1, 0.8)
+        alpha, bound_alpha = rng.choice([0.05, 0.025, 0.0125]), rng.choice([0.025, 0.0125, 0.01])
+        which = 1 if effect > value else 0
+        power_with, upper_with = _claims(effect, sd, alpha)[1 - which]
+        start = int(rng.integers(2, 200))
+        ns = np.arange(start, start + 64)
+        whole = np.asarray(P._margin_power(power_with, value, bound_alpha, ns, which))
+        first = np.asarray(P._margin_power(power_with, value, bound_alpha, ns, which, rows=P._FIRST))
+        j = int(rng.integers(0, 64))
+        for target in (0.8, rng.uniform(0.05, 0.95), whole[j], np.nextafter(whole[j], 2.0)):
+            node = P.NodePower(power_with, upper_with, value, bound_alpha, which)
+            for rows, powers in ((range(P._FIRST), first), (range(P._FIRST, 64), whole[P._FIRST:])):
+                hit = np.flatnonzero(powers >= target)
+                expected = rows[hit[0]] if hit.size else None
+                assert node.first_reaching(ns, target, rows) == expected, (case, target, rows)
+                decided += expected is not None
+            for i in (0, j, 63):
+                alone = np.asarray(P._margin_power(power_with, value, bound_alpha, ns[i:i + 1], which))[0]
+                assert node.first_reaching(ns[i:i + 1], target) == (0 if alone >= target else None)
+    assert decided > 20
+
+
+def test_seeds_needed_are_those_of_the_search_without_bounds(monkeypatch):
+    # the whole search, with NodePower's bounds and without them (every node of every count, as
+    # before issue 33's speed-up): the same counts, near the margin and far from it, on both sides
+    from harness.stats import power as P
+
+    rng = np.random.default_rng(35)
+    cases = [(float(rng.uniform(0, 1.0)), float(rng.uniform(0.1, 0.6)), float(rng.uniform(0.2, 0.8)),
+              int(rng.integers(3, 17)), int(rng.integers(1, 4))) for _ in range(10)]
+    cases += [(0.3, 0.4, 0.36, 10, 1), (0.42, 0.3, 0.36, 10, 1), (0.1, 0.4, 0.36, 6, 2)]
+
+    def margin(value, n):
+        return Margin(value=value, source="auto", description="", low=value, high=value, df=n - 1, bound_alpha=0.025)
+    fast = [P.seeds_needed_for(e, sd, margin(m, n), n=n, n_comparisons=k).to_dict() for e, sd, m, n, k in cases]
+    monkeypatch.setattr(P.NodePower, "first_reaching", None)
+    slow = [P.seeds_needed_for(e, sd, margin(m, n), n=n, n_comparisons=k).to_dict() for e, sd, m, n, k in cases]
+    assert fast == slow
+    assert any(s["to_settle_margin"] and s["to_settle_margin"] > 64 for s in slow)  # the bisection is among them
+
+
 def test_results_are_identical_to_before_the_speed_ups():
     got = _snapshot()
     assert set(got) == set(EXPECTED)

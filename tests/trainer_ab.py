@@ -9,10 +9,10 @@ from harness.results import read_json
 
 
 def run_paired_ab(tmp_path, fn, arms=("A", "B"), seeds=range(3), overrides=(), experiment="loss_ab",
-                  config_dir=None) -> dict:
+                  config_dir=None, logger="none") -> dict:
     """Run the A/B (``fn``: train.fn, None: the experiment's own); check the proofs; (seed, arm) ->
     that unit's result."""
-    res = harness.run([f"+experiment={experiment}", f"ab.seeds=[{','.join(map(str, seeds))}]", "logger=none",
+    res = harness.run([f"+experiment={experiment}", f"ab.seeds=[{','.join(map(str, seeds))}]", f"logger={logger}",
                        "progress=false", "workers=1", "determinism.threads=1", *([f"train.fn={fn}"] if fn else []),
                        *overrides], out_dir=tmp_path, config_dir=config_dir, verbose=False)
     assert res.analysis is not None

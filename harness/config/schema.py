@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
+from harness.config.fdr_spec import FDR_METHODS
+
 
 
 class Mode(Enum):
@@ -133,12 +135,17 @@ def builtin_loop_metrics() -> dict:
             "test_loss": {"direction": "min"}, "train_loss": {"direction": "min"}}
 
 
+# Built from the names (lord++ is not an identifier): OmegaConf reads a string by member name.
+FDRMethod = Enum("FDRMethod", [(name, name) for name in FDR_METHODS])
+
+
 @dataclass
 class FDRConfig:
     # The false discovery rate held over every claim in the project's ledger (docs/statistics.md):
-    # none (each claim at stats.alpha), lond, lord++, saffron or addis. With a method, the experiment's
-    # level alpha_t is taken from the ledger when it is declared, before any data.
-    method: str = "none"
+    # none (each claim at stats.alpha), lond, lord++, saffron, addis, or lond_dep / lord_dep (any
+    # dependence between claims). With a method, the experiment's level alpha_t is taken from the
+    # ledger when it is declared, before any data.
+    method: FDRMethod = FDRMethod["none"]
     level: float = 0.1
 
 

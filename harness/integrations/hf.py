@@ -108,7 +108,7 @@ class Callback(transformers.TrainerCallback):
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
-        self.wandb.release()
+        self.wandb.release(keep_run=True)  # trainer.evaluate() may follow: its WandbCallback logs then too
 
 
 HARNESS_ARGS = ("seed", "data_seed", "full_determinism", "use_cpu", "bf16", "fp16")

@@ -35,6 +35,7 @@ log = logging.getLogger("harness.integrations")
 
 # the open trackers of this process: folder of a unit -> a description of its opened wandb run, or None
 _OPENERS: list[Callable[[Path], Optional[str]]] = []
+_LEFT_OPEN = None  # a disabled run kept open after its trainer's training (Sharing.release(keep_run=True))
 
 
 def offer(opener: Callable[[Path], Optional[str]]) -> None:
@@ -76,12 +77,16 @@ class Sharing:
             _say(f"{who}: {logger} is turned off for this unit (wandb disabled while the trainer runs): the "
                  "unit's one wandb run is the harness's, logged when the unit ends (none with logger=none).")
 
-    def release(self) -> None:
-        """The trainer is done: WANDB_MODE as it was (``off`` only)."""
+    def release(self, keep_run: bool = False) -> None:
+        """The trainer is done: WANDB_MODE as it was (``off`` only). ``keep_run``: the disabled run
+        opened for the trainer stays open (a Hugging Face ``trainer.evaluate()`` after ``train()``
+        logs into it); the next ``share`` or ``wandb.init`` finishes it."""
+        global _LEFT_OPEN
         if self._noop is not None:
-            wandb = sys.modules.get("wandb")
-            if wandb is not None and wandb.run is self._noop:
-                self._noop.finish()
+            if keep_run:
+                _LEFT_OPEN = self._noop
+            else:
+                _finish_if_open(self._noop)
             self._noop = None
         if self.mode != "off" or self._previous is False or os.environ.get("WANDB_MODE") != "disabled":
             return
@@ -94,6 +99,10 @@ class Sharing:
 def share(run_dir, harnessed: bool) -> Sharing:
     """The unit's wandb run for a trainer about to start. ``harnessed``: the harness runs this unit (a
     train.fn's Run, or an attached script); ``run_dir``: the unit's folder (None: written nowhere)."""
+    global _LEFT_OPEN
+    if _LEFT_OPEN is not None:  # an earlier trainer's disabled run, kept for its evaluate()
+        _finish_if_open(_LEFT_OPEN)
+        _LEFT_OPEN = None
     if not harnessed:
         return Sharing("own")
     if run_dir is not None:
@@ -102,6 +111,12 @@ def share(run_dir, harnessed: bool) -> Sharing:
             if where:
                 return Sharing("shared", where)
     return Sharing("off").turn_off()
+
+
+def _finish_if_open(run) -> None:
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is run:
+        run.finish()
 
 
 def _say(message: str) -> None:

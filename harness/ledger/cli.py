@@ -22,7 +22,7 @@ from pathlib import Path
 
 from harness.ledger.postgres import is_url, open_ledger, shown
 from harness.ledger.store import LedgerError
-from harness.stats.online_fdr import METHODS, NAMES
+from harness.stats.online_fdr import ALL_METHODS, NAMES
 from harness.stats.online_fdr_async import next_alpha
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -47,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--alternatives", action="store_true", help="list alternative analyses too (never counted)")
     p.add_argument("--offline", choices=sorted(_OFFLINE), help="which claims survive BH or BY over all listed")
     p.add_argument("--level", type=float, default=0.1, help="the FDR level of --offline (default 0.1)")
-    p.add_argument("--method", choices=METHODS, help="say the next alpha_t of this online method at --level too")
+    p.add_argument("--method", choices=ALL_METHODS, help="say the next alpha_t of this online method at --level too")
     p.add_argument("--figure", metavar="PNG", help="write a figure of each stream's alpha_t and rejections there")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--wandb", metavar="DIR", help="also write the claims as a wandb run under DIR/wandb (offline by "

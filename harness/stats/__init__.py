@@ -35,6 +35,7 @@ The package, bottom to top (each module imports only from those above it in this
     margins.py   the margin, minimum-effect test, TOST, multiple comparisons
     t_power.py   the paired t test's power (the noncentral t tail by quadrature)
     exact_share.py  the exact test's share of the t test's power below 20 pairs (a shipped table)
+    margin_power.py  a margin claim's power averaged over an estimated margin, and bounds on it
     power.py     power and seeds needed
     words.py     the verdict in words
     decision_p.py  the decision p-values: never below the exact sign-flip test's, Bonferroni
@@ -51,9 +52,10 @@ claims across conditions, decided with the conditions' estimated variances), met
 aggregates), trend.py (dose trends).
 Across claims: online_fdr.py (LOND, LORD++, SAFFRON, ADDIS: each claim's level alpha_t from the
 claims before it, as the R package onlineFDR computes it), online_fdr_async.py (Zrnic et al.'s
-asynchronous rules for claims that overlap in time; the ledger's next level), online_fdr_dep.py
-(LOND and LORD under arbitrary dependence), online_fdr_sim.py (their simulated FDR and power),
-imported by the ledger (harness/ledger/).
+asynchronous rules for claims that overlap in time, the dependent variants' conservative one; the
+ledger's next level), online_fdr_dep.py (LOND and LORD under arbitrary dependence), online_fdr_sim.py
+(their simulated FDR and power, claims decided in turn or overlapping), imported by the ledger
+(harness/ledger/).
 """
 
 from ._core import (

@@ -10,6 +10,15 @@ counts only the known decisions, and a rejection earns wealth from the time it b
 (max(t + 1, E_t + 1) in onlineFDR's indexing), so a test still running can neither earn nor cost
 what has not been seen. A p-value not known yet may be given as NaN: it is never read.
 
+LOND-dep and LORD-dep (online_fdr_dep.py, any dependence) have no published asynchronous form
+(Zrnic et al.'s conflict sets are for local dependence; onlineFDR has none). Theirs here is the
+conservative rule: a test still running counts as not rejected. It keeps their guarantee by the
+argument of their own proof (Javanmard & Montanari 2018, with Blanchard & Roquain's reshaping):
+FDR <= sum_t E[1{p_t <= alpha_t} / (D_t + 1)] for D_t any count of rejections other than t's (at
+most t - 1 of them), and alpha_t <= level c_t (D_t + 1) with sum_t c_t H_t <= 1 bounds each term by
+level c_t H_t (c_t = gamma_t / H_t for LOND-dep, xi_t for LORD-dep: sum about 0.94). Counting only the
+known rejections keeps both conditions, whatever the overlap does to the p-values' dependence.
+
 Functions take p-values as a stream (or replicates x stream) and decision times of the same
 shape (or one stream's, shared), and return online_fdr's OnlineFDRResult. ``decisions`` replays
 recorded rejections (the ledger), as in online_fdr.py.
@@ -19,7 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.stats.online_fdr import OnlineFDRResult, gamma_lord, gamma_saffron
+from harness.stats.online_fdr import ALL_METHODS, OnlineFDRResult, gamma_lord, gamma_saffron
+from harness.stats.online_fdr_dep import beta_dep, xi_dep
 
 
 def _check(pvalues, times, level, decisions):
@@ -157,7 +167,53 @@ def addis_async(pvalues, decision_times, level: float = 0.05, lam: float = 0.25,
     return _out("addis", level, alpha, R, single)
 
 
-ASYNC = {"lond": lond_async, "lord++": lord_async, "saffron": saffron_async, "addis": addis_async}
+def lond_dep_async(pvalues, decision_times, level: float = 0.05, decisions=None):
+    """LOND-dep with overlapping tests: alpha_t = beta_t (D_t + 1), beta_t = level gamma_t / H_t, D_t the
+    rejections known when test t starts (a test still running counts as not rejected)."""
+    p, E, single, d = _check(pvalues, decision_times, level, decisions)
+    reps, n = p.shape
+    beta = beta_dep(n, level)
+    alpha, R = np.zeros((reps, n)), np.zeros((reps, n), dtype=bool)
+    for i in range(n):
+        known, _ = _known_steps(E, R, i)
+        alpha[:, i] = beta[i] * ((known & R[:, :i]).sum(axis=1) + 1)
+        _done(p, alpha, R, d, i)
+    return _out("lond_dep", level, alpha, R, single)
+
+
+def lord_dep_async(pvalues, decision_times, level: float = 0.05, w0: float | None = None, decisions=None):
+    """LORD-dep with overlapping tests: alpha_t = xi_t W_t, W_t = w0 - (what the tests up to the last known
+    rejection spent) + b0 (known rejections), the wealth just after the last rejection known when test t
+    starts (w0 before any); a test still running counts as not rejected. W_t <= w0 + b0 D_t <= level (D_t + 1),
+    and it stays >= 0: every test before t spent xi_j W_j with W_j <= w0 + b0 D_t, and sum xi < 1."""
+    p, E, single, d = _check(pvalues, decision_times, level, decisions)
+    reps, n = p.shape
+    w0 = level / 10 if w0 is None else w0
+    xi, rows = xi_dep(n), np.arange(reps)
+    alpha, R = np.zeros((reps, n)), np.zeros((reps, n), dtype=bool)
+    spent = np.zeros((reps, n + 1))  # spent[:, k]: alpha spent by the tests before position k
+    for i in range(n):
+        rej = (E[:, :i] <= i) & R[:, :i]
+        last = np.where(rej, np.arange(i), -1).max(axis=1, initial=-1)
+        wealth = np.where(last >= 0, w0 - spent[rows, last + 1] + (level - w0) * rej.sum(axis=1), w0)
+        alpha[:, i] = xi[i] * wealth
+        _done(p, alpha, R, d, i)
+        spent[:, i + 1] = spent[:, i] + alpha[:, i]
+    return _out("lord_dep", level, alpha, R, single)
+
+
+ASYNC = {"lond": lond_async, "lord++": lord_async, "saffron": saffron_async, "addis": addis_async,
+         "lond_dep": lond_dep_async, "lord_dep": lord_dep_async}
+
+
+def ledger_rule(method: str):
+    """The asynchronous rule the ledger computes ``method``'s levels with: ASYNC's, LOND in Javanmard &
+    Montanari's original form, beta_t (D_t + 1), as online_fdr.lond (the others are already theirs)."""
+    if method not in ASYNC:
+        raise ValueError(f"unknown online FDR method {method!r}; one of {', '.join(ALL_METHODS)}")
+    if method == "lond":
+        return lambda *args, **kwargs: lond_async(*args, original=True, **kwargs)
+    return ASYNC[method]
 
 
 def next_alpha(method: str, pvalues, decisions, level: float = 0.05, decision_times=None) -> float:
@@ -165,15 +221,11 @@ def next_alpha(method: str, pvalues, decisions, level: float = 0.05, decision_ti
     (None: still running), recorded decisions, and decision times (each the number of the stream's
     tests declared when it was decided; None: decided before the next one was declared, as a ledger
     made before decision times were recorded has it). The rule is the asynchronous one: a claim still
-    running neither earns nor costs. LOND is Javanmard & Montanari's original, beta_t (D_t + 1)."""
-    from harness.stats.online_fdr import METHODS
-
-    if method not in ASYNC:
-        raise ValueError(f"unknown online FDR method {method!r}; one of {', '.join(METHODS)}")
+    running neither earns nor costs (ledger_rule)."""
+    rule = ledger_rule(method)
     n = len(pvalues)
     times = list(decision_times) if decision_times is not None else [None] * n
     p = [np.nan if v is None else float(v) for v in pvalues] + [np.nan]
     E = [n + 1 if v is None else (t if t is not None else k + 1) for k, (v, t) in enumerate(zip(pvalues, times))]
     d = [bool(r) for r in decisions] + [False]
-    extra = {"original": True} if method == "lond" else {}
-    return float(ASYNC[method](p, E + [n + 1], level=level, decisions=d, **extra).alpha[-1])
+    return float(rule(p, E + [n + 1], level=level, decisions=d).alpha[-1])

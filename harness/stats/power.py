@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import MIN_PAIRS, POWER, Result, _scalar
+from ._core import MIN_PAIRS, POWER, Result
 from .exact_share import _EXACT_BELOW, _EXACT_SIMS, exact_share  # noqa: F401 - _EXACT_SIMS public here too
+from .margin_power import _HERMITE, NodePower, _bound_factors, _margin_power  # noqa: F401 - tests read them here
 from .margins import Margin
 from .t_power import cached_ppf, paired_t_power  # noqa: F401 - public here too
 
@@ -50,53 +51,6 @@ def claim_floors(alpha: float, n_comparisons: int = 1, margin_share: float = 1.0
             "equivalent": fewest_seeds(levels["equivalent"], two_sided=False)}
 
 
-def _bound_factors(df, bound_alpha: float):
-    """margins.margin_bound_factors(df, bound_alpha), the same arithmetic on remembered chi-square
-    quantiles (cached_ppf): every count of seeds tried asks for its bounds again (tests/
-    test_stats_cost.py checks the two agree to the bit)."""
-    df = np.asarray(df, dtype=float)
-    low = np.sqrt(df / cached_ppf("chi2", 1 - bound_alpha, df))
-    high = np.sqrt(df / cached_ppf("chi2", bound_alpha, df))
-    return _scalar(low), _scalar(high)
-
-
-_HERMITE = np.polynomial.hermite_e.hermegauss(24)  # nodes and weights for E[g(Z)], Z standard normal
-
-
-def _margin_power(power_with, value: float, bound_alpha: float, n, which: int, rows: int | None = None):
-    """Power of a margin claim with n seeds, averaged over the margin's own estimate.
-
-    Declared (bound_alpha 0): ``power_with(n, value)``. Estimated: with n seeds the claim is tested
-    against sigma_hat * f(n - 1), an end of sigma_hat's chi-square bound (``which``: 0 low, 1 high),
-    and sigma_hat itself varies from run to run. Its variation lowers the power (measured: a count
-    planned at sigma_hat = sigma gave 0.76 instead of 0.8), so the power is averaged over
-    sigma_hat = value * sqrt(V / nu), V chi-square with nu = n - 1 df: one arm's, the widest spread the
-    pooled estimate can have (arms of one seed correlated -> 1), as the margin's own bound assumes.
-    Wilson-Hilferty's normal form of V / nu, Gauss-Hermite nodes.
-
-    ``rows``: only the first ``rows`` counts of a 1-D n (_smallest_t_n's scan), each the number the
-    whole call gives it: the average over the nodes is taken in a product of n's full length (BLAS
-    sums a row in an order that depends on the number of rows, never on the other rows' values).
-    """
-    if bound_alpha <= 0:
-        return power_with(n if rows is None else n[:rows], value)
-    n = np.asarray(n, dtype=float)
-    full = n.shape
-    if rows is not None:
-        n = n[:rows]
-    factor = np.asarray(_bound_factors(n - 1, bound_alpha)[which])
-    nu = (n - 1)[..., None]
-    z, w = _HERMITE
-    cube = np.clip(1 - 2 / (9 * nu) + z * np.sqrt(2 / (9 * nu)), 0.0, None)
-    ratio = cube ** 1.5  # sigma_hat / sigma at the nodes
-    powers = np.asarray(power_with(np.broadcast_to(n[..., None], ratio.shape), value * ratio * factor[..., None]))
-    if rows is None:
-        return powers @ (w / w.sum())
-    padded = np.zeros(full + powers.shape[-1:])
-    padded[:rows] = powers
-    return (padded @ (w / w.sum()))[:rows]
-
-
 # Below this many pairs (_EXACT_BELOW, 20) the exact sign-flip test every claim must also pass
 # (decision_pvalues) costs the t test power: measured at 80% t power, 0.61 at 6 pairs, 0.75 at 7, 0.79
 # at 10, within 0.005 from 15 on (normal differences). Counts below it are checked by simulating both
@@ -134,6 +88,9 @@ def _normal_quantile(q: float):
 
 
 def _takes_rows(power_at) -> bool:
+    code = getattr(power_at, "__code__", None)
+    if code is not None:  # a plain function: its own argument names, without inspect's ~0.1 ms
+        return "rows" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     import inspect
     return "rows" in inspect.signature(power_at).parameters
 
@@ -151,17 +108,25 @@ def _smallest_t_n(power_at, gap: float, sd: float, one_sided_alpha: float, power
     if start > max_seeds:  # (max_seeds below 2)
         return None
     ns = np.arange(start, start + 64)
-    # The first few counts usually hold the answer: they are computed first, as the whole block
-    # computes them (``rows``), and the block only when none of them reaches the power.
-    hit = np.flatnonzero(np.asarray(power_at(ns, rows=_FIRST)) >= power) if _takes_rows(power_at) else ()
-    if not len(hit):
-        hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
+    first_reaching = getattr(power_at, "first_reaching", None)
+    if first_reaching is not None:  # the same count, without every node of every count (NodePower)
+        hit = first_reaching(ns, power, range(_FIRST))
+        hit = first_reaching(ns, power, range(_FIRST, len(ns))) if hit is None else hit
+        hit = np.array([] if hit is None else [hit], dtype=int)
+    else:
+        # The first few counts usually hold the answer: they are computed first, as the whole block
+        # computes them (``rows``), and the block only when none of them reaches the power.
+        hit = np.flatnonzero(np.asarray(power_at(ns, rows=_FIRST)) >= power) if _takes_rows(power_at) else ()
+        if not len(hit):
+            hit = np.flatnonzero(np.asarray(power_at(ns)) >= power)
     if hit.size:  # the usual case: within 64 seeds of the normal approximation
         return max(min_n, int(ns[hit[0]]))
     # Far above it (a difference near the margin): the power rises with n, so the first count that
     # reaches it is bracketed by doubling, then bisected, over the counts the blocks of 64 from
     # ``start`` would have scanned (up to the last block starting at or below max_seeds).
     def reached(n: int) -> bool:
+        if first_reaching is not None:
+            return first_reaching(np.array([n]), power) is not None
         return bool(np.asarray(power_at(np.array([n])))[0] >= power)
     low, last = start + 63, start + 64 * ((max_seeds - start) // 64) + 63  # power(low) < power
     if last <= low or not reached(last):
@@ -215,6 +180,8 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
 
         def power_at(n, rows=None):
             return _margin_power(beyond, margin, bound_alpha, n, 1, rows)
+        if bound_alpha > 0:  # 24 nodes a count: the search rules counts out by bounds where it can
+            power_at = NodePower(beyond, beyond, margin, bound_alpha, 1)
 
         def exact_beyond(n):  # the exact test against the margin the claim is tested at, with n seeds
             m = margin * (float(_bound_factors(n - 1, bound_alpha)[1]) if bound_alpha > 0 else 1.0)
@@ -227,8 +194,13 @@ def seeds_to_settle_margin(effect: float, sd: float, margin: float, *, alpha: fl
         far = paired_t_power(n, effect, sd, alpha, null=-np.asarray(m), alternative="greater")
         return np.maximum(np.asarray(near) + far - 1, 0.0)
 
+    def near_only(n, m):  # at least within(n, m): near + far - 1 <= near
+        return paired_t_power(n, effect, sd, alpha, null=m, alternative="less")
+
     def power_at(n, rows=None):
         return _margin_power(within, margin, bound_alpha, n, 0, rows)
+    if bound_alpha > 0:  # (as for beyond)
+        power_at = NodePower(within, near_only, margin, bound_alpha, 0)
 
     def exact_within(n):  # each of TOST's one-sided tests must also pass its exact test
         m = margin * (float(_bound_factors(n - 1, bound_alpha)[0]) if bound_alpha > 0 else 1.0)

@@ -46,18 +46,54 @@ def cached_ppf(dist: str, q: float, df):
     yet known comes from the special function scipy's ppf itself evaluates (t: stdtrit(df, q); chi2:
     2 gammaincinv(df / 2, q)), without its ~0.1 ms of argument checks: for 0 < q < 1 and df > 0
     scipy returns exactly that (scaled by 1, shifted by 0)."""
-    from scipy import special
-    from scipy import stats as sps  # lazily: the analysis CLI starts faster
     df = np.asarray(df, dtype=float)
     if not (0 < q < 1 and np.isfinite(df).all() and (df > 0).all()):
+        from scipy import stats as sps  # lazily: the analysis CLI starts faster
         return getattr(sps, dist).ppf(q, df)
     known = _QUANTILES.setdefault((dist, float(q)), {})
+    if df.size <= 256:  # a few counts at a few nodes: looked up one by one, cheaper than np.unique
+        try:
+            return np.array([known[v] for v in df.reshape(-1).tolist()]).reshape(df.shape)
+        except KeyError:
+            pass
+    from scipy import special
     unique, where = np.unique(df, return_inverse=True)
     missing = np.array([v for v in unique.tolist() if v not in known])
     if missing.size:
         values = special.stdtrit(missing, q) if dist == "t" else 2 * special.gammaincinv(missing / 2, q)
         known.update(zip(missing.tolist(), values.tolist()))
     return np.array([known[v] for v in unique.tolist()])[where].reshape(df.shape)
+
+
+def _nct_tail(critical, df, noncentrality, upper: bool):
+    """scipy.stats.nct.sf(critical, df, nc) (upper) or .cdf(-critical, df, nc), the same floats.
+
+    For finite arguments and df > 0 scipy's nct evaluates exactly the special functions called
+    here, element by element (sf: _nct_sf clipped to [0, 1]; cdf: nctdtr), after ~0.1 ms of
+    argument checks per call that the search for seeds needed pays thousands of times (issue 33;
+    tests/test_stats_cost.py compares the two on many arguments, to the bit). Other arguments
+    (and a scipy without these functions) go through scipy.stats itself."""
+    functions = _nct_functions()
+    # one test for every argument finite: a NaN or an infinity anywhere makes the sum non-finite
+    # (an overflow of finite ones only sends them to scipy.stats, which gives the same floats)
+    if functions is None or not (np.isfinite(critical + noncentrality + df).all() and (df > 0).all()):
+        from scipy import stats as sps  # lazily: the analysis CLI starts faster
+        return sps.nct.sf(critical, df, noncentrality) if upper else sps.nct.cdf(-critical, df, noncentrality)
+    if upper:
+        return np.clip(functions[0](critical, df, noncentrality), 0, 1)
+    return functions[1](df, noncentrality, -critical)
+
+
+@functools.lru_cache(maxsize=1)
+def _nct_functions():
+    """(sf, cdf): the special functions behind scipy.stats.nct's sf and cdf; None in a scipy
+    without them (then scipy.stats.nct itself is called)."""
+    from scipy import special
+    try:
+        from scipy.special import _ufuncs
+        return _ufuncs._nct_sf, special.nctdtr
+    except (ImportError, AttributeError):
+        return None
 
 
 def _t_tail(critical, df, noncentrality, upper: bool):
@@ -68,15 +104,15 @@ def _t_tail(critical, df, noncentrality, upper: bool):
     T = (Z + delta) / S, S = sqrt(V / df) and V chi-square, P(T > c) = E[Phi(delta - c S)], taken
     by quadrature over the chi-square density (``_chi2_nodes``).
     """
-    from scipy import special
-    from scipy import stats as sps  # lazily: the analysis CLI starts faster
-    critical, df, noncentrality = np.broadcast_arrays(
-        np.asarray(critical, dtype=float), np.asarray(df, dtype=float), np.asarray(noncentrality, dtype=float))
+    critical, df, noncentrality = (np.asarray(x, dtype=float) for x in (critical, df, noncentrality))
+    if not critical.shape == df.shape == noncentrality.shape:
+        critical, df, noncentrality = np.broadcast_arrays(critical, df, noncentrality)
     with np.errstate(all="ignore"):
-        tail = sps.nct.sf(critical, df, noncentrality) if upper else sps.nct.cdf(-critical, df, noncentrality)
+        tail = _nct_tail(critical, df, noncentrality, upper)
     tail = np.array(tail, dtype=float, ndmin=1)
     bad = ~np.isfinite(tail).reshape(-1)
     if bad.any():
+        from scipy import special
         flat = tail.reshape(-1)
         c, k, delta = (x.reshape(-1)[bad] for x in (critical, df, noncentrality))
         values = np.empty(len(c))

@@ -180,10 +180,10 @@ class StepRecorder:
         self.steps = 0
         self.followed_at: Optional[int] = None  # the first step recorded after the parameters moved
 
-    def _digest(self) -> torch.Tensor:
-        if self.flat is None:
-            return tensors_digest(self.params)
-        if self._serial:
+    def _digest(self, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The parameters' digest now (width: one per element size); with ``out`` (a row of
+        ``digests``) it is written there, in place: no temporary, no indexing machinery."""
+        if self.flat is not None and self._serial:
             # A small model on the CPU: the same number as below (integer sums wrap in any order),
             # all on this thread. The mixed-dtype product below is a promoting kernel, a temporary
             # and a parallel sum; each parallel kernel wakes the other threads and leaves half of
@@ -191,22 +191,26 @@ class StepRecorder:
             # with 2 threads). Widened in pieces below torch's parallel grain, then one serial dot.
             for wide, bits in self._pieces:
                 wide.copy_(bits)
-            return torch.dot(self._wide, self.flat_weights).reshape(1)
-        # int32 bits times int64 weights promotes to int64: the same digest as tensors_digest
-        # (CUDA has no integer dot)
-        return (self.flat_bits * self.flat_weights).sum().reshape(1)
+            if out is None:
+                return torch.dot(self._wide, self.flat_weights).reshape(1)
+            torch.dot(self._wide, self.flat_weights, out=out.select(0, 0))
+            return out
+        if self.flat is None:
+            d = tensors_digest(self.params)
+        else:  # int32 bits times int64 weights promotes to int64: tensors_digest's sum (CUDA has no integer dot)
+            d = (self.flat_bits * self.flat_weights).sum().reshape(1)
+        return d if out is None else out.copy_(d)
 
     def _follow(self) -> None:
-        """A pointer check (no device sync): a packed parameter that moved is read where it lives now."""
-        if self.flat is not None and list(map(torch.Tensor.data_ptr, self.params)) != self._pointers:
-            self.flat = self.flat_bits = self.flat_weights = self._wide = None
-            self._pieces = []
-            self.followed_at = self.steps + 1
-            width = self._digest().numel()
-            if width != self.digests.shape[1]:
-                self._done.append(self.digests[: self.steps - self._base])
-                self._base = self.steps
-                self.digests = torch.empty(len(self.losses), width, dtype=torch.int64, device=self.digests.device)
+        """A packed parameter moved (record's pointer check, no device sync): read them where they live now."""
+        self.flat = self.flat_bits = self.flat_weights = self._wide = None
+        self._pieces = []
+        self.followed_at = self.steps + 1
+        width = self._digest().numel()
+        if width != self.digests.shape[1]:
+            self._done.append(self.digests[: self.steps - self._base])
+            self._base = self.steps
+            self.digests = torch.empty(len(self.losses), width, dtype=torch.int64, device=self.digests.device)
 
     def replaced(self, model: torch.nn.Module) -> Optional[str]:
         """Why the model's parameters are no longer the watched ones (new Parameter objects), or None."""
@@ -221,15 +225,18 @@ class StepRecorder:
                 f"device) or .half() after run.watch is followed).")
 
     def record(self, loss: torch.Tensor) -> None:
-        # no torch.no_grad() (a few µs a step): every tensor read here is already detached (the
-        # loss, _bits, the packed buffer), so no autograd graph is built either way
-        self._follow()
-        if self.steps == len(self.losses):  # a loop that did not say how many steps: grow, amortised
+        # No torch.no_grad() (a few µs a step): every tensor read here is already detached (the
+        # loss, _bits, the packed buffer), so no autograd graph is built either way. Both values go
+        # straight into their preallocated slots (the digest by dot(out=)): no host sync.
+        if self.flat is not None and list(map(torch.Tensor.data_ptr, self.params)) != self._pointers:
+            self._follow()
+        i = self.steps
+        if i == len(self.losses):  # a loop that did not say how many steps: grow, amortised
             self.losses = torch.cat([self.losses, torch.empty_like(self.losses)])
             self.digests = torch.cat([self.digests, torch.empty_like(self.digests)])
-        self.losses[self.steps] = loss.detach()
-        self.digests[self.steps - self._base] = self._digest()
-        self.steps += 1
+        self.losses[i] = loss.detach()  # measured: a little cheaper than select + copy_
+        self._digest(out=self.digests.select(0, i - self._base))
+        self.steps = i + 1
 
     def finish(self) -> dict:
         """Host-side lists: loss bits (8 hex digits) and parameter digest (16 hex) per step."""
@@ -237,7 +244,8 @@ class StepRecorder:
         rows = [r for d in self._done for r in d.cpu().numpy()]
         rows += list(self.digests[: self.steps - self._base].cpu().numpy())
         loss_hex = [format(v & 0xFFFFFFFF, "08x") for v in losses.view(torch.int32).tolist()]
-        param_hex = [hexdigest(row) for row in rows]
+        # hexdigest(row) for each row, without its per-argument type checks (a run has many steps)
+        param_hex = [hashlib.blake2b(row.tobytes(), digest_size=8).hexdigest() for row in rows]
         return {"loss": loss_hex, "params": param_hex, "loss_values": losses.tolist()}
 
 

@@ -79,9 +79,9 @@ class Watched:
             raise RunUsageError(why)
         start = self._finite_upto  # the losses before it were checked already: each is read once
         losses = self.recorder.losses[start : self.steps]
-        bad = (~torch.isfinite(losses)).nonzero()
-        if len(bad):
-            first = int(bad[0, 0])
+        finite = torch.isfinite(losses)
+        if not bool(finite.all()):  # the one host sync; the first bad step is looked for only then
+            first = int((~finite).nonzero()[0, 0])
             raise NonFiniteLoss(start + first + 1, float(losses[first]))
         self._finite_upto = self.steps
 
