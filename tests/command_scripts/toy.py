@@ -19,9 +19,21 @@ args = parser.parse_args()
 if 0 <= args.edit_from_seed <= args.seed:  # an edit of the code while an experiment runs
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py"), "a") as f:
         f.write(f"# edited at seed {args.seed}\n")
+
+
+def parent_has_torch():
+    """Whether the process that started this script (the harness's unit runner) has torch loaded:
+    libtorch among its mapped files (Linux; None elsewhere)."""
+    try:
+        with open(f"/proc/{os.getppid()}/maps") as f:
+            return "libtorch" in f.read()
+    except OSError:
+        return None
+
+
 if args.out:  # what the script was given, for the test to read
     with open(args.out, "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "pid": os.getpid(),
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "pid": os.getpid(), "parent_torch": parent_has_torch(),
                    "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "HARNESS_SEED",
                                                           "HARNESS_ARM", "HARNESS_RUN_DIR", "CUBLAS_WORKSPACE_CONFIG")}}, f)
 if args.mode == "crash":
