@@ -37,7 +37,7 @@ from scipy.optimize import minimize_scalar  # noqa: E402
 
 from harness.stats.sequential import (BETTER, EQUIVALENT, FUTILE, UNDECIDED, WORSE,
                                       SequentialDesign, first_claim_seeds, simulate)  # noqa: E402
-from harness.stats.sequential_bounds import _robust_bounds, _spend  # noqa: E402
+from harness.stats.sequential_bounds import _robust_bounds, spend  # noqa: E402
 
 EXPERIMENTS = 20_000
 BOUNDARY_EXPERIMENTS = 50_000  # cells that check an error rate against alpha: SE 0.001
@@ -330,7 +330,7 @@ def _hall_normal_only(**kw):
     correction without the calibration over shapes (an alternative weighed in docs/sequential.md)."""
     des = design(**kw)
     looks = des.looks
-    cum = _spend(des.spending, des.gamma, des.one_sided_alpha, np.array(looks) / des.max_seeds)
+    cum = spend(des.spending, des.gamma, des.one_sided_alpha, np.array(looks) / des.max_seeds)
     cum[-1] = des.one_sided_alpha
     inc = tuple(np.diff(np.concatenate([[0.0], cum])).tolist())
     crit = _robust_bounds(looks, inc, 0.0, not des.margin, tuple(b[3] for b in des.boundaries))

@@ -50,7 +50,7 @@ printf 'step\tbudget_s\tseconds\tstatus\n' >"$steps"
 
 # Budgets (s): they add up to 480 on a GPU and 270 in a dry run, so the whole check fits its promise.
 if [ $dry = 1 ]; then
-  declare -A budget=([env]=10 [preflight]=30 [cost]=100 [divergence]=40 [side_by_side_cnn]=45 [side_by_side_resnet]=45)
+  declare -A budget=([env]=30 [preflight]=30 [cost]=80 [divergence]=40 [side_by_side_cnn]=45 [side_by_side_resnet]=45)
 else
   declare -A budget=([env]=10 [preflight]=40 [cost]=150 [divergence]=90 [side_by_side_cnn]=80 [side_by_side_resnet]=110)
 fi

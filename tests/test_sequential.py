@@ -12,7 +12,7 @@ import pytest
 from harness.stats.sequential import (BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign,
                                       evaluate, first_claim_seeds, next_seeds, replay, replay_arms,
                                       sequential_look, simulate)
-from harness.stats.sequential_bounds import _normal_bounds, _spend
+from harness.stats.sequential_bounds import _normal_bounds, spend
 from harness.stats.sign_flip import sign_flip_reaches, sign_flip_tail
 
 ALPHA = 0.05
@@ -64,7 +64,7 @@ def test_normal_boundaries_match_published_obrien_fleming_values():
     # Lan-DeMets O'Brien-Fleming-type, 5 equally spaced looks, one-sided 0.025: the values of
     # Jennison & Turnbull (2000) / gsDesign: 4.877, 3.357, 2.680, 2.290, 2.031
     t = np.arange(1, 6) / 5
-    inc = np.diff(np.r_[0.0, _spend("obrien-fleming", 0.0, 0.025, t)])
+    inc = np.diff(np.r_[0.0, spend("obrien-fleming", 0.0, 0.025, t)])
     z = _normal_bounds(tuple(map(float, range(1, 6))), tuple(inc.tolist()))
     assert np.allclose(z, [4.877, 3.357, 2.680, 2.290, 2.031], atol=0.0015)
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.stats.sequential import Look, replay
+from harness.stats.sequential_bounds import spend
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,8 @@ class CountedLook(Look):
 def spent(design, k: int) -> float:
     """The α look ``k`` (0-based) spends: the increment of the design's spending function there, with
     α/arms in all (two-sided: the signed-rank test has no margin to make a claim one-sided)."""
-    from harness.stats.sequential_bounds import _spend
-
     t = np.array([0, *design.looks], dtype=float) / design.max_seeds
-    cum = _spend(design.spending, design.gamma, design.alpha / design.arms, t)
+    cum = spend(design.spending, design.gamma, design.alpha / design.arms, t)
     cum[0] = 0.0
     return float(cum[k + 1] - cum[k])
 

@@ -27,7 +27,7 @@ _CALIBRATION_SEED = 20261130
 _CHUNK = 2**14  # paths simulated at a time by _robust_bounds (memory: CHUNK x max_seeds floats)
 
 
-def _spend(kind: str, gamma: float, a1: float, t: np.ndarray) -> np.ndarray:
+def spend(kind: str, gamma: float, a1: float, t: np.ndarray) -> np.ndarray:
     """Cumulative one-sided alpha spent by information fraction t (Lan & DeMets 1983)."""
     t = np.asarray(t, dtype=float)
     if kind == "pocock":

@@ -12,7 +12,7 @@ from typing import Mapping
 import numpy as np
 from scipy import stats as sps
 
-from harness.stats.sequential_bounds import SPENDINGS, _normal_bounds, _robust_bounds, _spend, _t_bounds
+from harness.stats.sequential_bounds import SPENDINGS, _normal_bounds, _robust_bounds, _t_bounds, spend
 
 
 MAX_SKEWNESS = 4.0  # the largest skewness a design may be calibrated for (gamma shape 0.25)
@@ -112,7 +112,7 @@ class SequentialDesign:
     def _compute_bounds(self):
         looks = self.looks
         a1 = self.one_sided_alpha
-        cum = _spend(self.spending, self.gamma, a1, np.array(looks) / self.max_seeds)
+        cum = spend(self.spending, self.gamma, a1, np.array(looks) / self.max_seeds)
         cum[-1] = a1  # all of it is spent by the last look
         inc = tuple(np.diff(np.concatenate([[0.0], cum])).tolist())
         z = np.array(_normal_bounds(tuple(float(n) for n in looks), inc))
