@@ -215,24 +215,31 @@ def test_a_problem_in_one_arm_names_the_arm(tmp_path):
     assert "ab.arms.A" not in str(e.value) and not list(tmp_path.glob("runs/*/*/result.json"))
 
 
-def test_side_by_side_command_units_keep_torch_out_of_the_parent_and_give_the_serial_results(tmp_path):
-    """Units that are all commands run in workers: the parent never imports torch (seconds of start-up
-    that running scripts does not need), and what it writes and reports equals the serial run's."""
-    serial = _toy(tmp_path / "serial", "ab.seeds=[0,1,2]")
-    overrides = [o for o in BASE if o != "workers=1"] + ["workers=2", "ab.seeds=[0,1,2]"]
-    probe = ("import json, sys, harness; "
-             f"done = harness.run({overrides!r}, out_dir={str(tmp_path / 'sbs')!r}, config_dir={str(TEST_CONF)!r}, "
-             "verbose=False); print(json.dumps({'torch': 'torch' in sys.modules, 'metrics': "
-             "{f\"{r['seed']} {r['arm']}\": r['metrics'] for r in done.results}}))")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen["torch"] is False
-    assert seen["metrics"] == {f"{r['seed']} {r['arm']}": r["metrics"] for r in serial.results}
+def test_command_units_never_import_torch_serial_or_side_by_side_and_both_give_the_same_results(tmp_path):
+    """A command unit needs no torch in the harness's processes (seconds of CPU in each one): the
+    process that runs the units (serial: the harness itself; side by side: each worker, which the
+    script sees as its parent) never loads it, and what both ways write and report is the same."""
+    def probe(folder, workers):
+        overrides = [o for o in BASE if o != "workers=1"] + [f"workers={workers}", "ab.seeds=[0,1,2]"]
+        code = ("import json, sys, harness; "
+                f"done = harness.run({overrides!r}, out_dir={str(folder)!r}, config_dir={str(TEST_CONF)!r}, "
+                "verbose=False); print(json.dumps({'torch': 'torch' in sys.modules, 'metrics': "
+                "{f\"{r['seed']} {r['arm']}\": r['metrics'] for r in done.results}}))")
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    serial, sbs = probe(tmp_path / "serial", 1), probe(tmp_path / "sbs", 2)
+    assert serial["torch"] is False and sbs["torch"] is False
+    assert sbs["metrics"] == serial["metrics"] and len(serial["metrics"]) == 6
     for seed in range(3):
         for arm in ("A", "B"):
             a, b = _result(tmp_path / "serial", seed, arm), _result(tmp_path / "sbs", seed, arm)
             assert b["status"] == "completed" and (b["metrics"], b["curve"]) == (a["metrics"], a["curve"])
-            assert b["env"]["torch"] == a["env"]["torch"]  # written by the worker, as the serial run writes it
-    assert read_json(tmp_path / "sbs" / "certificate.json")["reproducible"] is True
+            assert a["env"]["torch"] == b["env"]["torch"] == identity.torch_version()  # torch's own text
+            for folder in ("serial", "sbs"):  # the unit's runner, as the script saw its parent
+                seen = read_json(tmp_path / folder / "runs" / f"seed={seed}" / f"arm={arm}" / "seen.json")
+                assert seen["parent_torch"] is False, (folder, seed, arm)
+    for folder in ("serial", "sbs"):
+        assert read_json(tmp_path / folder / "certificate.json")["reproducible"] is True

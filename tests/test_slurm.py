@@ -21,8 +21,7 @@ import pytest
 import harness
 from harness.results import load_tree, read_json
 
-from .conftest import FAST, REPO, run_cli
-from .test_faults_pool import PAIRED
+from .conftest import FAST, REPO, TEST_CONF, run_cli
 
 CONF = os.environ.get("SLURM_CONF") or "/tmp/harness-slurm/slurm.conf"
 
@@ -49,6 +48,10 @@ ENV = {"SLURM_CONF": CONF}
 ON_THE_NODE = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1",
                "hydra.launcher.mem_gb=null", "hydra.launcher.timeout_min=10"]
 ONE_THREAD = ["determinism.threads=1"]  # 1 thread in process and on the node: the same bits
+# A command arm whose units are a stdlib script (no torch, no training): a job is a light process
+TOY_AB = ["+experiment=command_toy", "logger=none", "progress=false", *ONE_THREAD,
+          f"train.cmd=[{sys.executable},{REPO / 'tests' / 'command_scripts' / 'toy.py'}]", "+train.args.shift=0.0",
+          "ab.factor=train.args.shift", "ab.arms={A: 0.0, B: 1.4}"]
 
 
 def _finals(root: Path) -> dict:
@@ -107,14 +110,17 @@ def test_on_slurm_a_requeued_job_runs_again_and_a_cancelled_one_is_a_failed_unit
     """The sequential sweeper on SLURM. The job of (seed 1, arm B) holds until it is requeued: its run
     lock died with it, so its second start runs the unit again, with the in-process bits. The job of
     (seed 2, arm B) holds until scancel ends it: a named failed unit, the sweep goes on, exit 1, and
-    the rerun runs it."""
+    the rerun runs it. The units are a stdlib script's (toy.py holds as sequential_fns does): no torch
+    in a job."""
     in_process = tmp_path / "in_process"
-    harness.run([*PAIRED, "ab.seeds=[0,1,2,3,4]"], out_dir=in_process, verbose=False)  # no training: seconds
+    harness.run([*TOY_AB, "workers=1", "ab.seeds=[0,1,2,3,4]"], out_dir=in_process, config_dir=TEST_CONF,
+                verbose=False)  # no training: seconds
     sweep, hold, log = tmp_path / "sweep", tmp_path / "hold", tmp_path / "sweep.txt"
     hold.mkdir()
     (hold / "1_1.4").touch()
     (hold / "2_1.4").touch()
-    args = ["-m", "hydra/sweeper=harness_sequential", *ON_THE_NODE, *PAIRED, "ab.sequential.min_seeds=3",
+    args = ["-m", "--config-dir", str(TEST_CONF), "hydra/sweeper=harness_sequential", *ON_THE_NODE, *TOY_AB, "stats.margin=null",
+            "ab.sequential.min_seeds=3",
             "stats.alpha=0.25", "ab.sequential.max_seeds=4", "ab.sequential.max_failures=2",  # 6 jobs, then 2
             f"hydra.sweep.dir={sweep}"]
     proc = _start(args, {"HARNESS_TEST_HOLD_ONCE": str(hold)}, log)
@@ -165,22 +171,25 @@ def test_a_command_arm_as_a_slurm_sweep_gives_the_in_process_metrics(tmp_path):
 
 
 def test_a_40_job_slurm_sweep_appends_each_claim_to_the_ledger_exactly_once(tmp_path):
-    """issue 32: a grid of 4 settings x 10 seeds, each (setting, seed) a SLURM job (no training:
-    tests/sequential_fns.paired_metric). The launcher records each grid point's claim once; the jobs
-    record none; analysing the sweep again adds none."""
+    """issue 32: a grid of 4 settings x 10 seeds, each (setting, seed) a SLURM job whose units are a
+    stdlib script's (tests/command_scripts/toy.py: no training). The launcher records each grid point's
+    claim once; the jobs record none; analysing the sweep again adds none. issue 29: a job's process,
+    which runs the command units, never imports torch (the script sees it as its parent)."""
     from harness.ledger.store import Ledger
 
     ledger, sweep = tmp_path / "ledger.sqlite", tmp_path / "sweep"
-    args = ["-m", *PAIRED, "workers=1", "repro.certificate=false", "stats.bootstrap_resamples=999",
+    args = ["-m", "--config-dir", str(TEST_CONF), *TOY_AB, "workers=1", "repro.certificate=false", "stats.bootstrap_resamples=999",
             "data.train_limit=64,128,256,512", "seed=range(0,10)", *ON_THE_NODE, f"ledger.path={ledger}",
             f"hydra.sweep.dir={sweep}"]
     proc = run_cli(args, env=ENV, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(list(sweep.glob(".submitit/*/*_log.out"))) == 40, "not 40 jobs through sbatch"
+    seen = [read_json(p) for p in sweep.glob("**/runs/seed=*/arm=*/seen.json")]
+    assert len(seen) == 80 and not any(s["parent_torch"] for s in seen)
     grid = read_json(sweep / "grid.json")
     claims = Ledger(ledger).claims(alternatives=True)
     assert sorted(c["claim"] for c in claims) == sorted(
-        f"B vs A on test_accuracy at data.train_limit={n}" for n in (64, 128, 256, 512))
+        f"B vs A on score at data.train_limit={n}" for n in (64, 128, 256, 512))
     assert sorted(c["folder"] for c in claims) == sorted(str((sweep / p["folder"]).resolve()) for p in grid["points"])
     # Analysing the sweep again, as its launcher did, adds none. Rerunning all 40 jobs would cost CI
     # minutes for the same check: a re-analysed sweep's claims are its launcher's, not its jobs'.

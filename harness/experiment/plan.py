@@ -131,11 +131,16 @@ def check_unless_done(cfg: DictConfig, plan: Plan, log: Callable[[str], None],
 
 
 def modules_of(arms: dict) -> tuple:
-    """The modules of the training function and of every component's _target_, over every arm."""
+    """What a worker imports before its first unit: torch, unless every arm is a command on the CPU
+    (command_run.py), then the modules of the training function and of every component's _target_,
+    over every arm (a command arm's: its own module alone, the script building its data and model)."""
+    from harness.integrations.command_run import runs_without_torch
+    from harness.integrations.command_spec import is_command, training_fn
     from harness.training.components import targets
 
-    names = [n for a in arms.values() for n in (str(a.train.fn), *targets(a))]
-    return tuple(dict.fromkeys(n.rsplit(".", 1)[0] for n in names if "." in n))
+    names = [n for a in arms.values() for n in (training_fn(a), *([] if is_command(a) else targets(a)))]
+    torch = () if all(runs_without_torch(a) for a in arms.values()) else ("torch",)
+    return tuple(dict.fromkeys([*torch, *(n.rsplit(".", 1)[0] for n in names if "." in n)]))
 
 
 def _owns_certificate(cfg: DictConfig) -> bool:

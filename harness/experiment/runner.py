@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import time
 import warnings
 import traceback
@@ -63,10 +64,15 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
               stop_after: Optional[int] = None, folder=None, arm: Optional[str] = None) -> dict:
     """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
     (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
-    from harness.training import math_modes
-    from harness.training.determinism import configure, resolve_device, settings_from
+    from harness.integrations.command_run import runs_without_torch
+    from harness.training.determinism import settings_from
 
     settings = settings_from(cfg)
+    if runs_without_torch(cfg):  # a command on the CPU: the script has its own torch, this process needs none
+        return _train_command(cfg, seed, settings, progress=progress, folder=folder, arm=arm)
+    from harness.training import math_modes
+    from harness.training.determinism import configure, resolve_device
+
     device = resolve_device(_value(cfg.device))
     found = math_modes.read()  # put back after the unit: the next one in this process starts clean
     try:
@@ -92,14 +98,9 @@ def _train_pinned(cfg, seed, settings, device, pinned, *, progress, init_hook, s
         stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise_sources)
     )
     fn = resolve_callable(training_fn(cfg), "train.fn")  # a command arm goes through the same door
-    frozen = cfg.copy()
-    if arm is not None:  # which arm this is, as the recorded config says of its seed (a command's {arm})
-        OmegaConf.set_readonly(frozen, False)
-        frozen.arm = arm
-    OmegaConf.set_readonly(frozen, True)  # the recorded config is what ran: the loop cannot change it
     memory = gpu_memory.before(device)  # a CUDA run's memory, which workers=auto on a GPU widens by
     with _warnings_kept(settings.mode == "warn") as kept:
-        metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
+        metrics = fn(_frozen(cfg, arm), run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
     out = run.finish(check_metrics(metrics))
     if kept:
         out["determinism_warnings"] = kept  # mode=warn ran ops that may change the bits: which ones
@@ -107,6 +108,31 @@ def _train_pinned(cfg, seed, settings, device, pinned, *, progress, init_hook, s
         out["timing"]["gpu_memory"] = gpu_memory.after(device, memory)
     out["env"] = capture_environment(settings, device, pinned)
     return out
+
+
+def _train_command(cfg, seed, settings, *, progress, folder, arm) -> dict:
+    """train_one for a command arm on the CPU, without torch (integrations/command_run.py): the same
+    door, metrics, records and curve; the environment the command was given (black_box_environment)."""
+    from harness.integrations.command_run import CommandRun
+    from harness.training.determinism import black_box_environment, check_settings
+
+    check_settings(settings)
+    run = CommandRun(seed, _value(cfg.precision), progress=progress, run_dir=folder)
+    fn = resolve_callable(training_fn(cfg), "train.fn")
+    out = run.finish(check_metrics(fn(_frozen(cfg, arm), run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))))
+    out["env"] = black_box_environment(settings)
+    return out
+
+
+def _frozen(cfg, arm: Optional[str]):
+    """The config the training function gets: read-only (the recorded config is what ran: the loop
+    cannot change it), with the arm, as the recorded config says of its seed (a command's {arm})."""
+    frozen = cfg.copy()
+    if arm is not None:
+        OmegaConf.set_readonly(frozen, False)
+        frozen.arm = arm
+    OmegaConf.set_readonly(frozen, True)
+    return frozen
 
 
 @contextlib.contextmanager
@@ -171,9 +197,6 @@ def run_one(arm_cfg: DictConfig, seed: int, arm: str, progress=None, init_hook=N
     Returns (result, weights or None). KeyboardInterrupt and SystemExit pass through: nothing is
     written for an interrupted run.
     """
-    from harness.training.determinism import DeterminismError, explain_nondeterministic_op
-    from harness.training.run import NonFiniteLoss, RunUsageError
-
     result = new_result(arm_cfg, seed, arm)
     weights = None
     t0 = time.perf_counter()
@@ -182,20 +205,27 @@ def run_one(arm_cfg: DictConfig, seed: int, arm: str, progress=None, init_hook=N
         weights = out.pop("weights", None)
         result.update(out)
         result["status"] = "completed"
-    except NonFiniteLoss as e:
-        result["error"] = {"type": "NonFiniteLoss", "message": str(e), "step": e.step}
-    except (DeterminismError, ComponentError, RunUsageError, MetricsError) as e:
-        result["error"] = {"type": type(e).__name__, "message": str(e), "step": None}
-    except RuntimeError as e:
-        advice = explain_nondeterministic_op(e)
-        result["error"] = {
-            "type": "NondeterministicOp" if advice else type(e).__name__,
-            "message": advice or str(e),
-            "detail": str(e).strip().splitlines()[0] if advice else traceback.format_exc(limit=8),
-            "step": None,
-        }
     except Exception as e:  # noqa: BLE001 - recorded in the result file, and reported by the caller
-        result["error"] = {"type": type(e).__name__, "message": str(e), "detail": traceback.format_exc(limit=8), "step": None}
+        result["error"] = _error_of(e)
     result["timing"]["total_seconds"] = time.perf_counter() - t0
     result["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return result, weights
+
+
+def _error_of(e: Exception) -> dict:
+    """A failed run's error block: what went wrong, with advice for an op without a deterministic
+    implementation."""
+    from harness.training.determinism import DeterminismError, explain_nondeterministic_op
+
+    # the Run's own errors live beside torch (training/steps.py): a process that never loaded it
+    # (a command unit on the CPU) cannot have raised them, and need not import torch to say so
+    steps = sys.modules.get("harness.training.steps")
+    run_errors = (steps.RunUsageError,) if steps is not None else ()
+    if steps is not None and isinstance(e, steps.NonFiniteLoss):
+        return {"type": "NonFiniteLoss", "message": str(e), "step": e.step}
+    if isinstance(e, (DeterminismError, ComponentError, MetricsError, *run_errors)):
+        return {"type": type(e).__name__, "message": str(e), "step": None}
+    advice = explain_nondeterministic_op(e) if isinstance(e, RuntimeError) else None
+    if advice:
+        return {"type": "NondeterministicOp", "message": advice, "detail": str(e).strip().splitlines()[0], "step": None}
+    return {"type": type(e).__name__, "message": str(e), "detail": traceback.format_exc(limit=8), "step": None}

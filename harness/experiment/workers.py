@@ -1,7 +1,8 @@
 """Long-lived worker processes that run (seed, arm) units side by side for one invocation.
 
-``Workers(n)`` starts up to n processes (``python -m harness.experiment.workers``), each once: torch,
-the training code and the harness are imported once per worker, not once per unit. The parent sends
+``Workers(n)`` starts up to n processes (``python -m harness.experiment.workers``), each once: torch
+(none for command units on the CPU: integrations/command_run.py), the training code and the harness
+are imported once per worker, not once per unit. The parent sends
 a task (a pickled arm config and the unit), the worker runs it through the very function the serial path
 uses (units._unit: the run lock, the resume decision, run_one, the atomic result write) and sends
 back the result; its log lines and progress steps travel to the parent, which owns the terminal,
@@ -336,17 +337,18 @@ def _warm(modules) -> None:
     import importlib
 
     import harness.experiment.units  # noqa: F401
-    import torch
 
-    try:  # a torch optimizer's first construction imports dynamo: seconds, paid here, not by the first unit
-        import torch._dynamo  # noqa: F401
-    except Exception:  # noqa: BLE001 - private; then the first unit pays it
-        pass
     for name in modules:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the preflight names what cannot be imported
             pass
+    if "torch" not in sys.modules:  # command units on the CPU only (plan.modules_of): no torch at all
+        return
+    try:  # a torch optimizer's first construction imports dynamo: seconds, paid here, not by the first unit
+        import torch._dynamo  # noqa: F401
+    except Exception:  # noqa: BLE001 - private; then the first unit pays it
+        pass
 
 
 def main(argv: list[str]) -> int:

@@ -20,17 +20,10 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional
 
+# the names the command arm shares with the script live with the child's environment (process.py),
+# which a command unit imports without torch; public here too
+from harness.integrations.process import ATTACHED_NAME, RUN_ENV, run_settings  # noqa: F401
 from harness.training.run import Run, RunUsageError
-
-ATTACHED_NAME = "attached.json"  # in HARNESS_RUN_DIR: what the script's Run recorded
-RUN_ENV = "HARNESS_RUN"
-
-
-def run_settings(device: str, precision: str, determinism: Mapping, stream_seeds: Optional[Mapping],
-                 metrics: Optional[Mapping], check_every: int) -> str:
-    """HARNESS_RUN's value: what the script's Run must share with the unit's (command.py sets it)."""
-    return json.dumps({"device": device, "precision": precision, "determinism": dict(determinism),
-                       "stream_seeds": dict(stream_seeds or {}), "metrics": metrics, "check_every": check_every})
 
 
 _RUNS: dict = {}  # one Run per unit and process: the script's attach() and a trainer's callback share it

@@ -21,8 +21,7 @@ from omegaconf import OmegaConf
 
 from harness.integrations.command_spec import CommandSpec, fill
 from harness.integrations import process
-from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
-from harness.integrations.process import CommandFailed
+from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed, run_settings
 
 
 def train(cfg, run) -> dict:

@@ -13,9 +13,11 @@ import subprocess
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 TAIL_LINES = 20  # the last lines of stderr/stdout a failure shows
+ATTACHED_NAME = "attached.json"  # in HARNESS_RUN_DIR: what the script's Run recorded (attach.py)
+RUN_ENV = "HARNESS_RUN"
 
 
 class CommandFailed(RuntimeError):
@@ -36,6 +38,15 @@ def environment(seed: int, arm: str, run_dir: Path, threads: int) -> dict:
         "PYTHONUNBUFFERED": "1",  # the stdout file holds what was printed, even when the child is killed
     })
     return env
+
+
+def run_settings(device: str, precision: str, determinism: Mapping, stream_seeds: Optional[Mapping],
+                 metrics: Optional[Mapping], check_every: int) -> str:
+    """HARNESS_RUN's value: what the script's Run must share with the unit's (command.py sets it)."""
+    import json
+
+    return json.dumps({"device": device, "precision": precision, "determinism": dict(determinism),
+                       "stream_seeds": dict(stream_seeds or {}), "metrics": metrics, "check_every": check_every})
 
 
 def _die_with_parent(parent: int):

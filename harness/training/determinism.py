@@ -78,10 +78,8 @@ def spread_over_gpus(job_num: int) -> None:
         torch.cuda.set_device(job_num % torch.cuda.device_count())
 
 
-def configure(settings: Settings, device: torch.device | None = None) -> None:
-    """Switch PyTorch into the requested mode and pin the CPU thread count."""
-    import torch
-
+def check_settings(settings: Settings, device=None) -> None:
+    """Refuse settings that cannot be made deterministic (configure's checks, torch-free)."""
     if settings.mode not in MODES:
         raise DeterminismError(
             f"determinism.mode={settings.mode!r} is not one of {', '.join(MODES)}."
@@ -100,6 +98,12 @@ def configure(settings: Settings, device: torch.device | None = None) -> None:
     if device is not None and device.type == "cuda" and settings.mode != "off":
         check_cublas_workspace()
 
+
+def configure(settings: Settings, device: torch.device | None = None) -> None:
+    """Switch PyTorch into the requested mode and pin the CPU thread count."""
+    import torch
+
+    check_settings(settings, device)
     torch.set_num_threads(settings.threads)
     if settings.mode == "off":
         torch.use_deterministic_algorithms(False)
@@ -196,6 +200,64 @@ def capture_environment(settings: Settings, device: torch.device, pinned: dict |
         env["math_modes_at_end"] = now  # the training function switched them: part of the identity too
     env["math_environment"] = math_modes.environment()
     return env
+
+
+def black_box_environment(settings: Settings) -> dict:
+    """capture_environment for a unit that trained in a command's own process on the CPU (a command
+    arm, integrations/command_run.py), torch-free: the installed torch (torch.version's text), the
+    machine, and the settings the harness gave the command (its threads, and the mode an attached
+    script's Run is switched into). The harness process's own torch state (its cuDNN, CPU kernels,
+    interop threads, math modes) decided nothing there and is not recorded."""
+    build = installed_torch()
+    deterministic = settings.mode != "off"
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": _cpu_name(),
+        "torch": build["__version__"],
+        "numpy": _version("numpy") or _installed("numpy"),  # what a torch process would have imported
+        "harness": harness.__version__,
+        "device": "cpu",
+        "device_name": _cpu_name(),
+        "cuda": build.get("cuda"),
+        "threads": settings.threads,
+        "mode": settings.mode,
+        "deterministic_algorithms": deterministic,
+        "deterministic_warn_only": settings.mode == "warn",
+        "fill_uninitialized_memory": settings.fill_uninitialized_memory,
+        "cudnn_deterministic": deterministic,
+        "cudnn_benchmark": settings.cudnn_benchmark and not deterministic,
+        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "cublas_set_by_harness": harness.CUBLAS_WORKSPACE_CONFIG_PRESET is None,
+        "cuda_initialized_before_harness": harness.CUDA_INITIALIZED_FIRST,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+    }
+
+
+def installed_torch() -> dict:
+    """torch.version's __version__ (with its build suffix), cuda and hip, read from its file without
+    importing torch when it is not imported yet (an import costs seconds)."""
+    import importlib.util
+
+    version = sys.modules["torch"].version if "torch" in sys.modules else None
+    if version is None:
+        found = importlib.util.find_spec("torch")
+        spec = importlib.util.spec_from_file_location(
+            "_harness_torch_version", os.path.join(os.path.dirname(found.origin), "version.py"))
+        version = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(version)  # a file of constants: torch itself is not imported
+    return {"__version__": str(version.__version__), "cuda": getattr(version, "cuda", None),
+            "hip": getattr(version, "hip", None)}
+
+
+def _installed(distribution: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _cpu_capability() -> str | None:

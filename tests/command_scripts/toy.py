@@ -1,9 +1,11 @@
-"""A stand-in for a researcher's argparse script (tests/test_command_arm.py): no training, a metric
-that is a fixed function of (seed, shift), and a --mode to crash, stay silent or hang."""
+"""A stand-in for a researcher's argparse script (tests/test_command_arm.py, tests/test_slurm.py): no
+training, a metric that is a fixed function of (seed, shift), a --mode to crash, stay silent or hang,
+and the hold of tests/sequential_fns.py (HARNESS_TEST_HOLD_ONCE). Stdlib only: no torch."""
 
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -19,11 +21,39 @@ args = parser.parse_args()
 if 0 <= args.edit_from_seed <= args.seed:  # an edit of the code while an experiment runs
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py"), "a") as f:
         f.write(f"# edited at seed {args.seed}\n")
+
+
+def parent_has_torch():
+    """Whether the process that started this script (the harness's unit runner) has torch loaded:
+    libtorch among its mapped files (Linux; None elsewhere)."""
+    try:
+        with open(f"/proc/{os.getppid()}/maps") as f:
+            return "libtorch" in f.read()
+    except OSError:
+        return None
+
+
 if args.out:  # what the script was given, for the test to read
     with open(args.out, "w") as f:
-        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "pid": os.getpid(),
+        json.dump({"argv": sys.argv[1:], "cwd": os.getcwd(), "pid": os.getpid(), "parent_torch": parent_has_torch(),
                    "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "HARNESS_SEED",
                                                           "HARNESS_ARM", "HARNESS_RUN_DIR", "CUBLAS_WORKSPACE_CONFIG")}}, f)
+hold = os.environ.get("HARNESS_TEST_HOLD_ONCE")  # tests/sequential_fns.py's protocol: the first run of a
+if hold:  # unit whose marker file exists holds until the test requeues or cancels its SLURM job
+    marker = os.path.join(hold, f"{args.seed}_{args.shift:g}")
+    try:
+        os.unlink(marker)  # atomic: one run claims it
+        job = os.environ.get("SLURM_ARRAY_JOB_ID")
+        with open(marker + ".tmp", "w") as f:
+            json.dump({"pid": os.getpid(), "slurm": f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job
+                       else os.environ.get("SLURM_JOB_ID")}, f)
+        os.replace(marker + ".tmp", marker + ".held")
+        # held as a train.fn's unit in the job's own process is (submitit bypasses SLURM's SIGTERM): only
+        # the SIGKILL that follows ends it, and the job dies with its unit unwritten
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(600)
+    except FileNotFoundError:
+        pass
 if args.mode == "crash":
     print("loading data", flush=True)
     print("Traceback: ValueError: the toy script failed on purpose", file=sys.stderr)
