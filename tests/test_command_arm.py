@@ -243,3 +243,18 @@ def test_command_units_never_import_torch_serial_or_side_by_side_and_both_give_t
                 assert seen["parent_torch"] is False, (folder, seed, arm)
     for folder in ("serial", "sbs"):
         assert read_json(tmp_path / folder / "certificate.json")["reproducible"] is True
+
+
+@pytest.mark.parametrize("forced", [None, "avx2"])
+def test_a_command_units_cpu_capability_is_the_one_torch_reads_on_this_machine(forced):
+    """A CPU command unit records env.cpu_capability without importing torch (the script's kernels,
+    hence its bits, follow it): the same text torch.backends.cpu gives, ATEN_CPU_CAPABILITY included."""
+    code = ("import json, sys, torch; from harness.training.determinism import cpu_capability_of_this_machine as c; "
+            "print(json.dumps([torch.backends.cpu.get_cpu_capability(), c()]))")
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    if forced:
+        env["ATEN_CPU_CAPABILITY"] = forced
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(REPO)}, capture_output=True,
+                         text=True, check=True).stdout
+    torch_says, ours = json.loads(out)
+    assert ours == torch_says and (forced is None or ours == forced.upper())

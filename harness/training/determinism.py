@@ -207,7 +207,8 @@ def black_box_environment(settings: Settings) -> dict:
     arm, integrations/command_run.py), torch-free: the installed torch (torch.version's text), the
     machine, and the settings the harness gave the command (its threads, and the mode an attached
     script's Run is switched into). The harness process's own torch state (its cuDNN, CPU kernels,
-    interop threads, math modes) decided nothing there and is not recorded."""
+    interop threads, math modes) decided nothing there and is not recorded; the CPU capability, which
+    decides the command's own kernels, is read from the machine as torch would read it."""
     build = installed_torch()
     deterministic = settings.mode != "off"
     return {
@@ -232,7 +233,30 @@ def black_box_environment(settings: Settings) -> dict:
         "cublas_set_by_harness": harness.CUBLAS_WORKSPACE_CONFIG_PRESET is None,
         "cuda_initialized_before_harness": harness.CUDA_INITIALIZED_FIRST,
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        **({"cpu_capability": cap} if (cap := cpu_capability_of_this_machine()) else {}),
     }
+
+
+def cpu_capability_of_this_machine() -> str | None:
+    """What torch.backends.cpu.get_cpu_capability() says on this machine, without importing torch, for
+    the command's own torch process (its CPU kernels, hence its bits, follow it): ATen's rule on an x86
+    Linux host (ATEN_CPU_CAPABILITY first; AVX512 with avx512vl/bw/dq and FMA, AVX2 with avx2 and FMA,
+    else DEFAULT). None elsewhere: not recorded rather than guessed."""
+    forced = os.environ.get("ATEN_CPU_CAPABILITY")
+    if forced in ("default", "avx2", "avx512"):
+        return forced.upper()
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return None
+    if not flags:
+        return None
+    if {"avx512vl", "avx512bw", "avx512dq", "fma"} <= flags:
+        return "AVX512"
+    return "AVX2" if {"avx2", "fma"} <= flags else "DEFAULT"
 
 
 def installed_torch() -> dict:
