@@ -235,3 +235,17 @@ def test_threads_with_no_other_count_the_machine_keeps_busy_is_too_few_runs(conf
     capsys.readouterr()
     assert noise_sources.main(["--reread", str(tmp_path / "out" / "noise_sources.json")]) == 0
     assert capsys.readouterr().out.strip() == r["table"]
+
+
+def test_an_adds_up_reading_says_the_interval_of_the_sum_and_which_source_falls_short():
+    """255% of the seed variance read as "adds up" (the digits table): the sentence must say why, not
+    look like a contradiction: the sum's range over the intervals holds 100%, and the one source that
+    cannot reach the full spread is named."""
+    import numpy as np
+
+    full = spread(np.linspace(-1, 1, 20) * 0.6)
+    big = spread(np.linspace(-1, 1, 20) * 0.8)
+    zero = spread(np.zeros(20))
+    r = read_sources({"init": big, "data_order": big, "ulp": zero}, full)
+    assert r.kind == "adds_up" and r.variance_sum_share > 1
+    assert "which includes 100%" in r.sentence and "(ulp falls short)" in r.sentence, r.sentence

@@ -86,8 +86,13 @@ def read_sources(spreads: dict, full: Spread) -> SourcesReading:
             f"every single source reaches {100 * low:.0f}-{100 * high:.0f}% of the full seed spread: training is "
             f"unstable here; more seeds, not fewer sources, narrow the noise."))
     if adds and not unstable:
+        low_sum = sum(sp.low**2 for sp in spreads.values()) / full.high**2
+        high_sum = sum(sp.high**2 for sp in spreads.values()) / full.low**2
+        short = [s for s, sp in spreads.items() if not (sp.high >= UNSTABLE_SHARE * full.low and sp.low <= full.high)]
         return SourcesReading("adds_up", shares, total, (
-            f"the sources add up: their variances make {100 * total:.0f}% of the seed variance ({parts})."))
+            f"the sources add up: their variances make {100 * total:.0f}% of the seed variance ({parts}); "
+            f"{100 * low_sum:.0f}-{100 * high_sum:.0f}% over the 95% intervals, which includes 100%; and not "
+            f"every source alone reaches the full spread ({', '.join(short)} {'falls' if len(short) == 1 else 'fall'} short)."))
     if adds and unstable and len(spreads) > 1:
         factor = full.high / full.std if full.std else float("inf")
         fewer = ", ".join(f"{s} {sp.n}" for s, sp in spreads.items() if sp.n != full.n)  # e.g. thread counts
