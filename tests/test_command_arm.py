@@ -258,3 +258,15 @@ def test_a_command_units_cpu_capability_is_the_one_torch_reads_on_this_machine(f
                          text=True, check=True).stdout
     torch_says, ours = json.loads(out)
     assert ours == torch_says and (forced is None or ours == forced.upper())
+
+
+def test_a_command_units_run_takes_black_box_or_adopt_not_both():
+    """The torch-free Run of a CPU command unit refuses what Run refuses: a record adopted after the
+    run said it ran as a black box (finish would otherwise keep one and drop the other silently)."""
+    from harness.integrations.command_run import CommandRun
+    from harness.training.steps import RunUsageError
+
+    run = CommandRun(0)
+    run.black_box("digest")
+    with pytest.raises(RunUsageError, match="run.adopt after run.black_box"):
+        run.adopt({})

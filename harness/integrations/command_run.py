@@ -69,6 +69,8 @@ class CommandRun:
 
     def adopt(self, record: Mapping) -> None:
         """Run.adopt: the script recorded through harness.attach(); its record becomes this run's."""
+        if self._black_box is not None:  # as Run.adopt: one or the other
+            raise _usage_error("run.adopt after run.black_box: a run is run elsewhere or adopted, not both.")
         problem = adoption_problem(record)
         if problem is not None:
             raise _usage_error(f"run.adopt: the record is not what an attached Run writes: {problem}.")

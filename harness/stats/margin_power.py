@@ -71,10 +71,10 @@ def _margin_power(power_with, value: float, bound_alpha: float, n, which: int, r
     counts, nulls = _nulls(value, bound_alpha, n, which)
     powers = np.asarray(power_with(counts, nulls))
     if rows is None:
-        return powers @ (_HERMITE[1] / _HERMITE[1].sum())
+        return powers @ _WEIGHTS
     padded = np.zeros(full + powers.shape[-1:])
     padded[:rows] = powers
-    return (padded @ (_HERMITE[1] / _HERMITE[1].sum()))[:rows]
+    return (padded @ _WEIGHTS)[:rows]
 
 
 class NodePower:
@@ -132,7 +132,7 @@ class NodePower:
             if low_i - _SLACK >= power:
                 return i
             padded[i] = np.asarray(self.power_with(counts[i:i + 1], nulls[i:i + 1]))[0]
-            if (padded @ (_HERMITE[1] / _HERMITE[1].sum()))[i] >= power:
+            if (padded @ _WEIGHTS)[i] >= power:
                 return i
             padded[i] = 0.0
         return None

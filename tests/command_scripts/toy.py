@@ -43,17 +43,19 @@ if hold:  # unit whose marker file exists holds until the test requeues or cance
     marker = os.path.join(hold, f"{args.seed}_{args.shift:g}")
     try:
         os.unlink(marker)  # atomic: one run claims it
+        claimed = True
+    except FileNotFoundError:
+        claimed = False
+    if claimed:
         job = os.environ.get("SLURM_ARRAY_JOB_ID")
         with open(marker + ".tmp", "w") as f:
             json.dump({"pid": os.getpid(), "slurm": f"{job}_{os.environ['SLURM_ARRAY_TASK_ID']}" if job
                        else os.environ.get("SLURM_JOB_ID")}, f)
         os.replace(marker + ".tmp", marker + ".held")
-        # held as a train.fn's unit in the job's own process is (submitit bypasses SLURM's SIGTERM): only
-        # the SIGKILL that follows ends it, and the job dies with its unit unwritten
+        # held as a train.fn's unit is held in the job's own process, where submitit ignores SLURM's
+        # SIGTERM: only the SIGKILL that follows ends it, so the job dies with its unit unwritten
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        time.sleep(600)
-    except FileNotFoundError:
-        pass
+        time.sleep(600)  # until the test requeues or cancels the job (its SIGKILL ends this)
 if args.mode == "crash":
     print("loading data", flush=True)
     print("Traceback: ValueError: the toy script failed on purpose", file=sys.stderr)
