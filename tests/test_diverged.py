@@ -174,5 +174,21 @@ def test_the_ledger_records_the_p_that_decided_under_worst_and_the_arms_decided_
     assert row["verdict"] == some["comparisons"]["B"]["verdict"]["code"]
     most = analyze(_results(None, b_diverges=(0, 1, 2, 3, 4, 5, 6, 7, 8, 10)))  # decided on divergences alone
     (row,) = claim_rows(most, "/tmp/x", Declaration.from_config(_results(None)[0]["config"], strict=False))
-    assert (row["arm"], row["verdict"], row["effect"]) == ("B", "differs", None)
+    assert (row["arm"], row["verdict"], row["effect"]) == ("B", "worse", None)  # the screen's "B is worse than A"
     assert row["p_decision"] == most["diverged"]["tests"]["B"]["pvalue"] < 0.05
+
+
+def test_the_ledger_row_of_a_rank_decided_claim_says_its_direction_not_the_finished_pairs_size():
+    """B diverges in 8 of 12 seeds and is 0.5 better on the 4 pairs that finished: the rank test
+    says B is worse. The ledger row used to carry the finished pairs' +0.49 as the effect with the
+    verdict "differs", read as "B is better"; it now says what decided, in the screen's words."""
+    from harness.config.declaration import Declaration
+    from harness.ledger.claims import claim_rows
+
+    a = analyze(_results(None, b_diverges=(0, 1, 2, 3, 4, 5, 6, 7)))
+    assert "B is worse than A" in a["comparisons"]["B"]["verdict"]["sentence"]
+    assert a["comparisons"]["B"]["mean_diff"] > 0  # the survivors' size points the other way
+    (row,) = claim_rows(a, "/tmp/x", Declaration.from_config(_results(None)[0]["config"], strict=False))
+    assert row["verdict"] == "worse" and row["p_decision"] == a["diverged"]["tests"]["B"]["pvalue"]
+    assert (row["effect"], row["ci_low"], row["ci_high"]) == (None, None, None)  # a diverged run has no size
+    assert "diverged runs counted as worst" in row["claim"]

@@ -64,8 +64,10 @@ def _ab_rows(analysis: dict, folder, declaration, where: str = "") -> list[dict]
     """One row per comparison with the baseline (a plain A/B, a sequential decision, a grid point).
 
     A comparison that stats.diverged=worst decided by its signed-rank test has that test's p (x the
-    comparisons, as every decision p here); an arm decided on its divergences alone (too few finished
-    pairs for a size, under not_compared) is a claim too, with no effect."""
+    comparisons, as every decision p here), the direction that test found as its verdict (better or
+    worse: what the screen says) and no effect or interval: the finished pairs' size can point the
+    other way, and a diverged run has none. An arm decided on its divergences alone (too few finished
+    pairs for a size, under not_compared) is such a claim too."""
     ranked = (analysis.get("diverged") or {}).get("tests") or {}
     k = (analysis.get("multiple_comparisons") or {}).get("comparisons") or 1
     claims = list((analysis.get("comparisons") or {}).items())
@@ -75,13 +77,18 @@ def _ab_rows(analysis: dict, folder, declaration, where: str = "") -> list[dict]
         zero = (c.get("intervals") or {}).get("zero") or {}
         p_raw = (c.get("t") or {}).get("pvalue")
         p_decision = ((c.get("decision") or {}).get("pvalues") or {}).get("zero")
+        verdict, how = (c.get("verdict") or {}).get("code", "?"), ""
+        effect, ci = c.get("mean_diff"), (zero.get("low"), zero.get("high"), zero.get("level"))
         if arm in ranked:
             p_raw, p_decision = ranked[arm]["pvalue"], min(1.0, ranked[arm]["pvalue"] * k)
+            if verdict == "differs":  # the statistic's sign: + when the arm's signed ranks favour it
+                verdict = "better" if ranked[arm]["statistic"] > 0 else "worse"
+            effect, ci, how = None, (None, None, None), " (diverged runs counted as worst: signed ranks, no size)"
         rows.append(_row(
             analysis, folder, declaration, baseline=c.get("baseline"), arm=arm,
-            claim=f"{arm} vs {c.get('baseline')} on {analysis.get('metric')}{where}",
-            effect=c.get("mean_diff"), ci_low=zero.get("low"), ci_high=zero.get("high"), ci_level=zero.get("level"),
-            p_raw=p_raw, p_decision=p_decision, verdict=(c.get("verdict") or {}).get("code", "?")))
+            claim=f"{arm} vs {c.get('baseline')} on {analysis.get('metric')}{where}{how}",
+            effect=effect, ci_low=ci[0], ci_high=ci[1], ci_level=ci[2],
+            p_raw=p_raw, p_decision=p_decision, verdict=verdict))
     return rows
 
 
