@@ -270,3 +270,20 @@ def test_a_command_units_run_takes_black_box_or_adopt_not_both():
     run.black_box("digest")
     with pytest.raises(RunUsageError, match="run.adopt after run.black_box"):
         run.adopt({})
+
+
+def test_two_seeds_printing_the_same_metrics_are_not_called_a_relabelled_copy(tmp_path):
+    # toy.py prints the same score for seeds 0 and 13 (the same arm): a black box's final digest
+    # covers only its metrics then, and equal metrics under two seeds are a coincidence of rounding,
+    # not proof of a copy; the analysis runs
+    _toy(tmp_path / "metrics", "ab.seeds=[0,1,13]")
+    assert _result(tmp_path / "metrics", 0, "A")["metrics"] == _result(tmp_path / "metrics", 13, "A")["metrics"]
+    a = read_json(tmp_path / "metrics" / "analysis.json")
+    assert a["comparisons"]["B"]["seeds"] == [0, 1, 13]
+    # with train.compare_files the digest covers the saved bytes too: identical files under two seeds
+    # mean the seed did not reach what was saved, and that is refused, both seeds named
+    files = _toy(tmp_path / "files", "ab.seeds=[0,1,13]", "+train.args.save='{run_dir}/model.txt'",
+                 "train.compare_files=['{run_dir}/model.txt']")
+    assert files.analysis is None and not (tmp_path / "files" / "analysis.json").exists()
+    with pytest.raises(HarnessError, match=r"relabelled as a new seed.*seed 0 arm A.*seed 13 arm A"):
+        harness.analyze_folder(tmp_path / "files", write=False)

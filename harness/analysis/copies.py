@@ -3,7 +3,9 @@
 The same (seed, arm) found in several files is one run when the copies are bit-identical (same
 identity, fingerprints, status and metrics: e.g. a sweep folder analysed together with an older
 copy of itself); copies that differ are named with their paths and refused. A completed run whose
-final fingerprint equals that of another seed is a copy relabelled as a new seed: refused, named.
+final fingerprint equals that of another seed is a copy relabelled as a new seed: refused, named --
+unless that fingerprint is a command arm's digest of its metrics alone (two seeds may print the same
+rounded score; with train.compare_files it covers the saved bytes too, and counts).
 ``inputs_digest`` says which runs an analysis used, so a stale analysis.json is recognised.
 
 Pure functions over result dicts; a run's identity is run_identity.py's. Both names are importable
@@ -51,7 +53,7 @@ def one_per_run(results) -> tuple[list[dict], list[dict]]:
     finals: dict[str, list] = {}
     for r in kept:
         final = (r.get("fingerprints") or {}).get("final")
-        if final and r.get("status") == "completed":
+        if final and r.get("status") == "completed" and _final_is_evidence(r):
             finals.setdefault(final, []).append(r)
     relabelled = [rs for rs in finals.values() if len(rs) > 1 and len({r.get("seed") for r in rs}) > 1]
     if conflicts or relabelled:
@@ -70,6 +72,19 @@ def one_per_run(results) -> tuple[list[dict], list[dict]]:
             )
         raise IdentityError(" ".join(parts))
     return kept, copies
+
+
+def _final_is_evidence(r) -> bool:
+    """Whether equal finals under two seeds prove a copy: weights do; a black box's digest of
+    its printed metrics does not (results before final_covers was recorded covered metrics alone
+    unless train.compare_files was set, which their config says)."""
+    fingerprints = r.get("fingerprints") or {}
+    if not fingerprints.get("black_box"):
+        return True
+    covers = fingerprints.get("final_covers")
+    if covers is None:
+        covers = "metrics and files" if ((r.get("config") or {}).get("train") or {}).get("compare_files") else "metrics"
+    return covers != "metrics"
 
 
 def _what(r) -> str:

@@ -54,7 +54,8 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
     metrics = _read_metrics(spec, run, arm, folder, out, who)
     if attached.exists():  # the script called harness.attach(): what its Run recorded is this run's
         return _adopt(run, attached, metrics, who)
-    run.black_box(final=_digest(metrics, spec, run.seed, arm, folder, who))
+    run.black_box(final=_digest(metrics, spec, run.seed, arm, folder, who),
+                  covers="metrics and train.compare_files" if spec.compare_files else "metrics")
     return metrics
 
 

@@ -50,7 +50,7 @@ class CommandRun:
         self.steps = 0  # nothing is stepped in this process
         self._progress = progress
         self._curve: dict[int, dict[str, float]] = {}
-        self._black_box: Optional[str] = None
+        self._black_box: Optional[tuple[str, str]] = None  # (final, what it covers)
         self._adopted: Optional[dict] = None
         self._t0 = time.perf_counter()
 
@@ -63,9 +63,9 @@ class CommandRun:
         if self._progress is not None and "train_loss" in row:
             self._progress(step, None, row["train_loss"])
 
-    def black_box(self, final: str) -> None:
+    def black_box(self, final: str, covers: str = "metrics") -> None:
         """Run.black_box: the training ran in the command's process; ``final`` digests what it produced."""
-        self._black_box = str(final)
+        self._black_box = (str(final), str(covers))
 
     def adopt(self, record: Mapping) -> None:
         """Run.adopt: the script recorded through harness.attach(); its record becomes this run's."""
@@ -79,7 +79,7 @@ class CommandRun:
     def finish(self, metrics) -> dict:
         seconds = time.perf_counter() - self._t0
         if self._black_box is not None:
-            return black_box_record(metrics, self._black_box, self._curve, seconds)
+            return black_box_record(metrics, *self._black_box, self._curve, seconds)
         if self._adopted is not None:
             return adopted_record(self._adopted, metrics, self._curve, seconds)
         raise _usage_error("a command unit ended with neither run.black_box nor run.adopt: nothing was recorded.")

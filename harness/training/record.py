@@ -32,13 +32,14 @@ def curve_rows(columns: Mapping) -> dict[int, dict[str, float]]:
     return rows
 
 
-def black_box_record(metrics: Mapping, final: str, rows: Mapping, seconds: float) -> dict:
+def black_box_record(metrics: Mapping, final: str, covers: str, rows: Mapping, seconds: float) -> dict:
     why = f"not seen: the training ran outside this process, so the pairing is {BLACK_BOX}"
     return {
         "metrics": dict(metrics),
         "fingerprints": {"init": None, "data_order": None, "final": final,
                          "steps": {"loss": [], "params": []}, "batches": 0,
-                         "missing": {"init": why, "data_order": why}, "black_box": True},
+                         "missing": {"init": why, "data_order": why}, "black_box": True,
+                         "final_covers": covers},
         "curve": curve_columns(rows),
         "timing": {"train_seconds": seconds, "steps": 0, "steps_per_s": None, "ms_per_step": None},
     }

@@ -22,8 +22,9 @@ hands out everything seeded and records everything the harness proves things wit
     run.record_examples(correct, metric=NAME)  per-example outcomes on the test split of a metric
                                         declared with examples: true (its test-set noise)
     run.dataset(node, **kw)             instantiate a data node once per process (cached by config)
-    run.black_box(final)                the training ran outside this process (a command arm): no
+    run.black_box(final, covers)        the training ran outside this process (a command arm): no
                                         watch, no steps; ``final`` is a digest of what it produced
+                                        (``covers``: "metrics", or the files too)
     run.adopt(record)                   the training ran in a script that recorded through
                                         harness.attach(): its fingerprints become this run's
 
@@ -78,7 +79,7 @@ class Run:
         self.streams = Streams.from_seed(self.seed, stream_seeds)
         self._generators = {"data_order": self.streams.data_order, "augment": self.streams.augment}
         self._order = OrderDigest()
-        self._black_box: Optional[str] = None
+        self._black_box: Optional[tuple[str, str]] = None  # (final, what it covers)
         self._adopted: Optional[dict] = None  # what an attached Run in another process recorded
         self._watch_options = dict(init_hook=init_hook, keep_step_weights=int(keep_step_weights),
                                    check_every=check_every, stop_after=stop_after)
@@ -240,14 +241,16 @@ class Run:
             f"and declare NAME in stats.metrics as {{direction: max, unit: pts, examples: true}} (unit pts or %: "
             f"the metric is 100 x the mean outcome; otherwise the mean itself).")
 
-    def black_box(self, final: str) -> None:
+    def black_box(self, final: str, covers: str = "metrics") -> None:
         """Say the training ran outside this process (a command the harness started): nothing was
         watched and no step recorded, so init, data order and steps are recorded as missing and the
         pairing rests on the seed alone. ``final`` is a digest of what the run produced (its metrics,
-        the bytes of files it wrote): what the certificate compares."""
+        the bytes of files it wrote): what the certificate compares. ``covers`` says which: a digest
+        of the metrics alone may repeat under another seed (two runs printing the same rounded
+        score), so the analysis calls equal finals a relabelled copy only when files were covered."""
         if self._watched is not None:
             raise RunUsageError("run.black_box after run.watch/run.step: a run is watched here or run elsewhere, not both.")
-        self._black_box = str(final)
+        self._black_box = (str(final), str(covers))
 
     def adopt(self, record: Mapping) -> None:
         """Say the training ran in a process of its own that recorded through ``harness.attach()``
@@ -271,7 +274,7 @@ class Run:
             torch.cuda.synchronize(self.device)
         seconds = time.perf_counter() - self._t0
         if self._black_box is not None:
-            return black_box_record(metrics, self._black_box, self._curve, seconds)
+            return black_box_record(metrics, *self._black_box, self._curve, seconds)
         if self._adopted is not None:
             return adopted_record(self._adopted, metrics, self._curve, seconds)
         if self._watched is None:
