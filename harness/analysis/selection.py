@@ -118,7 +118,7 @@ def _usable_runs(results, spec):
     them up to float32 rounding (evidence.agrees): a run whose metric its record contradicts (a
     hand-edited result.json, a loop that recorded another test set) is excluded, named with both
     values. A usable run with such a record also carries "n_examples", its size, and "record":
-    (the record, evidence.record_value of it)."""
+    (the record, evidence.record_mean of it)."""
     from harness.analysis import evidence as evidence
 
     metric = spec.name
@@ -140,15 +140,14 @@ def _usable_runs(results, spec):
             excluded.append({"seed": seed, "arm": arm, "reason": f"metric {metric} is {value}",
                              **({"diverged": True} if diverged(r, metric) else {})})
             continue
-        elif record is not None and not evidence.agrees(value, (read := evidence.record_value(record, spec))[0]):
-            given = read[0]
+        elif record is not None and not evidence.agrees(value, given := evidence.record_mean(record, spec)):
             shown_value, shown_given = evidence.two_numbers(value, given)
             reason = (f"{metric} {shown_value} disagrees with its per-example record ({shown_given} from "
                       f"{record['n']} examples): excluded")
         else:
             usable[(seed, arm)] = {"value": float(value), "result": r}
             if record is not None:  # read once: evidence.examples uses it again
-                usable[(seed, arm)].update(n_examples=record["n"], record=(record, read))
+                usable[(seed, arm)].update(n_examples=record["n"], record=(record, given))
             continue
         excluded.append({"seed": seed, "arm": arm, "reason": reason})
     return usable, excluded
