@@ -10,7 +10,7 @@ import math
 
 from harness.analysis import comparability as comparability
 from harness.results import diverged
-from harness.training.proof import BLACK_BOX, missing_reason
+from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
 
@@ -168,15 +168,22 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
     checks = {}
     for key in PAIRED_FINGERPRINTS:
         required, seeds, equal, differ, missing = False, 0, 0, 0, []
+        empty = EMPTY_DIGESTS.get(key)
         for seed, runs in paired:
             seeds += 1
-            need = any(pairing.get(key) for _, pairing in runs.values())
+            need, why, prints = False, {}, {}
+            for arm, (fp, pairing) in runs.items():  # one pass per seed: 5,000 seeds in a big sweep
+                need = need or bool(pairing.get(key))
+                value = fp.get(key)
+                # the usual case, without the call: recorded, nothing marked missing, not the empty digest
+                reason = (None if value is not None and not fp.get("missing") and not empty == value
+                          else missing_reason(key, fp))
+                why[arm] = reason
+                prints[arm] = value if not reason else None
             required = required or need
-            why = {arm: missing_reason(key, fp) for arm, (fp, _) in runs.items()}
             if all(why.values()):  # nothing to compare: not equal, not different, missing
                 missing.append((seed, next(iter(why.values()))))
                 continue
-            prints = {arm: (fp.get(key) if not why[arm] else None) for arm, (fp, _) in runs.items()}
             if len(set(prints.values())) == 1:
                 equal += 1
             elif need:
