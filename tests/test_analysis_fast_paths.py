@@ -191,3 +191,17 @@ def test_a_statistics_process_not_needed_is_ended_and_leaves_nothing_behind():
     assert statistics.close() == -signal.SIGKILL
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_agrees_is_the_float32_tolerance_comparison_to_the_bit():
+    """agrees inlines float32_tolerance (it runs twice per run): the same answer on near and far
+    pairs, signs, zeros, ints, huge numbers, inf and nan."""
+    rng = np.random.default_rng(5)
+    base = [0.0, -0.0, 1, 97.5, -3.25, 1e-300, 1e300, float("inf"), float("-inf"), float("nan")]
+    pairs = [(x, y) for x in base for y in base]
+    for x in rng.normal(0, 100, 300):
+        for rel in (0.0, 1e-9, 2e-7, 4.7e-7, 4.8e-7, 1e-6, 1e-3):
+            pairs.append((float(x), float(x) * (1 + rel)))
+    for value, expected in pairs:
+        plain = abs(float(value) - float(expected)) <= evidence.float32_tolerance(value, expected)
+        assert evidence.agrees(value, expected) == plain, (value, expected)
