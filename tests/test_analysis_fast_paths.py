@@ -37,6 +37,35 @@ def test_a_records_value_is_numpys_mean_of_its_outcomes_to_the_bit():
                 assert isinstance(value, float)
 
 
+def test_a_records_mean_from_its_packed_bits_is_record_value_to_the_bit():
+    """record_mean counts the 1 bits of the packed record instead of unpacking it; outcomes
+    unpacks many records at once: both give what record_value and np.array of each record give,
+    also for records with spare bits, short or long bytes, mixed sizes and no outcomes."""
+    import base64
+
+    rng = np.random.default_rng(11)
+    spec = metric_spec("test_accuracy", {"direction": "max", "unit": "pts", "examples": True})
+    records = []
+    for n in (1, 2, 7, 8, 9, 450, 1000, 12_345):
+        for p in (0.0, 0.5, 0.975, 1.0):
+            records.append(results_io.pack_examples(rng.random(n) < p, metric=spec.name))
+    # spare 1 bits past n, too few bytes (unpacked as zeros), too many bytes
+    records.append({"metric": spec.name, "n": 3, "correct": base64.b64encode(b"\xff").decode()})
+    records.append({"metric": spec.name, "n": 20, "correct": base64.b64encode(b"\xff").decode()})
+    records.append({"metric": spec.name, "n": 9, "correct": base64.b64encode(b"\xff\xff\xff\xff").decode()})
+    records.append({"metric": spec.name, "n": 0, "correct": ""})
+    for record in records:
+        value = evidence.record_value(record, spec)[0]
+        mean = evidence.record_mean(record, spec)
+        assert (mean == value or (np.isnan(mean) and np.isnan(value))) and isinstance(mean, float), record
+    same = [results_io.pack_examples(rng.random(450) < 0.9, metric=spec.name) for _ in range(30)]
+    nine, twenty = (results_io.pack_examples(rng.random(n) < 0.5, metric=spec.name) for n in (9, 20))
+    for group in (same, same[:1], records[:4], [nine, records[-2]], [records[-3], twenty], []):
+        plain = np.array([results_io.unpack_examples(r) for r in group])
+        got = evidence.outcomes(group)
+        assert got.dtype == plain.dtype and got.shape == plain.shape and np.array_equal(got, plain)
+
+
 def _reordered(mapping: dict) -> dict:
     """The same content with the keys in reverse order (not nested: the order of ``ab.arms`` is
     meaningful, its first arm is the baseline)."""
@@ -162,3 +191,17 @@ def test_a_statistics_process_not_needed_is_ended_and_leaves_nothing_behind():
     assert statistics.close() == -signal.SIGKILL
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_agrees_is_the_float32_tolerance_comparison_to_the_bit():
+    """agrees inlines float32_tolerance (it runs twice per run): the same answer on near and far
+    pairs, signs, zeros, ints, huge numbers, inf and nan."""
+    rng = np.random.default_rng(5)
+    base = [0.0, -0.0, 1, 97.5, -3.25, 1e-300, 1e300, float("inf"), float("-inf"), float("nan")]
+    pairs = [(x, y) for x in base for y in base]
+    for x in rng.normal(0, 100, 300):
+        for rel in (0.0, 1e-9, 2e-7, 4.7e-7, 4.8e-7, 1e-6, 1e-3):
+            pairs.append((float(x), float(x) * (1 + rel)))
+    for value, expected in pairs:
+        plain = abs(float(value) - float(expected)) <= evidence.float32_tolerance(value, expected)
+        assert evidence.agrees(value, expected) == plain, (value, expected)

@@ -12,6 +12,7 @@ analysis.py, which decides which runs count and whether they are paired.
 
 from __future__ import annotations
 
+import binascii
 import math
 from collections.abc import Mapping
 
@@ -77,7 +78,8 @@ def float32_tolerance(*values) -> float:
 
 def agrees(value, expected) -> bool:
     """The metric ``value`` is ``expected`` (what its per-example record gives) up to float32 rounding."""
-    return abs(float(value) - float(expected)) <= float32_tolerance(value, expected)
+    a, b = float(value), float(expected)  # float32_tolerance(a, b), without its generator: twice per run
+    return abs(a - b) <= FLOAT32_ROUNDINGS * FLOAT32_EPS * max(abs(a), abs(b))
 
 
 def record_of(result, spec):
@@ -115,6 +117,35 @@ def record_value(record, spec) -> tuple:
     return spec.example_scale * (np.count_nonzero(correct) / correct.size) if correct.size else math.nan, correct
 
 
+def record_mean(record, spec) -> float:
+    """record_value's metric without unpacking the outcomes: the count of 1 bits among the first
+    n of the packed record (unpack_examples' little bit order), the same int over the same size."""
+    n = record["n"]
+    if n <= 0:  # no outcomes, or a size unpack_examples reads otherwise: the plain computation
+        return record_value(record, spec)[0]
+    ones = (int.from_bytes(binascii.a2b_base64(record["correct"]), "little") & ((1 << n) - 1)).bit_count()
+    return spec.example_scale * (ones / n)
+
+
+def outcomes(records):
+    """The records' outcomes as one runs x examples bool array (np.array of their unpack_examples),
+    unpacked at once when every record packs the same n > 0 outcomes in the same number of bytes."""
+    if not records:
+        return np.array([])
+    n = records[0]["n"]
+    raws = [binascii.a2b_base64(r["correct"]) for r in records]
+    width = (n + 7) // 8
+    if n > 0 and all(r["n"] == n for r in records) and all(len(raw) == width for raw in raws):
+        packed = np.frombuffer(b"".join(raws), dtype=np.uint8).reshape(len(raws), width)
+        return np.unpackbits(packed, axis=1, count=n, bitorder="little").view(bool)
+    return np.array([results_io.unpack_examples(r) for r in records])
+
+
+def _size(record) -> int:
+    """The number of outcomes unpack_examples gives for a record."""
+    return record["n"] if record["n"] >= 0 else results_io.unpack_examples(record).size
+
+
 def two_numbers(a, b, least: int = 2) -> tuple:
     """a and b with the fewest decimals (at least ``least``) that show them apart."""
     for digits in range(least, 11):
@@ -144,7 +175,7 @@ def examples(compared, by_arm, baseline, spec):
             for s in seeds:
                 run = by_arm[who][s]
                 # selection._usable_runs already read and checked the record of every usable run
-                record, read = run["record"] if "record" in run else (record_of(run["result"], spec), None)
+                record, given = run["record"] if "record" in run else (record_of(run["result"], spec), None)
                 if record is None or record.get("split", "test") != "test":
                     return None, {
                         "available": False,
@@ -152,7 +183,8 @@ def examples(compared, by_arm, baseline, spec):
                                    f"arm {who}): the intervals cover seed noise only, not this test set's own "
                                    f"sampling noise"),
                     }
-                given, correct = read if read is not None else record_value(record, spec)
+                if given is None:
+                    given = record_mean(record, spec)
                 value = run["value"]
                 if not agrees(value, given):
                     shown_given, shown_value = two_numbers(given, value, 4)
@@ -161,12 +193,12 @@ def examples(compared, by_arm, baseline, spec):
                         "reason": (f"the recorded examples of seed {s} arm {who} give {shown_given}, "
                                    f"not its {metric} {shown_value}: not the same test set"),
                     }
-                rows.append(correct)
-                sizes.add(correct.size)
+                rows.append(record)
+                sizes.add(record["n"] if record["n"] >= 0 else _size(record))
             arrays[who] = rows
         if len(sizes) > 1:
             return None, {"available": False, "reason": f"runs recorded test sets of different sizes ({sorted(sizes)})"}
-        out[arm] = (np.array(arrays[baseline]), np.array(arrays[arm]))
+        out[arm] = (outcomes(arrays[baseline]), outcomes(arrays[arm]))
     return out, {
         "available": True,
         "n_examples": sizes.pop() if sizes else None,

@@ -10,7 +10,7 @@ import math
 
 from harness.analysis import comparability as comparability
 from harness.results import diverged
-from harness.training.proof import BLACK_BOX, missing_reason
+from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
 
@@ -118,7 +118,7 @@ def _usable_runs(results, spec):
     them up to float32 rounding (evidence.agrees): a run whose metric its record contradicts (a
     hand-edited result.json, a loop that recorded another test set) is excluded, named with both
     values. A usable run with such a record also carries "n_examples", its size, and "record":
-    (the record, evidence.record_value of it)."""
+    (the record, evidence.record_mean of it)."""
     from harness.analysis import evidence as evidence
 
     metric = spec.name
@@ -140,15 +140,14 @@ def _usable_runs(results, spec):
             excluded.append({"seed": seed, "arm": arm, "reason": f"metric {metric} is {value}",
                              **({"diverged": True} if diverged(r, metric) else {})})
             continue
-        elif record is not None and not evidence.agrees(value, (read := evidence.record_value(record, spec))[0]):
-            given = read[0]
+        elif record is not None and not evidence.agrees(value, given := evidence.record_mean(record, spec)):
             shown_value, shown_given = evidence.two_numbers(value, given)
             reason = (f"{metric} {shown_value} disagrees with its per-example record ({shown_given} from "
                       f"{record['n']} examples): excluded")
         else:
             usable[(seed, arm)] = {"value": float(value), "result": r}
             if record is not None:  # read once: evidence.examples uses it again
-                usable[(seed, arm)].update(n_examples=record["n"], record=(record, read))
+                usable[(seed, arm)].update(n_examples=record["n"], record=(record, given))
             continue
         excluded.append({"seed": seed, "arm": arm, "reason": reason})
     return usable, excluded
@@ -169,15 +168,22 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
     checks = {}
     for key in PAIRED_FINGERPRINTS:
         required, seeds, equal, differ, missing = False, 0, 0, 0, []
+        empty = EMPTY_DIGESTS.get(key)
         for seed, runs in paired:
             seeds += 1
-            need = any(pairing.get(key) for _, pairing in runs.values())
+            need, why, prints = False, {}, {}
+            for arm, (fp, pairing) in runs.items():  # one pass per seed: 5,000 seeds in a big sweep
+                need = need or bool(pairing.get(key))
+                value = fp.get(key)
+                # the usual case, without the call: recorded, nothing marked missing, not the empty digest
+                reason = (None if value is not None and not fp.get("missing") and not empty == value
+                          else missing_reason(key, fp))
+                why[arm] = reason
+                prints[arm] = value if not reason else None
             required = required or need
-            why = {arm: missing_reason(key, fp) for arm, (fp, _) in runs.items()}
             if all(why.values()):  # nothing to compare: not equal, not different, missing
                 missing.append((seed, next(iter(why.values()))))
                 continue
-            prints = {arm: (fp.get(key) if not why[arm] else None) for arm, (fp, _) in runs.items()}
             if len(set(prints.values())) == 1:
                 equal += 1
             elif need:
