@@ -4,8 +4,9 @@ test_analyze_refuses_below_three_pairs_and_names_what_is_missing).
 
 The runs use the training functions of tests/sequential_fns.py (no training: a metric that is a fixed
 function of (seed, arm)) with a design small enough for a handful of runs: two arms, B 2.0 points
-above A, alpha 0.2 with a margin, looks at 3 and 5 seeds. Undisturbed, B is "continue" at 3 seeds
-and "better" at 5; every test below changes something after the first look (from seed 3 on).
+above A, alpha 0.2 with a margin, looks at 3 and 5 seeds (the sweep on a process per job: 3 and 4).
+Undisturbed, B is "continue" at 3 seeds; every test below changes something after the first look
+(from seed 3 on).
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ SMALL = [
     "+experiment=loss_ab", "workers=1", "logger=none", "progress=false", "data.train_limit=64", "determinism.threads=1",
     "repro.certificate=false", "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0",
     "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=2.0",
-    "stats.margin=0.01", "ab.sequential.alpha=0.2", "ab.sequential.min_seeds=3", "ab.sequential.max_seeds=5",
+    "stats.margin=0.01", "ab.sequential.alpha=0.2", "ab.sequential.min_seeds=3",
     "ab.sequential.equivalence=false", "ab.sequential.futility=0",
 ]
+LOOKS_3_5 = [*SMALL, "ab.sequential.max_seeds=5"]
+# looks at 3 and 4 seeds: the second look's batch is seed 3 alone (2 jobs, a process each), which is all
+# that a change between batches needs
+LOOKS_3_4 = [*SMALL, "ab.sequential.max_seeds=4", "ab.sequential.seeds_per_look=1"]
 
 
 def _identities(root):
@@ -79,7 +84,7 @@ def test_sweeper_on_a_process_per_job_launcher_stops_when_the_code_changes_betwe
     shutil.copy(REPO / "tests" / "sequential_fns.py", code / "editable_fns.py")
     env = {"PYTHONPATH": f"{code}{os.pathsep}{REPO}"}
     first = tmp_path / "first_look"
-    made = run_cli(["-m", *SMALL, "train.fn=editable_fns.edits_a_file", "+train.kwargs.edit_from_seed=3",
+    made = run_cli(["-m", *LOOKS_3_4, "train.fn=editable_fns.edits_a_file", "+train.kwargs.edit_from_seed=3",
                     "seed=0,1,2", "arm=A,B", f"hydra.sweep.dir={first}"], env=env)
     assert made.returncode == 0, made.stderr[-3000:]
     sweep = tmp_path / "sweep"
@@ -87,13 +92,13 @@ def test_sweeper_on_a_process_per_job_launcher_stops_when_the_code_changes_betwe
         shutil.copytree(job, sweep / job.name)
     assert len(list(sweep.rglob("result.json"))) == 6
     proc = run_cli(["-m", "hydra/sweeper=harness_sequential", "hydra/launcher=submitit_local",
-                    "hydra.sweeper.max_batch_size=1", *SMALL, "train.fn=editable_fns.edits_a_file",
+                    "hydra.sweeper.max_batch_size=1", *LOOKS_3_4, "train.fn=editable_fns.edits_a_file",
                     "+train.kwargs.edit_from_seed=3", f"hydra.sweep.dir={sweep}"], env=env, timeout=900)
     assert proc.returncode == 1, proc.stderr[-3000:]
     err = proc.stderr
     said = " ".join((proc.stdout + err).split())
     # resumed: the sweeper launched only the second look's jobs, each in a process of its own
-    assert "batch of 4 job(s), seeds 3, 4" in said and "batch of 6" not in said
+    assert "batch of 2 job(s), seeds 3" in said and "batch of 6" not in said
     assert "sequential sweep stopped: the config or code changed" in err and "Traceback" not in err
     assert "the code changed: edited: editable_fns.py (on disk since the run started, in the results)" in err
     assert "record the earlier identity (arm A seeds 3) may have been made with the changed files" in err
@@ -115,7 +120,7 @@ def test_in_process_run_stops_when_a_code_paths_file_changes(tmp_path):
     data = tmp_path / "prep.txt"
     data.write_text("version 1\n")
     out = tmp_path / "run"
-    proc = run_cli([*SMALL, "ab.sequential.enabled=true", "train.fn=tests.sequential_fns.edits_a_file",
+    proc = run_cli([*LOOKS_3_5, "ab.sequential.enabled=true", "train.fn=tests.sequential_fns.edits_a_file",
                     "+train.kwargs.edit_from_seed=3", f"+train.kwargs.edit_path={data}",
                     f"repro.code_paths=[{data}]", f"hydra.run.dir={out}"])
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -137,7 +142,7 @@ def test_in_process_run_stops_when_the_config_changes(tmp_path):
     (config_hash) than those before. The results check names the key and each identity's files."""
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "HARNESS_TEST_TAG"}
-    proc = run_cli([*SMALL, "ab.sequential.enabled=true", "train.fn=tests.sequential_fns.sets_env",
+    proc = run_cli([*LOOKS_3_5, "ab.sequential.enabled=true", "train.fn=tests.sequential_fns.sets_env",
                     "+train.kwargs.env_from_seed=3", "+train.kwargs.env_var=HARNESS_TEST_TAG",
                     "+train.kwargs.tag=${oc.env:HARNESS_TEST_TAG,start}", f"hydra.run.dir={out}"], env=env)
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -159,7 +164,7 @@ def test_arms_whose_code_differs_where_it_was_shared_stop_the_run(tmp_path):
 
     from .conftest import compose_cfg
 
-    cfg = compose_cfg([*SMALL, "ab.sequential.enabled=true", "train.fn=tests.sequential_fns.paired_metric"])
+    cfg = compose_cfg([*LOOKS_3_5, "ab.sequential.enabled=true", "train.fn=tests.sequential_fns.paired_metric"])
     watch = IdentityWatch(arm_configs(cfg))
     (ha, code), (hb, _) = watch.expected["A"], watch.expected["B"]
 

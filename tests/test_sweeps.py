@@ -58,19 +58,23 @@ def test_sweep_gives_the_in_process_bits_and_verdict(tmp_path, in_process, launc
 
 
 def test_killed_sweep_resumes_only_the_missing_runs(tmp_path):
-    args = ["-m", *FAST, "seed=0,1,2,3", "train.max_steps=120", "ab.seeds=[0,1,2,3]"]
+    # No training is needed to resume: tests/sequential_fns.py's paired_metric (one recorded step) holds
+    # before seed 2 (HARNESS_TEST_HOLD_FROM_SEED), so the kill lands after exactly seeds 0-1, every time
+    args = ["-m", *FAST, "seed=0,1,2,3", "ab.seeds=[0,1,2,3]", "train.fn=tests.sequential_fns.paired_metric",
+            "+train.kwargs.shift=0.0", "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.4"]
     sweep = tmp_path / "killed"
     cmd = [sys.executable, "-m", "harness", *args, f"hydra.sweep.dir={sweep}"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_TEST_HOLD_FROM_SEED": "2"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 240
-    while len(list(sweep.rglob("result.json"))) < 3 and time.monotonic() < deadline and proc.poll() is None:
+    while len(list(sweep.rglob("result.json"))) < 4 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
+    assert proc.poll() is None, "the sweep should be held at seed 2"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sweep.rglob("result.json")}
-    assert 3 <= len(before) < 8, "the kill should land part-way through the sweep"
+    assert len(before) == 4, "the kill should land part-way through the sweep (seeds 0-1 done)"
 
     rerun = run_cli(args + [f"hydra.sweep.dir={sweep}"])
     assert rerun.returncode == 0, rerun.stderr[-3000:]

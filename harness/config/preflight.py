@@ -165,9 +165,9 @@ def _build_cheap(key, node, arm_cfg, builtin):
     if key == "loss":
         return instantiate(node)
     if key == "optim":
-        return instantiate(node, params=[torch.nn.Parameter(torch.zeros(1))])
+        return _build_optimizer(node)
     if key == "scheduler":
-        dummy = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        dummy = _checked_class(torch.optim.SGD)([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
         return instantiate(node, optimizer=dummy)
     if key == "data":
         from harness.training.run import cached_dataset
@@ -183,6 +183,40 @@ def _build_cheap(key, node, arm_cfg, builtin):
         with torch.random.fork_rng(devices=[]):  # building draws from the global RNG: leave it as it was
             return instantiate(node, in_channels=ds.in_channels, num_classes=ds.num_classes, image_size=ds.image_size)
     return None
+
+
+def _build_optimizer(node):
+    """The optimizer against a dummy parameter, so that its own checks (a negative learning rate) run now:
+    a torch optimizer as _checked_class makes it (a node with nested nodes or Hydra's own keys, or any
+    other optimizer, as the training will build it)."""
+    import torch
+
+    params = [torch.nn.Parameter(torch.zeros(1))]
+    cls = resolve_callable(node["_target_"], "optim._target_")
+    given = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
+    kwargs = {k: v for k, v in given.items() if k != "_target_"}
+    plain = all(not str(k).startswith("_") and not isinstance(v, dict) for k, v in kwargs.items())
+    checked = _checked_class(cls) if plain else cls
+    if checked is cls:
+        return instantiate(node, params=params)
+    return checked(params=params, **kwargs)
+
+
+def _checked_class(cls):
+    """A torch optimizer class whose construction runs the same checks without importing torch._dynamo.
+
+    torch wraps Optimizer.add_param_group to keep torch.compile out, and the wrapper's first call imports
+    torch._dynamo (1-2 s): paid for nothing by a process that never steps an optimizer (a sweep's
+    launching process, a job whose training function builds none). A subclass with the unwrapped method
+    checks the same; a class with its own add_param_group (or a torch without the wrapper) is left as is."""
+    import torch
+
+    base = torch.optim.Optimizer.add_param_group
+    unwrapped = getattr(base, "__wrapped__", None)
+    if unwrapped is None or not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)
+                                 and cls.add_param_group is base):
+        return cls
+    return type(cls.__name__, (cls,), {"add_param_group": unwrapped})
 
 
 def _kwargs(node) -> str:

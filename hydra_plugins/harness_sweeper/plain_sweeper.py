@@ -30,6 +30,7 @@ class HarnessBasicSweeper(BasicSweeper):
 
         from harness.experiment.callbacks import write_declaration
         from harness.experiment.execute import fail
+        from harness.experiment.precheck import composed_already
         from harness.experiment.resume import lock_timeout_problem
 
         from ._lost_units import launch_surviving
@@ -49,7 +50,8 @@ class HarnessBasicSweeper(BasicSweeper):
         returns, lost, idx = [], [], 0
         while not self.is_done():
             batch = self.get_job_batch()
-            self.validate_batch_is_legal(batch)
+            if not composed_already(self.config, batch):  # the precheck composed each job (precheck.py)
+                self.validate_batch_is_legal(batch)
             launched = launch_surviving(self.launcher, batch, idx, root, say=logging.getLogger("harness").warning)
             for _, results in launched.launched:
                 for r in results:
