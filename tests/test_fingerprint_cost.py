@@ -67,7 +67,6 @@ def test_the_built_in_loop_records_the_same_fingerprints_without_the_dataloader(
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_the_packed_cpu_digest_is_the_documented_sum(dtype, serial, monkeypatch):
     monkeypatch.setattr(F, "SERIAL_MAX", F.SERIAL_MAX if serial else 0)
-    monkeypatch.setattr(F, "_PIECE", 100)  # several pieces even for this small model
     g = torch.Generator().manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(9, 33), torch.nn.Linear(33, 5)).to(dtype)
     with torch.no_grad():
@@ -96,3 +95,21 @@ def test_a_non_finite_loss_is_reported_at_its_own_step(bad_step, check_every, st
         for step in range(1, steps + 1):
             run.step(torch.tensor(float("nan") if step == bad_step else 1.0))
     assert caught.value.step == bad_step
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_the_serial_digest_of_random_bits_is_the_widened_dot_product(dtype):
+    # random bit patterns (NaNs, infinities, large magnitudes: the int64 sums wrap) over more
+    # elements than numpy's einsum widens at once, in parameters of odd sizes packed with padding
+    g = torch.Generator().manual_seed(7)
+    sizes = [(301, 97), (97,), (5, 4099), (13,)]
+    int_view = F._INT_VIEW[torch.empty((), dtype=dtype).element_size()]
+    params = [torch.nn.Parameter(torch.randint(torch.iinfo(int_view).min, torch.iinfo(int_view).max, s,
+                                               generator=g, dtype=int_view).view(dtype)) for s in sizes]
+    assert F.flatten_parameters(params) is not None
+    recorder = F.StepRecorder(params, 1, torch.device("cpu"))
+    assert recorder._serial and recorder.flat.numel() > 8192
+    widened = torch.dot(recorder.flat_bits.to(torch.int64), recorder.flat_weights)  # the earlier computation
+    assert int(recorder._digest()[0]) == int(widened) == int(F.tensors_digest(params)[0])
+    recorder.record(torch.tensor(0.5))
+    assert recorder.finish()["params"] == [F.hexdigest(F.tensors_digest(params).numpy())]

@@ -18,7 +18,7 @@ import traceback
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, flag_override
 
 from harness.config.declaration import declared_metrics
 from harness.training.components import ComponentError, resolve_callable, targets
@@ -99,8 +99,8 @@ def _train_pinned(cfg, seed, settings, device, pinned, *, progress, init_hook, s
     )
     fn = resolve_callable(training_fn(cfg), "train.fn")  # a command arm goes through the same door
     memory = gpu_memory.before(device)  # a CUDA run's memory, which workers=auto on a GPU widens by
-    with _warnings_kept(settings.mode == "warn") as kept:
-        metrics = fn(_frozen(cfg, arm), run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
+    with _warnings_kept(settings.mode == "warn") as kept, _frozen(cfg, arm) as frozen:
+        metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
     out = run.finish(check_metrics(metrics))
     if kept:
         out["determinism_warnings"] = kept  # mode=warn ran ops that may change the bits: which ones
@@ -119,20 +119,25 @@ def _train_command(cfg, seed, settings, *, progress, folder, arm) -> dict:
     check_settings(settings)
     run = CommandRun(seed, _value(cfg.precision), progress=progress, run_dir=folder)
     fn = resolve_callable(training_fn(cfg), "train.fn")
-    out = run.finish(check_metrics(fn(_frozen(cfg, arm), run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))))
+    with _frozen(cfg, arm) as frozen:
+        metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
+    out = run.finish(check_metrics(metrics))
     out["env"] = black_box_environment(settings)
     return out
 
 
+@contextlib.contextmanager
 def _frozen(cfg, arm: Optional[str]):
-    """The config the training function gets: read-only (the recorded config is what ran: the loop
-    cannot change it), with the arm, as the recorded config says of its seed (a command's {arm})."""
-    frozen = cfg.copy()
-    if arm is not None:
-        OmegaConf.set_readonly(frozen, False)
-        frozen.arm = arm
-    OmegaConf.set_readonly(frozen, True)
-    return frozen
+    """The config the training function gets: read-only while it runs (the recorded config is what
+    ran: the loop cannot change it), with the arm, as the recorded config says of its seed (a
+    command's {arm}). The unit's own config, its read-only flag put back after: a copy (an OmegaConf
+    deepcopy, tens of ms) only where the arm must be written in."""
+    if arm is not None and cfg.get("arm") != arm:
+        cfg = cfg.copy()
+        OmegaConf.set_readonly(cfg, False)
+        cfg.arm = arm
+    with flag_override(cfg, "readonly", True):
+        yield cfg
 
 
 @contextlib.contextmanager

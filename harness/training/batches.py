@@ -78,7 +78,7 @@ class _FingerprintedLoader:
             return
         for batch in self.loader:
             # DataLoader keeps the sampler's order, so the oldest drawn batch is this one
-            self.order.update(self.sampler.drawn.popleft().numpy().tobytes())
+            self.order.update(self.sampler.drawn.popleft().numpy())  # its bytes, hashed in place
             yield batch
 
     def _direct(self):
@@ -87,7 +87,7 @@ class _FingerprintedLoader:
         dataset, drawn, order = self.loader.dataset, self.sampler.drawn, self.order
         for idx in self.sampler:
             drawn.popleft()
-            order.update(idx.numpy().tobytes())
+            order.update(idx.numpy())
             yield list(dataset[idx])
 
 
@@ -98,7 +98,8 @@ class OrderDigest:
         self._h = hashlib.blake2b(digest_size=8)
         self.batches = 0
 
-    def update(self, data: bytes) -> None:
+    def update(self, data) -> None:
+        """``data``: bytes, or a contiguous array whose bytes are hashed in place (no copy)."""
         self._h.update(data)
         self.batches += 1
 
@@ -136,7 +137,7 @@ class _HashingDeque(deque):
         self._order = order
 
     def append(self, batch) -> None:
-        self._order.update(batch.numpy().tobytes())
+        self._order.update(batch.numpy())
 
 
 def _hash_content(x, h) -> None:
@@ -144,13 +145,13 @@ def _hash_content(x, h) -> None:
     if isinstance(x, torch.Tensor):
         t = x.detach().to("cpu").contiguous().reshape(-1)
         h.update(f"T{t.dtype}{tuple(x.shape)}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes())
+        h.update(t.view(torch.uint8).numpy())  # the bytes in place: tobytes would copy the batch
     elif hasattr(x, "__array_interface__") or type(x).__module__ == "numpy":
         import numpy as np
 
         a = np.ascontiguousarray(x)
         h.update(f"A{a.dtype}{a.shape}".encode())
-        h.update(a.tobytes())
+        h.update(a.reshape(-1).view(np.uint8) if not a.dtype.hasobject else a.tobytes())  # in place, as above
     elif isinstance(x, Mapping):
         h.update(b"{")
         for key in sorted(x, key=str):
