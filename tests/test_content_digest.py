@@ -3,6 +3,7 @@
 import hashlib
 
 import numpy as np
+import pytest
 import torch
 
 from harness.training.batches import OrderDigest, content_digest
@@ -55,3 +56,17 @@ def test_order_digest_hashes_an_index_array_as_its_bytes():
     a.update(idx.numpy())
     b.update(idx.numpy().tobytes())
     assert a.hexdigest() == b.hexdigest() and a.batches == b.batches == 1
+
+
+def test_a_numpy_array_of_python_objects_is_hashed_by_its_values_not_their_addresses():
+    # a batch of strings as numpy holds them (dtype=object): tobytes() gives the objects' addresses,
+    # which differ from one run to the next, so the data order could never be shown equal
+    words = ["the", "cat", "sat", "on", "the", "mat"]
+    a = np.array(words, dtype=object)
+    b = np.array(["".join(w) for w in words], dtype=object)  # equal values, other objects
+    assert a.tobytes() != b.tobytes()
+    assert content_digest(a) == content_digest(b)
+    assert content_digest(a) != content_digest(np.array(words[::-1], dtype=object))
+    assert content_digest(a) != content_digest(a.reshape(2, 3))
+    with pytest.raises(TypeError, match="cannot be fingerprinted"):
+        content_digest(np.array([object()], dtype=object))

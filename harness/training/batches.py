@@ -151,7 +151,14 @@ def _hash_content(x, h) -> None:
 
         a = np.ascontiguousarray(x)
         h.update(f"A{a.dtype}{a.shape}".encode())
-        h.update(a.reshape(-1).view(np.uint8) if not a.dtype.hasobject else a.tobytes())  # in place, as above
+        if a.dtype == object:  # Python objects (strings, say): their bytes here are addresses, so their values
+            for item in a.reshape(-1):
+                _hash_content(item, h)
+        elif a.dtype.hasobject:
+            raise TypeError(f"run.ordered got a numpy array of dtype {a.dtype}, with Python objects inside its "
+                            "records: its content cannot be fingerprinted. Pass its fields as separate arrays.")
+        else:
+            h.update(a.reshape(-1).view(np.uint8))  # in place, as above
     elif isinstance(x, Mapping):
         h.update(b"{")
         for key in sorted(x, key=str):
