@@ -20,7 +20,11 @@ nothing either; the certificate's rerun is one unit more). Each result ends with
 the line after it says from which unit length the side-by-side target would be met, extrapolated
 from the two rounds. On a shared machine, read the numbers under the load they name.
 
-    python scripts/bench_command.py [--seeds 10] [--unit-seconds 2] [--workers CORES] [--json OUT]
+With --repeats R each way is timed R times, in an order rotated and reversed from one repeat to the
+next, and the figures are the medians: on a VM whose speed drifts within minutes, one timing of each
+way compares the drift as much as the ways.
+
+    python scripts/bench_command.py [--seeds 10] [--unit-seconds 2] [--workers CORES] [--repeats R] [--json OUT]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,20 +100,35 @@ def through_harness(seeds: list[int], flags: list[str], workers: int, folder: Pa
     return wall
 
 
-def round_of(name: str, seeds: list[int], flags: list[str], workers: int, tmp: Path) -> dict:
-    """The four ways, each timed once, printed as they end."""
-    units, rows = 2 * len(seeds), {}
-    for way, measure in (
-        ("bare serial", lambda: bare(seeds, flags, 1)),
-        ("bare side by side", lambda: bare(seeds, flags, workers)),
-        ("harness serial", lambda: through_harness(seeds, flags, 1, tmp / f"{name}-serial")),
-        ("harness side by side", lambda: through_harness(seeds, flags, workers, tmp / f"{name}-sbs")),
-    ):
-        load, before = os.getloadavg()[0], _children_cpu()
-        rows[way] = {"seconds": measure(), "load_at_start": load}
-        rows[way]["cpu_seconds"] = _children_cpu() - before  # every process it started, workers and units too
-        print(f"  {way:22s} {rows[way]['seconds']:7.2f} s  ({rows[way]['cpu_seconds']:6.2f} s CPU; {units} units; "
-              f"load {load:.2f} at start)", flush=True)
+def round_of(name: str, seeds: list[int], flags: list[str], workers: int, tmp: Path, repeats: int = 1) -> dict:
+    """The four ways, each timed ``repeats`` times, printed as they end; each way's median.
+
+    The machine's speed drifts by tens of percent within minutes (a shared VM): one timing of each way
+    a minute apart compares the drift as much as the ways. Repeats run the four ways in an order
+    rotated and reversed from one repeat to the next (so that no way always runs first or last), and
+    each way's figure is the median of its repeats."""
+    units = 2 * len(seeds)
+    ways = {
+        "bare serial": lambda r: bare(seeds, flags, 1),
+        "bare side by side": lambda r: bare(seeds, flags, workers),
+        "harness serial": lambda r: through_harness(seeds, flags, 1, tmp / f"{name}-serial-{r}"),
+        "harness side by side": lambda r: through_harness(seeds, flags, workers, tmp / f"{name}-sbs-{r}"),
+    }
+    names, seen = list(ways), {way: [] for way in ways}
+    for r in range(repeats):
+        order = names[r % 4:] + names[:r % 4]
+        for way in (order if r % 2 == 0 else order[::-1]):
+            load, before = os.getloadavg()[0], _children_cpu()
+            row = {"seconds": ways[way](r), "load_at_start": load}
+            row["cpu_seconds"] = _children_cpu() - before  # every process it started, workers and units too
+            seen[way].append(row)
+            print(f"  {way:22s} {row['seconds']:7.2f} s  ({row['cpu_seconds']:6.2f} s CPU; {units} units; "
+                  f"load {load:.2f} at start)" + (f"  [repeat {r + 1}]" if repeats > 1 else ""), flush=True)
+    rows = {way: {"seconds": statistics.median(x["seconds"] for x in xs),
+                  "cpu_seconds": statistics.median(x["cpu_seconds"] for x in xs),
+                  "load_at_start": xs[0]["load_at_start"], "all": xs} for way, xs in seen.items()}
+    if repeats > 1:
+        print("  medians: " + ", ".join(f"{way} {row['seconds']:.2f} s" for way, row in rows.items()), flush=True)
     return rows
 
 
@@ -124,9 +144,11 @@ def main(argv=None) -> dict:
                         help="CPU seconds of one unit of the work round (default 2)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="time each way this many times, in rotated order, and judge the medians (default 1)")
     a = parser.parse_args(argv)
-    if a.seeds < 3 or a.unit_seconds <= 0 or a.workers < 1:
-        parser.error("--seeds >= 3 (the analysis needs 3 pairs), --unit-seconds > 0 and --workers >= 1")
+    if a.seeds < 3 or a.unit_seconds <= 0 or a.workers < 1 or a.repeats < 1:
+        parser.error("--seeds >= 3 (the analysis needs 3 pairs), --unit-seconds > 0, --workers >= 1 and --repeats >= 1")
     seeds, units = list(range(a.seeds)), 2 * a.seeds
     epochs, per_epoch = calibrate(a.unit_seconds)
     work = [*WORK, "--epochs", str(epochs)]
@@ -134,10 +156,10 @@ def main(argv=None) -> dict:
           f"load {os.getloadavg()[0]:.2f} at start", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-command-") as tmp:
         print(f"fixed cost: units that do nearly nothing (train.py {' '.join(ZERO)})", flush=True)
-        zero = round_of("zero", seeds, ZERO, a.workers, Path(tmp))
+        zero = round_of("zero", seeds, ZERO, a.workers, Path(tmp), a.repeats)
         print(f"work units: train.py {' '.join(work)} ({a.unit_seconds:g} s of CPU a unit asked; "
               f"{per_epoch * 1000:.1f} ms an epoch measured here)", flush=True)
-        rows = round_of("work", seeds, work, a.workers, Path(tmp))
+        rows = round_of("work", seeds, work, a.workers, Path(tmp), a.repeats)
     fixed = {m: zero[f"harness {m}"]["seconds"] - zero["bare serial" if m == "serial" else "bare side by side"]["seconds"]
              for m in ("serial", "side by side")}
     # in CPU seconds, which the load of other processes changes far less than wall seconds
