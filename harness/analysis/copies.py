@@ -81,10 +81,9 @@ def _final_is_evidence(r) -> bool:
     fingerprints = r.get("fingerprints") or {}
     if not fingerprints.get("black_box"):
         return True
-    covers = fingerprints.get("final_covers")
-    if covers is None:
-        covers = "metrics and files" if ((r.get("config") or {}).get("train") or {}).get("compare_files") else "metrics"
-    return covers != "metrics"
+    if "final_covers" in fingerprints:
+        return fingerprints["final_covers"] != "metrics"
+    return bool(((r.get("config") or {}).get("train") or {}).get("compare_files"))
 
 
 def _what(r) -> str:

@@ -73,13 +73,12 @@ FLOAT32_ROUNDINGS = 4
 
 def float32_tolerance(*values) -> float:
     """How far apart two numbers of this magnitude may be from float32 rounding alone."""
-    return FLOAT32_ROUNDINGS * FLOAT32_EPS * max((abs(float(v)) for v in values), default=0.0)
+    return FLOAT32_ROUNDINGS * FLOAT32_EPS * max(map(abs, map(float, values)), default=0.0)  # no generator: twice per run
 
 
 def agrees(value, expected) -> bool:
     """The metric ``value`` is ``expected`` (what its per-example record gives) up to float32 rounding."""
-    a, b = float(value), float(expected)  # float32_tolerance(a, b), without its generator: twice per run
-    return abs(a - b) <= FLOAT32_ROUNDINGS * FLOAT32_EPS * max(abs(a), abs(b))
+    return abs(float(value) - float(expected)) <= float32_tolerance(value, expected)
 
 
 def record_of(result, spec):
@@ -194,7 +193,7 @@ def examples(compared, by_arm, baseline, spec):
                                    f"not its {metric} {shown_value}: not the same test set"),
                     }
                 rows.append(record)
-                sizes.add(record["n"] if record["n"] >= 0 else _size(record))
+                sizes.add(_size(record))
             arrays[who] = rows
         if len(sizes) > 1:
             return None, {"available": False, "reason": f"runs recorded test sets of different sizes ({sorted(sizes)})"}
