@@ -49,7 +49,7 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
                             f"{process.tail(out) or '(stdout is empty)'}") from None
     if code != 0:
         shown = process.tail(err) or "(stderr is empty)"
-        raise CommandFailed(f"{who}: the command exited with code {code}: {shlex.join(argv)}\n"
+        raise CommandFailed(f"{who}: the command {process.ending(code)}: {shlex.join(argv)}\n"
                             f"last lines of stderr ({err}):\n{shown}")
     metrics = _read_metrics(spec, run, arm, folder, out, who)
     if attached.exists():  # the script called harness.attach(): what its Run recorded is this run's

@@ -81,6 +81,25 @@ def run(argv: list[str], cwd: Path, env: dict, stdout: Path, stderr: Path, timeo
             raise
 
 
+def ending(code: int) -> str:
+    """How the command ended, in words, for a failed unit's message. A kill from outside the script
+    (SLURM's scancel, preemption or time limit, the OOM killer) is named as such: the unit is marked
+    failed, not wrong, and running the same command again (resume) reruns it."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"was ended by signal {-code}"
+    outside = {"SIGKILL": "the OOM killer, a scheduler's kill after its grace time, or kill -9",
+               "SIGTERM": "a scheduler's scancel, preemption or time limit, or kill",
+               "SIGINT": "Ctrl-C", "SIGHUP": "its terminal closed"}.get(name)
+    if outside is None:  # SIGSEGV, SIGABRT, SIGBUS...: the process crashed by itself
+        return f"crashed ({name})"
+    return (f"was killed by {name} from outside the script ({outside}); the unit is marked failed and "
+            f"running the same command again reruns it")
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)

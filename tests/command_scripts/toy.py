@@ -1,5 +1,5 @@
 """A stand-in for a researcher's argparse script (tests/test_command_arm.py, tests/test_slurm.py): no
-training, a metric that is a fixed function of (seed, shift), a --mode to crash, stay silent or hang,
+training, a metric that is a fixed function of (seed, shift), a --mode to crash, stay silent, hang or be killed once,
 and the hold of tests/sequential_fns.py (HARNESS_TEST_HOLD_ONCE). Stdlib only: no torch."""
 
 import argparse
@@ -60,6 +60,11 @@ if args.mode == "crash":
     print("loading data", flush=True)
     print("Traceback: ValueError: the toy script failed on purpose", file=sys.stderr)
     sys.exit(3)
+if args.mode == "killed_once":  # a scancel or preemption: SIGTERM from outside, the first time only
+    marker = os.path.join(os.environ["HARNESS_RUN_DIR"], "killed_once")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGTERM)
 if args.mode == "hang":
     time.sleep(120)  # a unit that never ends by itself: the tests end it (SIGKILL, Ctrl-C, timeout_s)
 if args.mode == "silent":
