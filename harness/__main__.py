@@ -35,8 +35,11 @@ def exit_now() -> None:
         return
     atexit._run_exitfuncs()  # wandb's and attach()'s handlers, as an ordinary exit runs them
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a pipe closed by its reader, or a closed stream: nothing reaches it
+            pass
     os._exit(0)
 
 

@@ -43,6 +43,14 @@ def test_a_thread_still_running_gets_the_ordinary_exit_which_waits_for_it():
     assert proc.stdout.splitlines() == ["buffered line", "ordinary exit", "thread finished", "exit handler ran"]
 
 
+def test_the_fast_exit_of_a_closed_terminal_stream_is_still_exit_0():
+    code = ("import sys\nsys.argv = ['harness']\nimport harness.__main__ as entry\n"
+            "print('never read', end='')\nsys.stdout.close()\nentry.exit_now()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, cwd=REPO)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_an_experiment_without_fdr_takes_no_level_and_imports_no_ledger_module():
     code = ("import sys, types\n"
             "from harness.experiment.execute import _ledger_level\n"
