@@ -154,3 +154,27 @@ def test_runs_logged_at_the_same_steps_give_each_steps_mean_and_sd_of_those_runs
         got = evidence.curves(_usable(rs), ["A"])["A"]["train_loss"]
         assert got["count"] == [n_runs, n_runs - 1, n_runs, n_runs]
         assert got["mean"][1] == float(np.array(values[1:, 1]).mean())
+
+
+@pytest.mark.parametrize("comparisons", [1, 12])
+def test_the_figure_keeps_its_title_labels_and_ticks_inside_the_image_without_overlap(comparisons):
+    # the figure has fixed margins (no layout engine): what they must hold is checked here, on a
+    # title of one line (one comparison) and of several (many, wrapped)
+    from harness.analysis.figures import figure
+
+    rs = _results({(s, "A"): {"step": [10, 20, 30], "train_loss": [2.0, 1.5, 1.25]} for s in range(6)})
+    a = analyze(rs, **FAST)
+    fig = figure(a, title="; ".join([report._title(a)] * comparisons), fmt=report._Fmt(a))
+    assert fig._suptitle.get_text().count("\n") == (0 if comparisons == 1 else 2)
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    heading = fig._suptitle.get_window_extent(renderer)
+    assert box.y0 <= heading.y0 and heading.y1 <= box.y1 and box.x0 <= heading.x0 and heading.x1 <= box.x1
+    for ax in fig.axes:
+        tight = ax.get_tightbbox(renderer)  # the panel with its title, tick labels and axis labels
+        assert box.x0 <= tight.x0 and tight.x1 <= box.x1 and box.y0 <= tight.y0 and tight.y1 <= box.y1, ax.get_title()
+        assert tight.y1 <= heading.y0, f"{ax.get_title()!r} runs into the figure's title"
+    top, bottom = fig.axes[0].get_tightbbox(renderer), fig.axes[2].get_tightbbox(renderer)
+    assert bottom.y1 <= top.y0, "the lower panels' titles run into the upper panels' tick labels"
+    left, right = fig.axes[0].get_tightbbox(renderer), fig.axes[1].get_tightbbox(renderer)
+    assert left.x1 <= right.x0, "the right panels' labels run into the left panels"

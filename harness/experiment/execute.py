@@ -153,6 +153,8 @@ def _grid_point(out_dir: Path, sweep_root: Path) -> bool:
 
 def _ledger_level(settings, declaration, out_dir: Path):
     """The declaration with alpha_t from the ledger (stats.fdr), fixed before any data."""
+    if not declaration.fdr:  # no level to take: the ledger's modules (numpy, the FDR rules) not imported
+        return declaration
     from harness.ledger.store import LedgerError
     from harness.ledger.record import assign_for_config
 

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf, flag_override
 from harness.config.declaration import declared_metrics
 from harness.training.components import ComponentError, resolve_callable, targets
 from harness.integrations.command_spec import code_files, training_fn
-from harness.experiment.identity import code_identity, config_hash, plain
+from harness.experiment.identity import code_identity, config_digest, plain
 # torch is imported by the first run, not here: a bad value is refused before that (execute.py).
 from harness.results import SCHEMA
 
@@ -169,6 +169,7 @@ def new_result(arm_cfg: DictConfig, seed: int, arm: str) -> dict:
 
     factor = arm_cfg.ab.factor
     code = code_of(arm_cfg)
+    config = plain(arm_cfg)  # once: config_hash and base_hash are digests of this very dict
     result = {
         "schema": SCHEMA,
         "experiment": arm_cfg.experiment_name,
@@ -184,9 +185,9 @@ def new_result(arm_cfg: DictConfig, seed: int, arm: str) -> dict:
         "curve": {},
         "env": {},
         "timing": {},
-        "config": plain(arm_cfg),
-        "config_hash": config_hash(arm_cfg),
-        "base_hash": config_hash(arm_cfg, exclude_factor=factor),
+        "config": config,
+        "config_hash": config_digest(config),
+        "base_hash": config_digest(config, exclude_factor=factor),
         "code_version": code["version"],
         "code": code,
         "created": None,

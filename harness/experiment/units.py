@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from harness.experiment.identity import config_hash, plain as _plain  # noqa: F401 - public here too
+from harness.experiment.identity import config_digest, config_hash, plain as _plain  # noqa: F401 - public here too
 from harness.results import RESULT_NAME, load_steps, save_weights, read_json, read_result, run_dir, write_json, write_result
 from harness.experiment.resume import bits_after_rerun, decide, resume_decision, run_lock, set_aside_other_configurations, supersede  # noqa: F401
 from harness.experiment.arms import (  # noqa: F401 - public here too
@@ -240,7 +240,8 @@ def _unit(arm_cfg, out_dir: Path, seed: int, arm: str, log, bar, tracker, *, res
     with run_lock(path.parent, lambda: log(f"seed={seed} arm={arm}: another process is running it; waiting"),
                   timeout=lock_timeout, log=log):
         if resume:
-            decision = decide(path, config_hash(arm_cfg), code_of(arm_cfg), seed, arm, config=_plain(arm_cfg))
+            config = _plain(arm_cfg)  # once: config_hash is the digest of this very dict
+            decision = decide(path, config_digest(config), code_of(arm_cfg), seed, arm, config=config)
             if decision.skip:
                 log(f"seed={seed} arm={arm}: skipped, {decision.why}")
                 return read_result(path), True
