@@ -205,3 +205,22 @@ def test_agrees_is_the_float32_tolerance_comparison_to_the_bit():
     for value, expected in pairs:
         plain = abs(float(value) - float(expected)) <= evidence.float32_tolerance(value, expected)
         assert evidence.agrees(value, expected) == plain, (value, expected)
+
+
+def test_what_the_statistics_do_not_read_is_made_after_they_are_handed_over(tmp_path, monkeypatch):
+    """Apart, the curves and the inputs digest are made while the second process computes the
+    statistics (issue 33), not before it can start; the analysis is the same as made here."""
+    from harness.analysis import comparability, decide, evidence
+    from harness.analysis.analyze import analyze_dir
+
+    root = _tree(tmp_path)
+    here = analyze_dir(root, write=False)
+    events = []
+    for module, name in ((evidence, "curves"), (comparability, "inputs_digest")):
+        made = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _made=made, _name=name: events.append(_name) or _made(*a))
+    send = decide.StatisticsApart.send
+    monkeypatch.setattr(decide.StatisticsApart, "send", lambda self, g: events.append("send") or send(self, g))
+    apart = analyze_dir(root, write=False, apart=True)
+    assert events[0] == "send" and sorted(events[1:3]) == ["curves", "inputs_digest"], events
+    assert apart == here and apart["curves"] and apart["identity"]["inputs_digest"] == here["identity"]["inputs_digest"]

@@ -348,3 +348,30 @@ def test_the_analysis_side_imports_neither_hydra_wandb_nor_statsmodels():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_gathering_process_compiles_only_the_stats_it_uses():
+    # python -m harness.analyze's first process reads and gathers while a second computes the
+    # statistics: it needs harness.stats._core alone (issue 33: the rest is compiled on first use)
+    code = (
+        "import sys, harness.tools.analyze; "
+        "print(sorted(m for m in ('harness.stats.verdict', 'harness.stats.paired', 'harness.stats.power', "
+        "'harness.stats.noise', 'harness.stats.margins', 'harness.stats.words') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_name_of_the_stats_api_resolves_from_its_module():
+    import importlib
+
+    for name in stats.__all__:
+        assert getattr(stats, name) is not None, name
+    for module, names in stats._LAZY.items():
+        for name in names:
+            assert getattr(stats, name) is getattr(importlib.import_module(f"harness.stats.{module}"), name)
+    assert stats.power is importlib.import_module("harness.stats.power")  # submodules by name, as before
+    with pytest.raises(AttributeError):
+        stats.no_such_name

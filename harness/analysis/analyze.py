@@ -31,7 +31,7 @@ from harness.analysis import comparability as comparability
 from harness.analysis.certificate import certificate_for
 from harness.analysis.outputs import OutputsNotWritten, write_together  # noqa: F401 - public here too
 from harness.analysis.decide import SCHEMA, StatisticsApart, decide  # noqa: F401 - SCHEMA public here too
-from harness.analysis.gather import CHOICES, Gathered, declared, gather  # noqa: F401 - CHOICES public here too
+from harness.analysis.gather import CHOICES, Gathered, declared, fill_later, gather  # noqa: F401 - CHOICES public here too
 from harness.config import declaration as declaration_io
 from harness.config.declaration import Declaration, DeclarationError
 from harness import results as results_io
@@ -91,7 +91,8 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
     described other results are moved to superseded/analysis-<time>/ (they would look current).
 
     ``apart``: compute the statistics in a second Python process, which imports scipy while this one
-    reads the results; the same analysis, sooner with a second core free (python -m harness.analyze).
+    reads the results, and computes them while this one makes what they do not read (the curves, the
+    inputs digest); the same analysis, sooner with a second core free (python -m harness.analyze).
     """
     root = Path(root)
     folder = root if root.is_dir() else root.parent
@@ -105,7 +106,7 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
             gathered, choices, digest = _gather_dir(root, folder, write, declaration, kw,
                                                     hand_over=statistics.send if statistics else None)
         try:
-            analysis = statistics.decide(gathered) if statistics else decide(gathered)
+            analysis = fill_later(statistics.decide(gathered), gathered) if statistics else decide(gathered)
         except AnalysisError as e:
             moved = (set_aside_stale_outputs(folder, (), digest=digest)
                      if write and not gathered.decl.is_alternative and digest is not None else None)
@@ -156,7 +157,8 @@ def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict,
         _one_experiment(loaded.results)
         declaration = declared(loaded.results, declaration, choices)
         alternative = declaration.is_alternative
-        gathered = gather(loaded.results, declaration, unreadable=unreadable, extra=extra, **kw)
+        later = [] if hand_over is not None else None  # what the statistics do not read: made once handed over
+        gathered = gather(loaded.results, declaration, unreadable=unreadable, extra=extra, later=later, **kw)
     except AnalysisError as e:
         moved = set_aside_stale_outputs(folder, loaded.results) if write and not alternative else None
         if moved:
@@ -167,6 +169,8 @@ def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict,
         digest = comparability.inputs_digest(loaded.results)
     if hand_over is not None:
         hand_over(gathered)
+        for fill in later:  # while the statistics are computed apart
+            fill(gathered)
     return gathered, choices, digest
 
 

@@ -58,9 +58,14 @@ class Gathered:
 
 
 def gather(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
-           extra: dict | None = None, allow_mixed_identity: bool = False, **choices) -> Gathered:
+           extra: dict | None = None, allow_mixed_identity: bool = False, later: list | None = None,
+           **choices) -> Gathered:
     """analyze()'s checks and everything it reads from ``results`` (same arguments); AnalysisError
-    when they cannot be compared."""
+    when they cannot be compared.
+
+    ``later``: a list to which what the statistics never read (the curves, the inputs digest) is
+    appended as one function that fills them in, left empty meanwhile: made while a second process
+    computes the statistics (analyze_dir's ``apart``), not before it can start (fill_later)."""
     results = list(results)
     if not results:
         raise AnalysisError("There are no results to analyse: the list of result dicts is empty.")
@@ -84,7 +89,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         raise AnalysisError(str(e)) from None
     results, copies = _check_duplicates(results)
     ident["copies"] = copies
-    ident["inputs_digest"] = comparability.inputs_digest(results)
+    ident["inputs_digest"] = None if later is not None else comparability.inputs_digest(results)  # its place
     _check_one_configuration_per_arm(results, arms)
     _check_metric_exists(results, metric)
     if metric not in decl.metrics:
@@ -134,19 +139,37 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         counted = diverged.counted_seeds(div["pairs"], baseline)
         excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]
     excluded = _sorted_entries([{k: v for k, v in e.items() if k != "diverged"} for e in excluded], arms)
-    return Gathered(
+    if later is not None:
+        later.append(lambda g, results=results, usable=usable: _fill(g, comparability.inputs_digest(results),
+                                                                     evidence.curves(usable, arms)))
+    gathered = Gathered(
         decl=decl, experiment=experiment, factor=factor, arms=arms, baseline=baseline, ident=ident,
         usable={key: _compact(run) for key, run in usable.items()}, verified=verified, pairing=pairing, compared=compared,
         not_compared=not_compared, excluded=excluded,
         n_test=_common_n_test(usable) if spec.examples else None,
         examples=evidence.examples(compared, by_arm, baseline, spec),
         factor_values={arm: _factor_value(arm, results) for arm in arms},
-        setup=evidence.setup(usable), curves=evidence.curves(usable, arms),
+        setup=evidence.setup(usable), curves={} if later is not None else evidence.curves(usable, arms),
         # runs whose data files were trusted without their checksums (data.verify=false): the report says so
         data_unverified=sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results),
         unreadable=[{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
         extra=dict(extra or {}), diverged=div,
     )
+    return gathered
+
+
+def _fill(g: Gathered, inputs_digest: str, curves: dict) -> None:
+    g.ident["inputs_digest"], g.curves = inputs_digest, curves
+
+
+def fill_later(analysis: dict, g: Gathered) -> dict:
+    """``analysis`` (decide() of ``g`` before gather's ``later`` ran) with what they filled in since,
+    each in the place decide() gave it: the same analysis as decide() of the filled ``g``."""
+    from harness.analysis.blocks import _plain
+
+    analysis["identity"]["inputs_digest"] = g.ident["inputs_digest"]
+    analysis["curves"] = _plain(g.curves)
+    return analysis
 
 
 def _compact(run: dict) -> dict:

@@ -62,24 +62,42 @@ from ._core import (
     LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, exact_std, one_sample_t,
     seed_std,
 )
-from .margins import (
-    Margin, MinimumEffectResult, TOSTResult, holm, margin_bound_factors, minimum_effect_test, pooled_seed_std,
-    resolve_margin, tost,
-)
-from .noise import NoiseFloor, TestSetNoise, noise_floor, test_set_floor, test_set_noise
-from .paired import (
-    BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci, effect_size_dz,
-    mean_interval, paired_t, sign_flip_permutation, studentized_bootstrap, welch_t, wilcoxon_signed_rank,
-)
-from .power import (
-    SeedsNeeded, claim_floors, decision_levels, fewest_seeds, paired_t_power, sd_interval, seeds_needed,
-    seeds_needed_for, seeds_to_settle_margin,
-)
-from .verdict import (
-    DIFFERS, VERDICTS, DecisionInterval, PairedComparison, Verdict, compare, compare_to_baseline, decide,
-    decision_pvalues, exact_sign_flip_pvalues, sign_flip_floor,
-)
-from .words import beyond_test_set_sentence, verdict_sentence
+# The rest is imported on first use (PEP 562): a process that only gathers results (python -m
+# harness.analyze's first process, while a second computes the statistics) needs _core alone, and
+# compiling the other modules from source cost it ~0.1 s on a busy 2-core host (issue 33).
+_LAZY = {
+    "margins": ("Margin", "MinimumEffectResult", "TOSTResult", "holm", "margin_bound_factors", "minimum_effect_test",
+                "pooled_seed_std", "resolve_margin", "tost"),
+    "noise": ("NoiseFloor", "TestSetNoise", "noise_floor", "test_set_floor", "test_set_noise"),
+    "paired": ("BootstrapResult", "PermutationResult", "TTestResult", "WilcoxonResult", "bootstrap_ci", "effect_size_dz",
+               "mean_interval", "paired_t", "sign_flip_permutation", "studentized_bootstrap", "welch_t",
+               "wilcoxon_signed_rank"),
+    "power": ("SeedsNeeded", "claim_floors", "decision_levels", "fewest_seeds", "paired_t_power", "sd_interval",
+              "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin"),
+    "verdict": ("DIFFERS", "VERDICTS", "DecisionInterval", "PairedComparison", "Verdict", "compare",
+                "compare_to_baseline", "decide", "decision_pvalues", "exact_sign_flip_pvalues", "sign_flip_floor"),
+    "words": ("beyond_test_set_sentence", "verdict_sentence"),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str):
+    """A name of the package's API, imported from its module on first use; a submodule by its name
+    (``stats.power``), as before, when these were imported eagerly."""
+    import importlib
+
+    if name in _HOME:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+        globals()[name] = value  # looked up once
+        return value
+    if name in _LAZY or name in ("decision_p", "t_power", "exact_share", "margin_power", "sign_flip"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOME))
+
 
 __all__ = [
     "BootstrapResult", "ConfidenceInterval", "DIFFERS", "DecisionInterval", "TestSetNoise", "beyond_test_set_sentence",
