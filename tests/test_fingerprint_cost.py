@@ -113,3 +113,28 @@ def test_the_serial_digest_of_random_bits_is_the_widened_dot_product(dtype):
     assert int(recorder._digest()[0]) == int(widened) == int(F.tensors_digest(params)[0])
     recorder.record(torch.tensor(0.5))
     assert recorder.finish()["params"] == [F.hexdigest(F.tensors_digest(params).numpy())]
+
+
+def test_the_step_buffers_written_through_numpy_keep_every_loss_bit_and_digest_when_they_grow():
+    # losses of every kind a loop hands run.step (a NaN with a payload, -0.0, another dtype, a
+    # tensor needing grad, shape [1]) past the buffers' first size: the same bits torch's copy gives
+    model = torch.nn.Linear(3, 2)
+    params = list(model.parameters())
+    assert F.flatten_parameters(params) is not None
+    recorder = F.StepRecorder(params, 2, torch.device("cpu"))
+    assert recorder._np_digests is not None  # the numpy writes under test
+    nan = torch.tensor(0x7FC01234, dtype=torch.int32).view(torch.float32)
+    losses = [nan, torch.tensor(-0.0), torch.tensor(1.1, dtype=torch.float64), torch.tensor(2.5, dtype=torch.bfloat16),
+              (model.weight * 3).sum(), torch.tensor([0.25]), torch.tensor(float("inf"))]
+    expected_digests = []
+    for loss in losses:
+        recorder.record(loss)
+        expected_digests.append(F.hexdigest(F.tensors_digest(params).numpy()))
+        with torch.no_grad():
+            model.bias.add_(1.0)
+    expected_losses = torch.stack([loss.detach().reshape(()).float() for loss in losses])
+    got = recorder.finish()
+    assert recorder._capacity >= len(losses) > 2  # it grew
+    assert got["loss"] == [format(v & 0xFFFFFFFF, "08x") for v in expected_losses.view(torch.int32).tolist()]
+    assert got["loss"][0] == "7fc01234"
+    assert got["params"] == expected_digests and len(set(expected_digests)) == len(losses)
