@@ -4,6 +4,8 @@ the non-finite check that reads only new losses still names the first bad step."
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 import torch
 from torch.utils.data import default_convert
@@ -138,3 +140,18 @@ def test_the_step_buffers_written_through_numpy_keep_every_loss_bit_and_digest_w
     assert got["loss"] == [format(v & 0xFFFFFFFF, "08x") for v in expected_losses.view(torch.int32).tolist()]
     assert got["loss"][0] == "7fc01234"
     assert got["params"] == expected_digests and len(set(expected_digests)) == len(losses)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(8, 1, 5, 5), lambda: torch.randint(0, 10, (8,)), lambda: torch.randn(3, 4).t(),
+    lambda: torch.tensor(3.5), lambda: torch.zeros(0, 3), lambda: torch.randn(5).bfloat16(),
+    lambda: torch.randn(5).half(), lambda: torch.randn(4, dtype=torch.complex64), lambda: torch.tensor([True, False]),
+    lambda: torch.randn(2, 3, requires_grad=True), lambda: torch.randn(6)[::2], lambda: torch.randn(2, 2).double()])
+def test_a_tensors_content_digest_is_its_header_and_its_bytes_in_order(make):
+    # what content_digest documents, computed the long way: numpy's view of the bytes (the cheap path)
+    # must feed the hash exactly the bytes torch's flat byte view holds
+    t = make()
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+    h.update(bytes(t.detach().contiguous().reshape(-1).view(torch.uint8).tolist()))
+    assert batches.content_digest(t) == h.digest()
