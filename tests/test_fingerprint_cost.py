@@ -4,6 +4,8 @@ the non-finite check that reads only new losses still names the first bad step."
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 import torch
 from torch.utils.data import default_convert
@@ -113,3 +115,43 @@ def test_the_serial_digest_of_random_bits_is_the_widened_dot_product(dtype):
     assert int(recorder._digest()[0]) == int(widened) == int(F.tensors_digest(params)[0])
     recorder.record(torch.tensor(0.5))
     assert recorder.finish()["params"] == [F.hexdigest(F.tensors_digest(params).numpy())]
+
+
+def test_the_step_buffers_written_through_numpy_keep_every_loss_bit_and_digest_when_they_grow():
+    # losses of every kind a loop hands run.step (a NaN with a payload, -0.0, another dtype, a
+    # tensor needing grad, shape [1]) past the buffers' first size: the same bits torch's copy gives
+    model = torch.nn.Linear(3, 2)
+    params = list(model.parameters())
+    assert F.flatten_parameters(params) is not None
+    recorder = F.StepRecorder(params, 2, torch.device("cpu"))
+    assert recorder._np_digests is not None  # the numpy writes under test
+    nan = torch.tensor(0x7FC01234, dtype=torch.int32).view(torch.float32)
+    losses = [nan, torch.tensor(-0.0), torch.tensor(1.1, dtype=torch.float64), torch.tensor(2.5, dtype=torch.bfloat16),
+              (model.weight * 3).sum(), torch.tensor([0.25]), torch.tensor(float("inf"))]
+    expected_digests = []
+    for loss in losses:
+        recorder.record(loss)
+        expected_digests.append(F.hexdigest(F.tensors_digest(params).numpy()))
+        with torch.no_grad():
+            model.bias.add_(1.0)
+    expected_losses = torch.stack([loss.detach().reshape(()).float() for loss in losses])
+    got = recorder.finish()
+    assert recorder._capacity >= len(losses) > 2  # it grew
+    assert got["loss"] == [format(v & 0xFFFFFFFF, "08x") for v in expected_losses.view(torch.int32).tolist()]
+    assert got["loss"][0] == "7fc01234"
+    assert got["params"] == expected_digests and len(set(expected_digests)) == len(losses)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(8, 1, 5, 5), lambda: torch.randint(0, 10, (8,)), lambda: torch.randn(3, 4).t(),
+    lambda: torch.tensor(3.5), lambda: torch.zeros(0, 3), lambda: torch.randn(5).bfloat16(),
+    lambda: torch.randn(5).half(), lambda: torch.randn(4, dtype=torch.complex64), lambda: torch.tensor([True, False]),
+    lambda: torch.randn(2, 3, requires_grad=True), lambda: torch.randn(6)[::2], lambda: torch.randn(2, 2).double()])
+def test_a_tensors_content_digest_is_its_header_and_its_bytes_in_order(make):
+    # what content_digest documents, computed the long way: numpy's view of the bytes (the cheap path)
+    # must feed the hash exactly the bytes torch's flat byte view holds
+    t = make()
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+    h.update(bytes(t.detach().contiguous().reshape(-1).view(torch.uint8).tolist()))
+    assert batches.content_digest(t) == h.digest()

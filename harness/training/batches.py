@@ -143,9 +143,17 @@ class _HashingDeque(deque):
 def _hash_content(x, h) -> None:
     """Feed a batch's content (with dtypes and shapes, so a reshaped batch differs) to ``h``."""
     if isinstance(x, torch.Tensor):
-        t = x.detach().to("cpu").contiguous().reshape(-1)
+        t = x.detach()
+        if not t.is_cpu:  # the checks cost ~0.1 µs, the no-op calls they skip ~1 µs each (a step has a few)
+            t = t.to("cpu")
+        if not t.is_contiguous():
+            t = t.contiguous()
         h.update(f"T{t.dtype}{tuple(x.shape)}".encode())
-        h.update(t.view(torch.uint8).numpy())  # the bytes in place: tobytes would copy the batch
+        try:  # the bytes in place (tobytes would copy the batch): numpy's view of them, ~0.3 µs
+            data = t.numpy()
+        except (TypeError, RuntimeError):  # a dtype numpy lacks (bfloat16): through torch's byte view, ~3 µs
+            data = t.reshape(-1).view(torch.uint8).numpy()
+        h.update(data)
     elif hasattr(x, "__array_interface__") or type(x).__module__ == "numpy":
         import numpy as np
 

@@ -176,6 +176,15 @@ class StepRecorder:
         self._base = 0  # the steps whose rows are in _done
         self.steps = 0
         self.followed_at: Optional[int] = None  # the first step recorded after the parameters moved
+        self._views()
+
+    def _views(self) -> None:
+        """Numpy views of the step buffers when they are on the CPU: a step's two values are written
+        through them (a numpy item write costs ~0.2 µs; torch's indexing ~3-5 µs a write)."""
+        self._capacity = len(self.losses)
+        cpu = self.losses.device.type == "cpu"
+        self._np_losses = self.losses.numpy() if cpu else None
+        self._np_digests = self.digests.numpy() if cpu and self.flat is not None and self._serial else None
 
     def _digest(self, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The parameters' digest now (width: one per element size); with ``out`` (a row of
@@ -208,6 +217,7 @@ class StepRecorder:
             self._done.append(self.digests[: self.steps - self._base])
             self._base = self.steps
             self.digests = torch.empty(len(self.losses), width, dtype=torch.int64, device=self.digests.device)
+        self._views()
 
     def replaced(self, model: torch.nn.Module) -> Optional[str]:
         """Why the model's parameters are no longer the watched ones (new Parameter objects), or None."""
@@ -228,11 +238,18 @@ class StepRecorder:
         if self.flat is not None and list(map(torch.Tensor.data_ptr, self.params)) != self._pointers:
             self._follow()
         i = self.steps
-        if i == len(self.losses):  # a loop that did not say how many steps: grow, amortised
+        if i == self._capacity:  # a loop that did not say how many steps: grow, amortised
             self.losses = torch.cat([self.losses, torch.empty_like(self.losses)])
             self.digests = torch.cat([self.digests, torch.empty_like(self.digests)])
-        self.losses[i] = loss.detach()  # measured: a little cheaper than select + copy_
-        self._digest(out=self.digests.select(0, i - self._base))
+            self._views()
+        if self._np_losses is not None and loss.is_cpu and loss.dtype is torch.float32 and not loss.dim():
+            self._np_losses[i] = loss.detach().numpy()  # the same 4 bytes, copied by numpy
+        else:  # another device or dtype: torch's copy (a cast to float32, as before)
+            self.losses[i] = loss.detach()  # measured: a little cheaper than select + copy_
+        if self._np_digests is not None:  # a small packed model on the CPU: einsum's int64, as _digest writes it
+            self._np_digests[i - self._base, 0] = np.einsum("i,i->", self._np_bits, self._np_weights)
+        else:
+            self._digest(out=self.digests.select(0, i - self._base))
         self.steps = i + 1
 
     def finish(self) -> dict:
