@@ -15,10 +15,6 @@ from harness.tools import diff, golden, ops
 
 from .conftest import compose_cfg
 
-# The runs fixture trains with 2 threads (the thread count is the point) and the others with auto:
-# every test here runs alone under xdist (tests/conftest.py).
-pytestmark = pytest.mark.solo
-
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "repro.save_weights=true"]
 
@@ -32,18 +28,32 @@ def _save_run(folder: Path, overrides: list[str]) -> Path:
     return folder
 
 
+# Each run is trained on first use, once per xdist worker. Only the threads2 run trains (and is
+# replayed) with 2 threads, so only the tests that read it are solo (tests/conftest.py): the others
+# train and replay with 1 thread beside the other worker's tests.
+RUNS = {
+    "base": ["determinism.threads=1"],
+    "threads2": ["determinism.threads=2"],  # the thread count is the point
+    "eps": ["determinism.threads=1", "+model.eps=1e-3"],
+    "edit": ["determinism.threads=1", "model._target_=tests.models_for_tests.TinyConvNetEdited"],
+    "log_every": ["determinism.threads=1", "train.log_every=3"],  # not read by tiny_train
+    "late": ["determinism.threads=1", "+train.kwargs.nudge_from=4"],
+}
+
+
+class _Runs(dict):
+    def __init__(self, root: Path):
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, name: str) -> Path:
+        self[name] = _save_run(self.root / name, RUNS[name])
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("ops")
-    one = ["determinism.threads=1"]
-    return {
-        "base": _save_run(root / "base", one),
-        "threads2": _save_run(root / "threads2", ["determinism.threads=2"]),  # the thread count is the point
-        "eps": _save_run(root / "eps", one + ["+model.eps=1e-3"]),
-        "edit": _save_run(root / "edit", one + ["model._target_=tests.models_for_tests.TinyConvNetEdited"]),
-        "log_every": _save_run(root / "log_every", one + ["train.log_every=3"]),  # not read by tiny_train
-        "late": _save_run(root / "late", one + ["+train.kwargs.nudge_from=4"]),
-    }
+    return _Runs(tmp_path_factory.mktemp("ops"))
 
 
 def _ops(runs, other: str, tmp_path, capsys, *extra) -> tuple[str, dict]:
@@ -54,6 +64,7 @@ def _ops(runs, other: str, tmp_path, capsys, *extra) -> tuple[str, dict]:
     return out, json.loads(report.read_text())["ops"]
 
 
+@pytest.mark.solo  # the threads2 run: trained (and replayed) with 2 threads
 def test_threads_1_vs_2_names_the_first_reduction_that_differs(runs, tmp_path, capsys):
     out, found = _ops(runs, "threads2", tmp_path, capsys)
     assert found["step"] == 1 and found["found"]["kind"] == "outputs"
@@ -97,6 +108,7 @@ def test_a_change_from_step_4_is_replayed_to_step_4_and_named_there(runs, tmp_pa
     assert "the replays reproduce both runs' recorded loss bits of steps 1-4" in out
 
 
+@pytest.mark.solo  # the threads2 run: trained (and replayed) with 2 threads
 def test_our_own_recorder_finds_the_same_op(runs, tmp_path, capsys):
     out, found = _ops(runs, "threads2", tmp_path, capsys, "--recorder", "own")
     assert "recorder: harness's own TorchDispatchMode" in out
@@ -113,6 +125,7 @@ def test_exact_hash_tells_a_last_bit_apart():
     assert ops.bit_hash(x) != ops.bit_hash(x.double())
 
 
+@pytest.mark.solo  # the threads2 run: trained (and replayed) with 2 threads
 def test_readable_diff_config_first_and_layers_largest_first(runs, capsys):
     assert diff.main([str(runs["base"]), str(runs["threads2"]), "--no-plot"]) == diff.EXIT_DIFFERENT
     lines = capsys.readouterr().out.splitlines()

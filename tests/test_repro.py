@@ -36,22 +36,36 @@ def _save_run(folder: Path, overrides: list[str]) -> Path:
     return folder
 
 
+KEEP = ["repro.save_weights=true", f"repro.keep_step_weights={STEPS}"]
+# Each run is trained on first use, once per xdist worker: only the tests that read a 2-thread run
+# are solo (tests/conftest.py); the others train threads1 and plain beside the other worker's tests.
+RUNS = {
+    "threads1": KEEP + ["determinism.threads=1"],
+    "threads2": KEEP + ["determinism.threads=2"],
+    "threads2_again": KEEP + ["determinism.threads=2"],
+    "plain": ["determinism.threads=1"],  # no weights.pt
+}
+
+
+class _Runs(dict):
+    def __init__(self, root: Path):
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, name: str) -> Path:
+        self[name] = _save_run(self.root / name, RUNS[name])
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("runs")
-    keep = ["repro.save_weights=true", f"repro.keep_step_weights={STEPS}"]
-    return {
-        "threads1": _save_run(root / "threads1", keep + ["determinism.threads=1"]),
-        "threads2": _save_run(root / "threads2", keep + ["determinism.threads=2"]),
-        "threads2_again": _save_run(root / "threads2_again", keep + ["determinism.threads=2"]),
-        "plain": _save_run(root / "plain", ["determinism.threads=1"]),  # no weights.pt
-    }
+    return _Runs(tmp_path_factory.mktemp("runs"))
 
 
 # -- harness.diff -------------------------------------------------------------------------------
 
 
-@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
+@pytest.mark.solo  # reads a run trained with 2 threads: the count is the point
 def test_diff_one_vs_two_threads_names_the_first_divergent_step_and_a_growing_butterfly(runs, tmp_path, capsys):
     plot, report_path = tmp_path / "butterfly.png", tmp_path / "diff.json"
     code = diff.main([str(runs["threads1"]), str(runs["threads2"]), "--plot", str(plot), "--json", str(report_path)])
@@ -74,7 +88,7 @@ def test_diff_one_vs_two_threads_names_the_first_divergent_step_and_a_growing_bu
     assert "features.0.weight" in out and str(plot) in out
 
 
-@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
+@pytest.mark.solo  # reads a run trained with 2 threads: the count is the point
 def test_diff_same_thread_count_is_identical(runs, capsys):
     code = diff.main([str(runs["threads2"]), str(runs["threads2_again"] / "result.json")])
     assert code == 0
@@ -82,7 +96,7 @@ def test_diff_same_thread_count_is_identical(runs, capsys):
     assert not (runs["threads2"] / diff.PLOT_NAME).exists()  # nothing to draw for identical runs
 
 
-@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
+@pytest.mark.solo  # reads a run trained with 2 threads: the count is the point
 def test_diff_without_weights_still_finds_the_step_and_says_what_is_missing(runs, capsys):
     code = diff.main([str(runs["plain"]), str(runs["threads2"]), "--no-plot"])
     out = capsys.readouterr().out
@@ -91,7 +105,6 @@ def test_diff_without_weights_still_finds_the_step_and_says_what_is_missing(runs
     assert "first differ at step" in out
 
 
-@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_missing_path_is_bad_input(runs):
     proc = run_cli(["/no/such/run", str(runs["threads1"])], module="harness.diff", timeout=120)
     assert proc.returncode == 2
@@ -99,15 +112,14 @@ def test_diff_missing_path_is_bad_input(runs):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_folder_with_several_runs_or_none_is_bad_input(runs, tmp_path, capsys):
+    assert runs["plain"].is_dir()  # a second run in the folder (it holds the runs trained so far)
     assert diff.main([str(runs["threads1"].parent), str(runs["threads1"])]) == 2
-    assert "holds 4 runs" in capsys.readouterr().err
+    assert f"holds {len(runs)} runs" in capsys.readouterr().err
     assert diff.main([str(tmp_path), str(runs["threads1"])]) == 2
     assert "no result.json in this folder" in capsys.readouterr().err
 
 
-@pytest.mark.solo  # the runs fixture trains with 2 threads: the count is the point
 def test_diff_unreadable_weights_is_bad_input(runs, tmp_path, capsys):
     (tmp_path / "result.json").write_text((runs["threads1"] / "result.json").read_text())
     (tmp_path / "weights.pt").write_bytes(b"not a torch file")
