@@ -8,6 +8,7 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.config import register_configs, typed_overrides
+from harness.fast_exit import exit_now
 
 register_configs()
 sys.argv[1:] = typed_overrides(sys.argv[1:])  # conditions written as in the yaml (harness/config/compose.py)
@@ -18,29 +19,6 @@ def main(cfg: DictConfig) -> dict:
     from harness.app import run
 
     return run(cfg)
-
-
-def exit_now() -> None:
-    """Exit 0 without the interpreter's teardown, which frees scipy's, matplotlib's and omegaconf's
-    objects one by one (a few tenths of a second after the last line, on every run): every file is
-    written by now, and what teardown would still run is run here (the exit handlers, the log's and
-    the terminal's buffers). A non-daemon thread still running gets the ordinary exit, which waits
-    for it."""
-    import atexit
-    import logging
-    import os
-    import threading
-
-    if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        return
-    atexit._run_exitfuncs()  # wandb's and attach()'s handlers, as an ordinary exit runs them
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a pipe closed by its reader, or a closed stream: nothing reaches it
-            pass
-    os._exit(0)
 
 
 if __name__ == "__main__":
