@@ -8,7 +8,7 @@ import hydra
 from omegaconf import DictConfig
 
 from harness.config import register_configs, typed_overrides
-from harness.fast_exit import exit_now
+from harness.tools.fast_exit import exit_now
 
 register_configs()
 sys.argv[1:] = typed_overrides(sys.argv[1:])  # conditions written as in the yaml (harness/config/compose.py)

@@ -6,7 +6,8 @@ goldens: the bits differ, did the results?), golden_ops.py (a golden's stored op
 (diff --ops: the first aten op whose bits differ), module_stack.py (which module runs an op),
 butterfly.py (diff's plot), noise_audit.py, noise_runs.py and noise_table.py (nondeterminism noise against seed noise),
 noise_sources.py, noise_sources_runs.py and noise_sources_table.py (the seed noise, one source at a time), audit.py (which ops are deterministic),
-args.py (their shared command-line handling), ledger.py (the door to harness/ledger/cli.py). The
+args.py (their shared command-line handling), fast_exit.py (a command's end without the interpreter's
+teardown), ledger.py (the door to harness/ledger/cli.py). The
 ``harness/<tool>.py`` files beside the rooms are
 the commands' entry points and hold no logic.
 
