@@ -46,6 +46,20 @@ def run_cli(args: list[str], cwd: Path | None = None, env: dict | None = None, t
     )
 
 
+class LazyRuns(dict):
+    """name -> the folder of a run ``make(folder, name)`` saved there, made on first use (once per xdist
+    worker): a module's tests train only the runs they read, so only those reading a 2-thread run
+    need to be solo."""
+
+    def __init__(self, root: Path, make):
+        super().__init__()
+        self.root, self.make = root, make
+
+    def __missing__(self, name: str) -> Path:
+        self[name] = self.make(self.root / name, name)
+        return self[name]
+
+
 @pytest.fixture
 def compose_fn():
     return compose_cfg

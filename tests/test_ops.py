@@ -13,7 +13,7 @@ from harness.experiment.units import run_one, save_weights
 from harness.results import write_json
 from harness.tools import diff, golden, ops
 
-from .conftest import compose_cfg
+from .conftest import LazyRuns, compose_cfg
 
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "repro.save_weights=true"]
@@ -41,19 +41,9 @@ RUNS = {
 }
 
 
-class _Runs(dict):
-    def __init__(self, root: Path):
-        super().__init__()
-        self.root = root
-
-    def __missing__(self, name: str) -> Path:
-        self[name] = _save_run(self.root / name, RUNS[name])
-        return self[name]
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    return _Runs(tmp_path_factory.mktemp("ops"))
+    return LazyRuns(tmp_path_factory.mktemp("ops"), lambda folder, name: _save_run(folder, RUNS[name]))
 
 
 def _ops(runs, other: str, tmp_path, capsys, *extra) -> tuple[str, dict]:

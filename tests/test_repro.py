@@ -19,7 +19,7 @@ from harness.tools import noise_audit as noise_audit
 from harness.experiment.units import run_one, save_weights
 from harness.results import write_json
 
-from .conftest import TEST_CONF, compose_cfg, run_cli
+from .conftest import TEST_CONF, LazyRuns, compose_cfg, run_cli
 
 STEPS = 12
 SMALL = ["+experiment=loss_ab", "workers=1", f"train.max_steps={STEPS}", "data.train_limit=256", "logger=none", "progress=false"]
@@ -47,19 +47,9 @@ RUNS = {
 }
 
 
-class _Runs(dict):
-    def __init__(self, root: Path):
-        super().__init__()
-        self.root = root
-
-    def __missing__(self, name: str) -> Path:
-        self[name] = _save_run(self.root / name, RUNS[name])
-        return self[name]
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    return _Runs(tmp_path_factory.mktemp("runs"))
+    return LazyRuns(tmp_path_factory.mktemp("runs"), lambda folder, name: _save_run(folder, RUNS[name]))
 
 
 # -- harness.diff -------------------------------------------------------------------------------

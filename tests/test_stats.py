@@ -3,6 +3,7 @@ and a vectorised simulation of the verdict's error rate and power."""
 
 import dataclasses
 import itertools
+import json
 import math
 import subprocess
 import sys
@@ -338,30 +339,26 @@ def test_decide_reads_direction_from_the_metric():
     assert stats.decide(1.0, 1.0, 0.0, 0.0, identical=True) == "identical"
 
 
-def test_the_analysis_side_imports_neither_hydra_wandb_nor_statsmodels():
-    # nor scipy.stats or matplotlib at import: harness.analyze starts faster, they load when used
-    code = (
-        "import sys, harness.stats, harness.analysis.analyze, harness.analyze, harness.analysis.report; "
-        "print(sorted(m for m in ('hydra', 'wandb', 'statsmodels', 'scipy.stats', 'matplotlib') if m in sys.modules))"
-    )
+def _loaded_after(imports: str, modules: tuple) -> list:
+    """Which of ``modules`` a fresh interpreter has loaded after ``import <imports>``."""
+    code = f"import json, sys, {imports}; print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    return json.loads(out.stdout)
+
+
+def test_the_analysis_side_imports_neither_hydra_wandb_nor_statsmodels():
+    # nor scipy.stats or matplotlib at import: harness.analyze starts faster, they load when used
+    assert _loaded_after("harness.stats, harness.analysis.analyze, harness.analyze, harness.analysis.report",
+                         ("hydra", "wandb", "statsmodels", "scipy.stats", "matplotlib")) == []
 
 
 def test_the_gathering_process_compiles_only_the_stats_it_uses():
     # python -m harness.analyze's first process reads and gathers while a second computes the
     # statistics: it needs harness.stats._core alone (issue 33: the rest is compiled on first use)
-    code = (
-        "import sys, harness.tools.analyze; "
-        "print(sorted(m for m in ('harness.stats.verdict', 'harness.stats.paired', 'harness.stats.power', "
-        "'harness.stats.noise', 'harness.stats.margins', 'harness.stats.words') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert _loaded_after("harness.tools.analyze", ("harness.stats.verdict", "harness.stats.paired", "harness.stats.power",
+                                                   "harness.stats.noise", "harness.stats.margins", "harness.stats.words")) == []
 
 
 def test_every_name_of_the_stats_api_resolves_from_its_module():

@@ -142,7 +142,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     if later is not None:
         later.append(lambda g, results=results, usable=usable: _fill(g, comparability.inputs_digest(results),
                                                                      evidence.curves(usable, arms)))
-    gathered = Gathered(
+    return Gathered(
         decl=decl, experiment=experiment, factor=factor, arms=arms, baseline=baseline, ident=ident,
         usable={key: _compact(run) for key, run in usable.items()}, verified=verified, pairing=pairing, compared=compared,
         not_compared=not_compared, excluded=excluded,
@@ -155,7 +155,6 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         unreadable=[{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
         extra=dict(extra or {}), diverged=div,
     )
-    return gathered
 
 
 def _fill(g: Gathered, inputs_digest: str, curves: dict) -> None:

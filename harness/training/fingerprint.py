@@ -190,14 +190,7 @@ class StepRecorder:
         """The parameters' digest now (width: one per element size); with ``out`` (a row of
         ``digests``) it is written there, in place: no temporary, no indexing machinery."""
         if self.flat is not None and self._serial:
-            # A small model on the CPU: the same number as below (integer sums wrap in any order),
-            # all on this thread. The mixed-dtype product below is a promoting kernel, a temporary
-            # and a parallel sum; each parallel kernel wakes the other threads and leaves half of
-            # its output in their caches, which costs more than the arithmetic at this size (2-4x
-            # with 2 threads). einsum widens the bits a small buffer at a time and multiplies and
-            # adds in one unrolled pass: no int64 copy of the model (measured 2-3x cheaper than
-            # widening into a kept buffer and torch.dot, which had been 2x the promoting kernel).
-            value = np.einsum("i,i->", self._np_bits, self._np_weights)
+            value = self._serial_digest()
             if out is None:
                 return torch.tensor([value], dtype=torch.int64)
             out[0] = int(value)
@@ -207,6 +200,16 @@ class StepRecorder:
         else:  # int32 bits times int64 weights promotes to int64: tensors_digest's sum (CUDA has no integer dot)
             d = (self.flat_bits * self.flat_weights).sum().reshape(1)
         return d if out is None else out.copy_(d)
+
+    def _serial_digest(self):
+        """A small packed model on the CPU: the same number as _digest's kernel below (integer sums
+        wrap in any order), all on this thread. The mixed-dtype product there is a promoting kernel, a
+        temporary and a parallel sum; each parallel kernel wakes the other threads and leaves half of
+        its output in their caches, which costs more than the arithmetic at this size (2-4x with 2
+        threads). einsum widens the bits a small buffer at a time and multiplies and adds in one
+        unrolled pass: no int64 copy of the model (measured 2-3x cheaper than widening into a kept
+        buffer and torch.dot, which had been 2x the promoting kernel)."""
+        return np.einsum("i,i->", self._np_bits, self._np_weights)
 
     def _follow(self) -> None:
         """A packed parameter moved (record's pointer check, no device sync): read them where they live now."""
@@ -246,8 +249,8 @@ class StepRecorder:
             self._np_losses[i] = loss.detach().numpy()  # the same 4 bytes, copied by numpy
         else:  # another device or dtype: torch's copy (a cast to float32, as before)
             self.losses[i] = loss.detach()  # measured: a little cheaper than select + copy_
-        if self._np_digests is not None:  # a small packed model on the CPU: einsum's int64, as _digest writes it
-            self._np_digests[i - self._base, 0] = np.einsum("i,i->", self._np_bits, self._np_weights)
+        if self._np_digests is not None:  # a small packed model on the CPU: written through numpy
+            self._np_digests[i - self._base, 0] = self._serial_digest()
         else:
             self._digest(out=self.digests.select(0, i - self._base))
         self.steps = i + 1
