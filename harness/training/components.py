@@ -8,8 +8,9 @@ through the same three calls:
   parameter it takes (a typo such as ``+loss.label_smothing=0.1`` fails here, naming the key and
   what is allowed), recursively for nested nodes;
 - ``instantiate(node, **call_site)``: ``hydra.utils.instantiate`` with ``_convert_="all"`` (plain
-  lists and dicts reach the target). Call-site kwargs that the target does not take are left out,
-  so a loop can offer ``num_classes=...`` to any model and each model takes what it names;
+  lists and dicts reach the target; a flat node is called directly with the same arguments).
+  Call-site kwargs that the target does not take are left out, so a loop can offer
+  ``num_classes=...`` to any model and each model takes what it names;
 - ``resolve_callable(path, key)``: the training function named by ``train.fn``.
 
 Every ``instantiate`` of the harness goes through here, so a later Hydra that wants a whitelist of
@@ -110,15 +111,18 @@ def check_node(node, key: str, call_site: tuple[str, ...] = ()) -> Callable:
 
 def instantiate(node, /, **call_site) -> Any:
     """hydra.utils.instantiate with plain containers; call-site kwargs the target does not take are dropped."""
-    from hydra.utils import instantiate as hydra_instantiate
-
     if not is_node(node):
         raise ComponentError(f"instantiate needs a mapping with a _target_, got {_show(node)}.")
     if call_site:
         names, var_kw = parameters(resolve_callable(node["_target_"], "_target_"))
         if not var_kw:
             call_site = {k: v for k, v in call_site.items() if k in names}
+    direct = _direct_call(node, call_site)
+    if direct is not None:
+        target, kwargs = direct
+        return target(**kwargs)
     from hydra.errors import InstantiationException
+    from hydra.utils import instantiate as hydra_instantiate
 
     try:
         return hydra_instantiate(node, _convert_="all", **call_site)
@@ -126,6 +130,39 @@ def instantiate(node, /, **call_site) -> Any:
         if e.__cause__ is not None:
             raise e.__cause__  # the target's own error (its type and message), not Hydra's wrapper
         raise
+
+
+def _direct_call(node, call_site: dict) -> tuple[Callable, dict] | None:
+    """(target, kwargs) when Hydra's instantiate would only call the target with the node's plain values
+    and the call-site objects: no nested _target_ node, no reserved key but _target_, no container
+    among the call-site values (Hydra would merge those into the config first). Else None: Hydra
+    does it. Hydra deep-copies and merges the node for every call (~5 ms, a unit builds 3-4 nodes:
+    1.3% of the default experiment's run); this is the same call without that."""
+    if OmegaConf.is_config(node):  # plain copies, as Hydra's _convert_="all" makes them; ??? raises as there
+        plain = OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+    elif any(isinstance(v, (dict, list, tuple)) or OmegaConf.is_config(v) for v in node.values()):
+        return None  # a plain dict's containers: Hydra copies them
+    else:
+        plain = node
+    if any(k in plain for k in RESERVED[1:]) or _has_node(list(plain.values())):
+        return None
+    if any(isinstance(v, (dict, list, tuple)) or OmegaConf.is_config(v) for v in call_site.values()):
+        return None
+    try:
+        target = resolve_callable(plain["_target_"], "_target_")
+    except ComponentError:  # a path only Hydra's locator finds (a class's attribute): Hydra does it
+        return None
+    kwargs = {str(k): v for k, v in plain.items() if k != "_target_"}
+    kwargs.update(call_site)  # Hydra's merge: a call-site value wins
+    return target, kwargs
+
+
+def _has_node(value) -> bool:
+    if isinstance(value, dict):
+        return "_target_" in value or any(_has_node(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_node(v) for v in value)
+    return False
 
 
 def targets(cfg) -> list[str]:
