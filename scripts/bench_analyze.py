@@ -6,7 +6,9 @@ experiment's; the folder's declaration.json, as the harness writes it), then tim
 whole ``python -m harness.analyze DIR --no-write`` command in a subprocess (imports included).
 Target (issue 33, a ratio that holds on any host): the whole command <= 2x the time to find and
 parse the files, both measured in this run, each --repeats times (default 3), alternated, medians
-compared; PASS/FAIL on it, exit status 1 on FAIL.
+compared; PASS/FAIL on it, exit status 1 on FAIL. Beside it, the floor: a process that only starts,
+imports the command's modules, finds and parses the files and exits (what the analysis adds is the
+rest of the command's time).
 
 The tree is written in the current contract (harness.result/2: the per-step fingerprints in one
 packed field) and, with --format both (the default), also in the previous one (harness.result/1:
@@ -75,6 +77,15 @@ def synthetic_result(seed: int, arm: str, rng: random.Random, config: dict, env:
     }
 
 
+# The least any one-process command that reads the files costs (printed as "floor"): Python's start,
+# the command's imports, finding and parsing the files in fresh memory (timed inside too: the
+# in-process find + parse above reuses memory freed by the previous repeat), and an exit without
+# teardown. What the target leaves for gathering and the statistics is 2x find + parse minus this.
+_FLOOR = ("import gc, os, sys, time; import harness.tools.analyze; from harness.results import load_tree; "
+          "gc.disable(); t = time.perf_counter(); load_tree(sys.argv[1]); "
+          "print(time.perf_counter() - t, flush=True); os._exit(0)")
+
+
 def write_tree(root: Path, n_files: int, version: int = 2) -> None:
     from harness.experiment.units import _plain  # the real config's shape and size
     from tests.conftest import compose_cfg
@@ -122,6 +133,7 @@ def measure(root: Path, n_files: int, version: int) -> dict:
     # Each side timed REPEATS times, alternated, medians compared: the first read after writing the tree
     # competes with the kernel's writeback (3.1 s against 0.9-1.8 s for the same tree later, loaded)
     parses, parse_cpus, commands, command_cpus, analysis = [], [], [], [], None
+    floors, fresh_parses = [], []
     for _ in range(REPEATS):
         with gc_paused():  # as harness.analyze does (analysis.analyze_dir)
             c0, t0 = time.process_time(), time.perf_counter()
@@ -142,6 +154,11 @@ def measure(root: Path, n_files: int, version: int) -> dict:
         if proc.returncode != 0:
             print(proc.stderr)
             raise SystemExit(f"harness.analyze failed with exit code {proc.returncode}")
+        t5 = time.perf_counter()
+        floor = subprocess.run([sys.executable, "-c", _FLOOR, str(root)], capture_output=True, text=True,
+                               env=env, check=True)
+        floors.append(time.perf_counter() - t5)
+        fresh_parses.append(float(floor.stdout))
     parse, command = statistics.median(parses), statistics.median(commands)
     cpu, parse_cpu = statistics.median(command_cpus), statistics.median(parse_cpus)
     verdict = analysis["comparisons"]["B"]["verdict"]["code"]
@@ -153,6 +170,11 @@ def measure(root: Path, n_files: int, version: int) -> dict:
     print(f"  harness.analyze   : {command:6.2f} s  wall, whole command in a subprocess ({runs}: "
           f"{', '.join(f'{x:.2f}' for x in commands)})")
     print(f"  command / (find + parse): {ratio:.2f}  (target <= {TARGET_RATIO:g}): {'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
+    floor, fresh = statistics.median(floors), statistics.median(fresh_parses)
+    print(f"  floor             : {floor:6.2f} s  wall = {floor / parse:.2f}x find + parse: a process that starts, imports "
+          f"the command's modules, finds and parses the files and exits, no analysis ({runs}: "
+          f"{', '.join(f'{x:.2f}' for x in floors)}); its find + parse {fresh:.2f} s = {fresh / parse:.2f}x (fresh memory); "
+          f"command / that find + parse: {command / fresh:.2f}")
     # CPU seconds beside the wall: on a host busier than its cores, the second process overlaps
     # nothing and the wall ratio follows the CPU one; the load says which host this was
     print(f"  CPU: command (both processes) {cpu:.2f} s / find + parse {parse_cpu:.2f} s = {cpu / parse_cpu:.2f}; "
