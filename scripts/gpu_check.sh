@@ -133,6 +133,30 @@ import torch
 if sys.argv[1] == "cuda" and not torch.cuda.is_available():
     sys.exit(f"torch {torch.__version__} sees no CUDA device: this check needs a GPU (--dry-run walks it on a CPU)")
 print(f"imports ok (no hydra, omegaconf, wandb); device: {torch.cuda.get_device_name() if sys.argv[1] == 'cuda' else 'cpu (dry run)'}")
+if sys.argv[1] == "cuda":  # a trainer callback's per-step calls must not wait for the device (issue 34, item 5)
+    from harness.training.run import Run
+
+    run = Run(0, "cuda")
+    model = torch.nn.Linear(8, 4).cuda()
+    run.watch(model, 100)
+    batch = (torch.randn(16, 8, device="cuda"), {"y": torch.randint(0, 4, (16,), device="cuda")})
+    run.consumed(batch)  # the first call copies the digest's weight table to the device
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(5):
+            run.consumed(batch)
+            loss = model(batch[0]).sum()
+            loss.backward()
+            run.step(loss)
+        print("per step, run.consumed (a callback's batch) and run.step: no host sync")
+    except RuntimeError as e:
+        print(f"HOST SYNC in a step's recording (issue 34, item 5): {e}")
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    fp = run.finish({})["fingerprints"]
+    print(f"data_order over {fp['batches']} batches on the device, folded in at the end: {fp['data_order']}")
+else:
+    print("the no-host-sync check of a step's recording needs CUDA (dry run: not run)")
 EOF
 if [ "$(tail -n 1 "$steps" | cut -f4)" != ok ] && [ $dry = 0 ]; then
   echo "the preflight did not pass: the GPU steps are skipped" | tee -a "$log"

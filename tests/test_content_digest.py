@@ -70,3 +70,88 @@ def test_a_numpy_array_of_python_objects_is_hashed_by_its_values_not_their_addre
     assert content_digest(a) != content_digest(a.reshape(2, 3))
     with pytest.raises(TypeError, match="cannot be fingerprinted"):
         content_digest(np.array([object()], dtype=object))
+
+
+# -- a batch on a GPU: digested there, folded in later (no host copy per batch) -------------------
+
+
+@pytest.fixture
+def as_if_on_a_gpu(monkeypatch):
+    """CPU tensors take the path a GPU's tensors take (this machine has none): digested on their
+    device, copied to the host only when folded in."""
+    from harness.training import batches
+
+    monkeypatch.setattr(batches, "_read_on_host", lambda t: False)
+
+
+def _order_of(batches, flush=256, plain_at=None) -> str:
+    order = OrderDigest()
+    order.FLUSH = flush
+    for i, batch in enumerate(batches):
+        if i == plain_at:
+            order.update(b"indices of a plain batch")
+        order.update_content(batch)
+    return order.hexdigest()
+
+
+def _device_batches(n=7):
+    g = torch.Generator().manual_seed(5)
+    return [(torch.randn(4, 3, generator=g), {"ids": torch.randint(0, 9, (4,), generator=g), "n": i}) for i in range(n)]
+
+
+def test_device_batches_fingerprint_their_order_and_content(as_if_on_a_gpu):
+    batches = _device_batches()
+    reference = _order_of(batches)
+    assert _order_of(_device_batches()) == reference  # the same batches: the same digest
+    swapped = [batches[1], batches[0], *batches[2:]]
+    assert _order_of(swapped) != reference
+    changed = _device_batches()
+    changed[3][0][2, 1] = torch.nextafter(changed[3][0][2, 1], torch.tensor(9.0))  # one ULP of one value
+    assert _order_of(changed) != reference
+    reshaped = _device_batches()
+    reshaped[2] = (reshaped[2][0].reshape(3, 4), reshaped[2][1])
+    assert _order_of(reshaped) != reference
+    assert _order_of(batches, plain_at=3) != _order_of(batches, plain_at=4)  # a plain batch keeps its place
+
+
+def test_when_device_digests_are_folded_in_does_not_change_the_digest(as_if_on_a_gpu):
+    batches = _device_batches(11)
+    assert {_order_of(batches, flush=f) for f in (1, 3, 256)} == {_order_of(batches)}
+    assert _order_of(batches, plain_at=5, flush=2) == _order_of(batches, plain_at=5)
+
+
+def test_device_batches_are_copied_to_the_host_once_per_fold_not_once_per_batch(as_if_on_a_gpu, monkeypatch):
+    _order_of(_device_batches(1))  # once per process and device: the digest's weight table goes to the device
+    copies = []
+    real_cpu, real_to = torch.Tensor.cpu, torch.Tensor.to
+
+    def counting_cpu(self, *a, **k):
+        copies.append(self.shape)
+        return real_cpu(self, *a, **k)
+
+    def counting_to(self, *a, **k):
+        if any(str(x) == "cpu" for x in (*a, *k.values())):
+            copies.append(self.shape)
+        return real_to(self, *a, **k)
+
+    monkeypatch.setattr(torch.Tensor, "cpu", counting_cpu)
+    monkeypatch.setattr(torch.Tensor, "to", counting_to)
+    order = OrderDigest()
+    for batch in _device_batches(40):
+        order.update_content(batch)
+    assert copies == []  # nothing waited for the device while the batches were consumed
+    order.hexdigest()
+    assert len(copies) == 1  # all 40 batches' digests in one copy
+    assert order.batches == 40
+
+
+def test_host_batches_keep_their_digest():
+    """The CPU path is unchanged: a batch's data_order entry is content_digest's bytes."""
+    batches = _device_batches(3)
+    order = OrderDigest()
+    for batch in batches:
+        order.update_content(batch)
+    expected = hashlib.blake2b(digest_size=8)
+    for batch in batches:
+        expected.update(content_digest(batch))
+    assert order.hexdigest() == expected.hexdigest()

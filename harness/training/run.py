@@ -148,13 +148,14 @@ class Run:
         """``batches`` passed through in their own order (no shuffling), each batch's content (tensors,
         arrays, numbers, nested in tuples, lists or dicts) fingerprinted into data_order as it is
         consumed: the pairing proof for data that must not be shuffled. Iterable once per epoch like
-        the object it wraps. Tensors on a GPU are copied to the host to be hashed (a sync per batch)."""
+        the object it wraps. Tensors on a GPU are digested there and folded in every 256 batches (no
+        sync per batch)."""
         return OrderedBatches(batches, self._order)
 
     def consumed(self, batch) -> None:
         """Fingerprint one batch's content into data_order as the loop consumes it: for a loop that
         someone else iterates (a Lightning or Hugging Face callback sees each batch, not the loader)."""
-        self._order.update(content_digest(batch))
+        self._order.update_content(batch)
 
     def dataset(self, node, **call_site):
         """Instantiate a data node once per process, cached by its resolved config.
