@@ -60,6 +60,32 @@ class LazyRuns(dict):
         return self[name]
 
 
+class CliRun:
+    """One ``python -m harness`` run, as a user types it: the process, and the folder it ran in."""
+
+    def __init__(self, proc: subprocess.CompletedProcess, cwd: Path):
+        self.proc, self.cwd = proc, cwd
+
+    @property
+    def folder(self) -> Path:
+        """The run's folder (its default one, under the cwd's outputs/loss_ab/)."""
+        (folder,) = (self.cwd / "outputs" / "loss_ab").iterdir()
+        return folder
+
+
+# The tests that read the plain serial run of FAST through the CLI (the default output folder, no
+# override but FAST's): one xdist worker runs them, so the run is made once, not once per test.
+FAST_CLI_GROUP = pytest.mark.xdist_group("fast_cli_run")
+
+
+@pytest.fixture(scope="session")
+def fast_cli_run(tmp_path_factory) -> CliRun:
+    """``python -m harness`` with FAST alone (serial: workers=1, 1 thread) in a folder of its own, run
+    once per xdist worker; its readers assert its exit status and output themselves."""
+    cwd = tmp_path_factory.mktemp("fast_cli_run")
+    return CliRun(run_cli(list(FAST), cwd=cwd), cwd)
+
+
 @pytest.fixture
 def compose_fn():
     return compose_cfg

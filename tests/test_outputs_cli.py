@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FAST, run_cli
+from tests.conftest import FAST, FAST_CLI_GROUP, run_cli
 
 # -- 8.3: a single run checks its output folder, and prints no warning ---------------------------
 
 
-def test_a_plain_run_prints_no_warning(tmp_path):
+@FAST_CLI_GROUP
+def test_a_plain_run_prints_no_warning(fast_cli_run):
     # no hydra.run.dir override: the default folder is what interpolates ${hydra:job.override_dirname}
-    proc = run_cli([*FAST, "determinism.threads=1"], cwd=tmp_path)
+    # (the run is conftest's fast_cli_run: FAST in a folder of its own, shared with test_workers.py)
+    proc = fast_cli_run.proc
     assert proc.returncode == 0, proc.stderr
     assert "HydraConfig was not set" not in proc.stderr
     assert "Warning" not in proc.stderr, proc.stderr
-    assert list((tmp_path / "outputs" / "loss_ab").glob("*/analysis.json"))
+    assert list((fast_cli_run.cwd / "outputs" / "loss_ab").glob("*/analysis.json"))
 
 
 def test_the_single_run_check_sees_the_run_folder(monkeypatch):

@@ -19,7 +19,7 @@ import pytest
 
 from harness.results import load_tree, read_json
 from harness.training.threads import Load, choose_threads
-from tests.conftest import FAST, REPO, run_cli
+from tests.conftest import FAST, FAST_CLI_GROUP, REPO, run_cli
 
 REAL = [*FAST, "determinism.threads=1"]  # real training, 3 seeds x 2 arms, 30 steps
 # no training (tests/sequential_fns.py): the process behaviour alone, in a fraction of a second per unit
@@ -106,11 +106,15 @@ def test_a_bad_workers_value_is_refused_naming_the_key_and_what_is_allowed(tmp_p
 # -- the same bits --------------------------------------------------------------------------------
 
 
-def test_side_by_side_gives_the_serial_runs_bits_and_the_same_analysis(tmp_path):
-    serial, side = tmp_path / "serial", tmp_path / "side"
-    a = run_cli([*REAL, "workers=1", f"hydra.run.dir={serial}"])
+@FAST_CLI_GROUP
+def test_side_by_side_gives_the_serial_runs_bits_and_the_same_analysis(tmp_path, fast_cli_run):
+    # the serial run: REAL with workers=1, i.e. FAST, as conftest's fast_cli_run made it (shared with
+    # test_outputs_cli.py: the same command, run once)
+    side = tmp_path / "side"
+    a = fast_cli_run.proc
     b = run_cli([*REAL, "workers=2", f"hydra.run.dir={side}"])
     assert a.returncode == 0 and b.returncode == 0, (a.stderr[-2000:], b.stderr[-2000:])
+    serial = fast_cli_run.folder
     assert "workers=2 -> 2 (6 units, 2 side by side x 1 thread(s))" in (side / "harness.log").read_text()
     assert "side by side" not in (serial / "harness.log").read_text()
     finals = _finals(serial)
@@ -173,8 +177,11 @@ def test_ctrl_c_ends_every_worker_and_names_what_is_safe(tmp_path):
 
 
 def test_resume_after_sigkill_of_the_parent_is_exact_and_no_worker_is_left(tmp_path):
-    reference = run_cli([*SYN, "workers=1", f"hydra.run.dir={tmp_path / 'reference'}"], cwd=tmp_path)
-    assert reference.returncode == 0, reference.stderr[-2000:]
+    import harness
+
+    # the serial reference in this process (the API runs what the CLI runs), not a process of its own
+    reference = harness.run([*SYN, "workers=1"], out_dir=tmp_path / "reference", verbose=False)
+    assert reference.analysis is not None and {r["status"] for r in reference.results} == {"completed"}
     folder = tmp_path / "out"
     proc, workers = _held_run(tmp_path, folder)
     proc.kill()
