@@ -19,8 +19,12 @@ the issue's figure.
 
 ``--pieces`` instead times the recording's parts on the main thread's CPU clock (µs a call, and
 as a share of a bare step): where the harness's cost is, beside cProfile's view.
+``--phases`` times each step's phases in both loops (thread CPU, through torch's global module
+and optimizer hooks): the forward pass, loss + backward, the optimizer step, and the rest (the
+recording, the loader), once with the parameter digest and once with it replaced by a constant;
+what the digest costs the model's own kernels (the cache it takes from them) shows there.
 
-    python scripts/bench_overhead.py [--steps 330] [--pairs 15] [--threads 2] [--pieces]
+    python scripts/bench_overhead.py [--steps 330] [--pairs 15] [--threads 2] [--pieces | --phases]
 """
 
 from __future__ import annotations
@@ -179,12 +183,80 @@ def pieces(cfg, ds, steps: int) -> None:
         print(f"  {name:36s} {us:7.1f} µs  ({100 * us / bare_step:5.2f}% of a bare step)")
 
 
+class _Phases:
+    """Thread-CPU ns of each phase of every step of the model being trained, by torch's global hooks:
+    forward (its top module's pre-hook to hook), loss + backward (to the optimizer's pre-hook), the
+    optimizer step, and the rest until the next forward (the recording, the loader)."""
+
+    def __init__(self):
+        self.times: dict[str, list[int]] = {}
+        self._top = self._mark = None
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._handles = [register_module_forward_pre_hook(self._forward_starts),
+                         register_module_forward_hook(self._forward_ends),
+                         register_optimizer_step_pre_hook(lambda *a: self._lap("loss + backward")),
+                         register_optimizer_step_post_hook(lambda *a: self._lap("optimizer step"))]
+
+    def _lap(self, phase: str) -> None:
+        now = time.thread_time_ns()
+        if self._mark is not None:
+            self.times.setdefault(phase, []).append(now - self._mark)
+        self._mark = now
+
+    def _forward_starts(self, module, args):
+        if isinstance(module, SmallCNN) and module.training and self._top is None:
+            self._top = module
+            if self._mark is not None and "optimizer step" in self.times:
+                self._lap("the rest (recording, loader)")
+            self._mark = time.thread_time_ns()
+
+    def _forward_ends(self, module, args, out):
+        if module is self._top:
+            self._top = None
+            self._lap("forward")
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+def phases(cfg, ds, steps: int, pairs: int) -> None:
+    """Median thread-CPU µs of each phase, bare loop against harness loop, with and without the digest."""
+    from harness.training.fingerprint import StepRecorder
+
+    real = StepRecorder._serial_digest
+    for label, digest in (("with the parameter digest", real), ("its digest replaced by a constant", lambda self: 0)):
+        StepRecorder._serial_digest = digest
+        times: dict[str, dict[str, list[int]]] = {"bare": {}, "harness": {}}
+        try:
+            for r in range(pairs):
+                for which in (("bare", "harness") if r % 2 == 0 else ("harness", "bare")):
+                    clock = _Phases()  # hooks of its own, for this run only
+                    try:
+                        bare_loop(cfg, ds, steps, r) if which == "bare" else harness_loop(cfg, r)
+                    finally:
+                        clock.close()
+                    for phase, values in clock.times.items():
+                        times[which].setdefault(phase, []).extend(values)
+        finally:
+            StepRecorder._serial_digest = real
+        print(f"bench_overhead --phases ({label}): median thread-CPU µs a step, {pairs} runs of {steps} steps each, "
+              f"{torch.get_num_threads()} threads")
+        for phase in ("forward", "loss + backward", "optimizer step", "the rest (recording, loader)"):
+            b = statistics.median(times["bare"].get(phase, [0]))
+            h = statistics.median(times["harness"].get(phase, [0]))
+            print(f"  {phase:30s} bare {b / 1000:8.1f}  harness {h / 1000:8.1f}  ({h / b if b else float('nan'):.3f}x)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=330, help="optimizer steps per run (330 = 15 digits epochs of 22 batches, the default)")
     p.add_argument("--pairs", "--repeats", type=int, default=15, help="adjacent (bare, harness) pairs")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--pieces", action="store_true", help="time the recording's parts instead (thread CPU)")
+    p.add_argument("--phases", action="store_true", help="time each step's phases in both loops instead")
     args = p.parse_args()
 
     cfg = compose([
@@ -196,6 +268,9 @@ def main() -> None:
     run_module.Run = TimedRun  # the runner looks the Run up at each call
     if args.pieces:
         pieces(cfg, ds, args.steps)
+        return
+    if args.phases:
+        phases(cfg, ds, args.steps, min(args.pairs, 6))
         return
 
     # warm-up both (allocator, kernels, imports the first run does)
