@@ -230,7 +230,7 @@ def profile(name: str, fit, steps: int) -> None:
     rows = [(func, cum) for func, (_, _, _, cum, _) in stats.stats.items()
             if "harness" in func[0] and func[2] in ("on_train_batch_start", "on_train_batch_end", "on_step_end",
                                                     "_batch", "_output", "on_train_epoch_end", "on_log", "step",
-                                                    "consumed", "content_digest", "record", "_digest")]
+                                                    "consumed", "update_content", "record", "_digest")]
     for (path, line, fn), cum in sorted(rows, key=lambda r: -r[1]):
         print(f"    {cum:7.3f} s  {100 * cum / total:5.1f}%  {fn:<22} {Path(path).parent.name}/{Path(path).name}:{line}")
     own = sum(tt for func, (_, _, tt, _, _) in stats.stats.items() if "harness" in func[0] and "integrations" in func[0])

@@ -10,18 +10,20 @@ import sys
 from tests.conftest import REPO
 
 EXIT = """
-import atexit, sys, threading, time
+import atexit, sys, threading
 sys.argv = ["harness"]
 import harness.__main__ as entry
 atexit.register(lambda: print("exit handler ran"))
 print("buffered line", flush=False)
+go = threading.Event()
 if {thread}:
-    def late():
-        time.sleep(0.5)
+    def late():  # alive until the main thread is past exit_now: no timing involved
+        go.wait()
         print("thread finished")
     threading.Thread(target=late).start()
 entry.exit_now()
 print("ordinary exit")
+go.set()
 """
 
 

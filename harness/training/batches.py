@@ -133,12 +133,12 @@ class OrderDigest:
     def _fold(self) -> None:
         """The waiting batches into the digest, in order: one host copy per device."""
         pending, self._pending = self._pending, []
-        host: dict[torch.device, list] = {}
+        host = {}  # device -> its batches' digests on the host, in order
         for device in {d.device for _, d in pending}:
             group = [d for _, d in pending if d.device == device]
-            host[device] = list(torch.cat(group).cpu().split([len(d) for d in group]))
+            host[device] = iter(torch.cat(group).cpu().split([len(d) for d in group]))
         for h, d in pending:
-            h.update(host[d.device].pop(0).numpy().tobytes())  # after the batch's own bytes and shapes
+            h.update(next(host[d.device]).numpy().tobytes())  # after the batch's own bytes and shapes
             self._h.update(h.digest())
 
     def hexdigest(self) -> str:

@@ -113,11 +113,13 @@ def instantiate(node, /, **call_site) -> Any:
     """hydra.utils.instantiate with plain containers; call-site kwargs the target does not take are dropped."""
     if not is_node(node):
         raise ComponentError(f"instantiate needs a mapping with a _target_, got {_show(node)}.")
+    target = None
     if call_site:
-        names, var_kw = parameters(resolve_callable(node["_target_"], "_target_"))
+        target = resolve_callable(node["_target_"], "_target_")
+        names, var_kw = parameters(target)
         if not var_kw:
             call_site = {k: v for k, v in call_site.items() if k in names}
-    direct = _direct_call(node, call_site)
+    direct = _direct_call(node, call_site, target)
     if direct is not None:
         target, kwargs = direct
         return target(**kwargs)
@@ -132,29 +134,33 @@ def instantiate(node, /, **call_site) -> Any:
         raise
 
 
-def _direct_call(node, call_site: dict) -> tuple[Callable, dict] | None:
+def _direct_call(node, call_site: dict, target: Callable | None = None) -> tuple[Callable, dict] | None:
     """(target, kwargs) when Hydra's instantiate would only call the target with the node's plain values
     and the call-site objects: no nested _target_ node, no reserved key but _target_, no container
     among the call-site values (Hydra would merge those into the config first). Else None: Hydra
     does it. Hydra deep-copies and merges the node for every call (~5 ms, a unit builds 3-4 nodes:
-    1.3% of the default experiment's run); this is the same call without that."""
+    1.3% of the default experiment's run); this is the same call without that. ``target``: the
+    node's, when the caller resolved it already."""
     if OmegaConf.is_config(node):  # plain copies, as Hydra's _convert_="all" makes them; ??? raises as there
         plain = OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
-    elif any(isinstance(v, (dict, list, tuple)) or OmegaConf.is_config(v) for v in node.values()):
+    elif _holds_container(node.values()):
         return None  # a plain dict's containers: Hydra copies them
     else:
         plain = node
-    if any(k in plain for k in RESERVED[1:]) or _has_node(list(plain.values())):
+    if any(k in plain for k in RESERVED[1:]) or _has_node(list(plain.values())) or _holds_container(call_site.values()):
         return None
-    if any(isinstance(v, (dict, list, tuple)) or OmegaConf.is_config(v) for v in call_site.values()):
-        return None
-    try:
-        target = resolve_callable(plain["_target_"], "_target_")
-    except ComponentError:  # a path only Hydra's locator finds (a class's attribute): Hydra does it
-        return None
+    if target is None:
+        try:
+            target = resolve_callable(plain["_target_"], "_target_")
+        except ComponentError:  # a path only Hydra's locator finds (a class's attribute): Hydra does it
+            return None
     kwargs = {str(k): v for k, v in plain.items() if k != "_target_"}
     kwargs.update(call_site)  # Hydra's merge: a call-site value wins
     return target, kwargs
+
+
+def _holds_container(values) -> bool:
+    return any(isinstance(v, (dict, list, tuple)) or OmegaConf.is_config(v) for v in values)
 
 
 def _has_node(value) -> bool:

@@ -51,8 +51,7 @@ from harness.training.proof import HOW_TO_FILL
 from harness.training.record import adopted_record, adoption_problem, black_box_record, curve_columns
 from harness.training.rng import Streams, seed_worker
 from harness.training.batches import (  # noqa: F401 - TensorBatches and cached_dataset: public here too
-    OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, _HashingDeque, cached_dataset,
-    content_digest)
+    OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, _HashingDeque, cached_dataset)
 from harness.training.steps import NonFiniteLoss, RunUsageError, StopRun, Watched  # noqa: F401 - public here
 
 
