@@ -18,6 +18,7 @@ from harness.training import fingerprint as F
 from harness.training.run import NonFiniteLoss
 
 from .conftest import FAST, compose_cfg
+from .digest_ref import digests, digests1, fed, raw_bytes, step_digest_hex  # noqa: F401 - fixtures
 
 
 def _consume(run: Run, loader, epochs: float) -> list:
@@ -67,7 +68,7 @@ def test_the_built_in_loop_records_the_same_fingerprints_without_the_dataloader(
 
 @pytest.mark.parametrize("serial", [True, False])  # one thread (a small model) / torch's parallel kernels
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
-def test_the_packed_cpu_digest_is_the_documented_sum(dtype, serial, monkeypatch):
+def test_the_packed_cpu_digest_is_the_documented_sum(dtype, serial, monkeypatch, digests1):
     monkeypatch.setattr(F, "SERIAL_MAX", F.SERIAL_MAX if serial else 0)
     g = torch.Generator().manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(9, 33), torch.nn.Linear(33, 5)).to(dtype)
@@ -100,7 +101,7 @@ def test_a_non_finite_loss_is_reported_at_its_own_step(bad_step, check_every, st
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
-def test_the_serial_digest_of_random_bits_is_the_widened_dot_product(dtype):
+def test_the_serial_digest_of_random_bits_is_the_widened_dot_product(dtype, digests1):
     # random bit patterns (NaNs, infinities, large magnitudes: the int64 sums wrap) over more
     # elements than numpy's einsum widens at once, in parameters of odd sizes packed with padding
     g = torch.Generator().manual_seed(7)
@@ -117,7 +118,7 @@ def test_the_serial_digest_of_random_bits_is_the_widened_dot_product(dtype):
     assert recorder.finish()["params"] == [F.hexdigest(F.tensors_digest(params).numpy())]
 
 
-def test_the_step_buffers_written_through_numpy_keep_every_loss_bit_and_digest_when_they_grow():
+def test_the_step_buffers_written_through_numpy_keep_every_loss_bit_and_digest_when_they_grow(digests):
     # losses of every kind a loop hands run.step (a NaN with a payload, -0.0, another dtype, a
     # tensor needing grad, shape [1]) past the buffers' first size: the same bits torch's copy gives
     model = torch.nn.Linear(3, 2)
@@ -131,7 +132,7 @@ def test_the_step_buffers_written_through_numpy_keep_every_loss_bit_and_digest_w
     expected_digests = []
     for loss in losses:
         recorder.record(loss)
-        expected_digests.append(F.hexdigest(F.tensors_digest(params).numpy()))
+        expected_digests.append(step_digest_hex(params))
         with torch.no_grad():
             model.bias.add_(1.0)
     expected_losses = torch.stack([loss.detach().reshape(()).float() for loss in losses])
@@ -147,11 +148,11 @@ def test_the_step_buffers_written_through_numpy_keep_every_loss_bit_and_digest_w
     lambda: torch.tensor(3.5), lambda: torch.zeros(0, 3), lambda: torch.randn(5).bfloat16(),
     lambda: torch.randn(5).half(), lambda: torch.randn(4, dtype=torch.complex64), lambda: torch.tensor([True, False]),
     lambda: torch.randn(2, 3, requires_grad=True), lambda: torch.randn(6)[::2], lambda: torch.randn(2, 2).double()])
-def test_a_tensors_content_digest_is_its_header_and_its_bytes_in_order(make):
+def test_a_tensors_content_digest_is_its_header_and_its_bytes_in_order(make, digests):
     # what content_digest documents, computed the long way: numpy's view of the bytes (the cheap path)
-    # must feed the hash exactly the bytes torch's flat byte view holds
+    # must feed the hash exactly the bytes torch's flat byte view holds (version 2: their XXH3-128)
     t = make()
     h = hashlib.blake2b(digest_size=16)
     h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-    h.update(bytes(t.detach().contiguous().reshape(-1).view(torch.uint8).tolist()))
+    h.update(fed(bytes(t.detach().contiguous().reshape(-1).view(torch.uint8).tolist())))
     assert batches.content_digest(t) == h.digest()

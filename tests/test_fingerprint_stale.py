@@ -16,6 +16,7 @@ from harness.tools import diff
 from harness.training import fingerprint as F
 
 from .conftest import FAST, REPO, compose_cfg
+from .digest_ref import digests, digests1, step_digest_hex  # noqa: F401 - fixtures
 
 ONE = [o for o in FAST if not o.startswith("ab.seeds")] + ["ab.seeds=[0]"]
 
@@ -47,7 +48,7 @@ def test_parameters_replaced_after_watch_are_refused_by_name(tmp_path):
     assert "run.watch" in r["error"]["message"] and "assign=True" in r["error"]["message"]
 
 
-def test_followed_storage_gives_the_digest_of_the_new_values():
+def test_followed_storage_gives_the_digest_of_the_new_values(digests):
     model = torch.nn.Linear(4, 3)
     F.flatten_parameters(list(model.parameters()))
     recorder = F.StepRecorder(list(model.parameters()), 2, torch.device("cpu"))
@@ -55,11 +56,10 @@ def test_followed_storage_gives_the_digest_of_the_new_values():
     with torch.no_grad():
         model.weight.add_(1.0)
     recorder.record(torch.tensor(0.0))
-    expected = F.hexdigest(F.tensors_digest(list(model.parameters())).reshape(1, -1).numpy()[0])
-    assert recorder.finish()["params"] == [expected]
+    assert recorder.finish()["params"] == [step_digest_hex(list(model.parameters()))]
 
 
-def test_packed_parameters_are_aligned_and_keep_their_values():
+def test_packed_parameters_are_aligned_and_keep_their_values(digests1):
     model = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Linear(5, 7), torch.nn.Linear(7, 1))
     before = [p.detach().clone() for p in model.parameters()]
     digest = F.hexdigest(F.tensors_digest(list(model.parameters())))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from harness.analysis import comparability as comparability
-from harness.results import diverged
+from harness.results import diverged, digests_version
 from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
@@ -181,6 +181,8 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
                 why[arm] = reason
                 prints[arm] = value if not reason else None
             required = required or need
+            if key == "data_order" and len({digests_version(fp) for fp, _ in runs.values()}) > 1:
+                why = {arm: "recorded in different digest versions (training/host_digest.py)" for arm in why}
             if all(why.values()):  # nothing to compare: not equal, not different, missing
                 missing.append((seed, next(iter(why.values()))))
                 continue

@@ -179,6 +179,14 @@ def pack_steps(steps):
     return packed
 
 
+def digests_version(fingerprints) -> int:
+    """The digest version (training/host_digest.py) a result's per-step parameter digests and
+    content data-order digest were computed in: 1 where none is recorded (results before 2).
+    Those two compare only within one version; init and final compare across versions."""
+    v = (fingerprints or {}).get("digests", 1) if isinstance(fingerprints, dict) else 1
+    return v if isinstance(v, int) and not isinstance(v, bool) else 1
+
+
 def load_steps(result_or_path) -> dict:
     """The per-step fingerprints {loss: [8 hex digits], params: [16 hex digits]} of a result.
 

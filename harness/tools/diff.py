@@ -32,7 +32,8 @@ from typing import Optional
 from harness.results import differences  # noqa: F401 - public here too
 from harness.tools.args import add_config_dir, parse_args  # noqa: F401 - public here too
 from harness.tools.butterfly import write_plot  # noqa: F401 - public here too
-from harness.results import READABLE_SCHEMAS, RESULT_NAME, SCHEMA, find_result_files, load_steps, read_json, write_json
+from harness.results import (READABLE_SCHEMAS, RESULT_NAME, SCHEMA, digests_version, find_result_files, load_steps,
+                             read_json, write_json)
 
 EXIT_SAME, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
 WEIGHTS_NAME = "weights.pt"
@@ -118,6 +119,14 @@ def loss_value(bits: str) -> float:
 # -- comparing ----------------------------------------------------------------------------------
 
 
+def digests_note(a: int, b: int) -> str:
+    """Why per-step parameter digests and a content data-order digest were not compared."""
+    return (f"note: digest version {a} against {b} (training/host_digest.py): the per-step parameter digests and a "
+            "data order fingerprinted by batch content are computed differently, so they were not compared; "
+            "the loss bits of every step and the initial and final weights were. Rerun the older side (or "
+            "re-save its golden) with this harness to compare them too.")
+
+
 def first_difference(a: list, b: list) -> Optional[int]:
     """1-based index of the first unequal entry; a longer list differs right after the shorter ends."""
     for i, (x, y) in enumerate(zip(a, b)):
@@ -154,8 +163,10 @@ def compare(a: Run, b: Run) -> dict:
     ra, rb = a.result, b.result
     fa, fb = ra["fingerprints"], rb["fingerprints"]
     sa, sb = _steps(ra), _steps(rb)
+    versions = [digests_version(fa), digests_version(fb)]
+    same_digests = versions[0] == versions[1]  # else per-step parameter digests and a content data order do not compare
     loss_step = first_difference(sa["loss"], sb["loss"])
-    params_step = first_difference(sa["params"], sb["params"])
+    params_step = first_difference(sa["params"], sb["params"]) if same_digests else None
     common = min(len(sa["loss"]), len(sb["loss"]))
     dloss = [abs(loss_value(x) - loss_value(y)) for x, y in zip(sa["loss"][:common], sb["loss"][:common])]
     report = {
@@ -166,7 +177,8 @@ def compare(a: Run, b: Run) -> dict:
         "env_differences": [list(d) for d in differences(ra.get("env"), rb.get("env"))],
         "code_version": [ra.get("code_version"), rb.get("code_version")],
         "init_equal": fa.get("init") == fb.get("init"),
-        "data_order_equal": fa.get("data_order") == fb.get("data_order"),
+        "data_order_equal": fa.get("data_order") == fb.get("data_order") if same_digests else None,
+        "digests": versions,
         "final_equal": fa.get("final") == fb.get("final"),
         "first_loss_step": loss_step,
         "first_params_step": params_step,
@@ -205,7 +217,7 @@ def compare(a: Run, b: Run) -> dict:
         and params_step is None
         and report["final_equal"]
         and report["init_equal"]
-        and report["data_order_equal"]
+        and report["data_order_equal"] is not False
         and (w is None or (w["overall"] == 0 and not w["mismatched"]))
     )
     return report
@@ -234,6 +246,10 @@ def format_report(report: dict, a: Run, b: Run, plot: Optional[Path]) -> str:
         if report["weights"] is not None:
             what += ", weights.pt"
         lines.append(f"The runs are bit-identical: {n_a} steps ({what}).")
+        if report["digests"][0] != report["digests"][1]:
+            lines[-1] = (f"The runs are bit-identical: {n_a} steps (loss bits of every step, initial and final weights"
+                         f"{', weights.pt' if report['weights'] is not None else ''}).")
+            lines.append("  " + digests_note(*report["digests"]))
         if shown:  # identical bits are only news together with what was changed
             lines.append(f"  although the config differs at: {shown}: that change did not move a bit")
         return "\n".join(lines)
@@ -245,10 +261,10 @@ def format_report(report: dict, a: Run, b: Run, plot: Optional[Path]) -> str:
         lines.append("  environment differs at: " + ", ".join(f"{k} ({x} vs {y})" for k, x, y in env[:8]))
     if report["code_version"][0] != report["code_version"][1]:
         lines.append(f"  code version:           {report['code_version'][0]} vs {report['code_version'][1]}")
-    lines.append(
-        f"  initial weights:        {'identical' if report['init_equal'] else 'DIFFER (step 0)'}; "
-        f"data order: {'identical' if report['data_order_equal'] else 'DIFFERS'}"
-    )
+    order = {True: "identical", False: "DIFFERS", None: "not compared (digest versions differ)"}[report["data_order_equal"]]
+    lines.append(f"  initial weights:        {'identical' if report['init_equal'] else 'DIFFER (step 0)'}; data order: {order}")
+    if report["digests"][0] != report["digests"][1]:
+        lines.append("  " + digests_note(*report["digests"]))
     if n_a != n_b:
         lines.append(f"  steps:                  {n_a} vs {n_b}")
 
@@ -265,9 +281,12 @@ def format_report(report: dict, a: Run, b: Run, plot: Optional[Path]) -> str:
             f"max |Δloss| {_g(report['abs_dloss'][peak])} at step {peak + 1}"
         )
     ps = report["first_params_step"]
-    lines.append(
-        f"  parameters:             {'identical at every step' if ps is None else f'first differ at step {ps} (after its optimizer update)'}"
-    )
+    if report["digests"][0] != report["digests"][1]:
+        lines.append("  parameters:             per-step digests not compared (digest versions differ)")
+    else:
+        lines.append(
+            f"  parameters:             {'identical at every step' if ps is None else f'first differ at step {ps} (after its optimizer update)'}"
+        )
     lines.append(f"  final weights:          {'identical fingerprint' if report['final_equal'] else 'different fingerprint'}")
 
     w = report["weights"]

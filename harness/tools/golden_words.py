@@ -5,7 +5,7 @@ primary metric of a run, read from its recorded declaration (names and units are
 from __future__ import annotations
 
 from harness.results import load_steps
-from harness.tools.diff import loss_value
+from harness.tools.diff import digests_note, loss_value
 
 
 def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
@@ -21,6 +21,9 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
     if cmp["identical"]:
         lines = [f"golden check passed: {path}: all {n_g} steps bit-identical ({where}; loss bits, "
                  "parameter digests, initial and final weights, data order)."]
+        if cmp["digests"][0] != cmp["digests"][1]:
+            lines = [f"golden check passed: {path}: all {n_g} steps bit-identical ({where}; loss bits, "
+                     "initial and final weights).", "  " + digests_note(*cmp["digests"])]
         if stack:
             lines.append("  note: " + stack_line)
         return "\n".join(lines)
@@ -30,7 +33,7 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
     detail = []
     if not cmp["init_equal"]:
         detail.append("the initial weights differ (step 0)")
-    if not cmp["data_order_equal"]:
+    if cmp["data_order_equal"] is False:
         detail.append("the data order differs")
     ls, ps = cmp["first_loss_step"], cmp["first_params_step"]
     if ls is not None:
@@ -44,6 +47,8 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
     if not detail:
         detail.append("every step matches but the final weights differ")
     lines.append("  " + "; ".join(detail) + ".")
+    if cmp["digests"][0] != cmp["digests"][1]:
+        lines.append("  " + digests_note(*cmp["digests"]))
     cfg = cmp["config_differences"]
     if cfg:
         lines.append("  the configuration differs from the golden's at: "

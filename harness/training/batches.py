@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional
 import torch
 from torch.utils.data import DataLoader, Sampler
 
+from harness.training import host_digest
 from harness.training.fingerprint import tensors_digest
 
 
@@ -185,6 +186,12 @@ def _read_on_host(t: torch.Tensor) -> bool:
     return t.is_cpu
 
 
+def _hash_bytes(h, data) -> None:
+    """A tensor's or array's bytes into the batch's hash: their XXH3-128 (digest version 2, ~40 GB/s),
+    else the bytes themselves (version 1: blake2b reads them at ~1.3 GB/s)."""
+    h.update(host_digest.bytes_digest(data) if host_digest.available() else data)
+
+
 def _hash_content(x, h, on_device: Optional[list] = None) -> None:
     """Feed a batch's content (with dtypes and shapes, so a reshaped batch differs) to ``h``.
     ``on_device``: a list that takes the on-device digest of each tensor not on the CPU (their
@@ -204,7 +211,7 @@ def _hash_content(x, h, on_device: Optional[list] = None) -> None:
             data = t.numpy()
         except (TypeError, RuntimeError):  # a dtype numpy lacks (bfloat16): through torch's byte view, ~3 µs
             data = t.reshape(-1).view(torch.uint8).numpy()
-        h.update(data)
+        _hash_bytes(h, data)
     elif hasattr(x, "__array_interface__") or type(x).__module__ == "numpy":
         import numpy as np
 
@@ -217,7 +224,7 @@ def _hash_content(x, h, on_device: Optional[list] = None) -> None:
             raise TypeError(f"run.ordered got a numpy array of dtype {a.dtype}, with Python objects inside its "
                             "records: its content cannot be fingerprinted. Pass its fields as separate arrays.")
         else:
-            h.update(a.reshape(-1).view(np.uint8))  # in place, as above
+            _hash_bytes(h, a.reshape(-1).view(np.uint8))  # in place, as above
     elif isinstance(x, Mapping):
         h.update(b"{")
         for key in sorted(x, key=str):

@@ -4,10 +4,11 @@ A float tensor's bits are reinterpreted as integers and summed in int64, each we
 pseudo-random odd int64 per position (so swapped values change the digest too).
 Integer addition wraps modulo 2**64 and is associative, so the digest does not depend on the order
 in which a parallel reduction adds; any changed bit changes it (with overwhelming probability).
-Per-step digests stay on the device in a buffer and are copied to the host once, at the end. On the
-CPU the packed parameters' digest is the same sum taken by numpy's einsum on the bits in place (one
-serial pass that widens a buffer of the bits at a time, no thread wake-ups): the values, hence every
-stored fingerprint, are those of the product and sum, which CUDA (no integer dot) still takes.
+Per-step digests stay on the device in a buffer and are copied to the host once, at the end. It is
+the digest of tensors on a GPU and of the init and final fingerprints everywhere. Per-step
+digests of parameters in host memory are XXH3 of their bytes (host_digest.py, digest version 2);
+without xxhash (version 1) the packed parameters' digest on the CPU is this sum taken by numpy's
+einsum on the bits in place (one serial pass, no thread wake-ups), the values CUDA's kernel gives.
 
 Memory: the digest works through ``CHUNK`` elements at a time, so it needs a temporary int64 per
 element of a chunk, never per parameter of the model (at 1B parameters that was +16 GB). Position
@@ -22,6 +23,8 @@ from typing import Iterable, Optional
 
 import numpy as np
 import torch
+
+from harness.training import host_digest
 
 _INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
 _WEIGHTS: dict[torch.device, torch.Tensor] = {}
@@ -143,7 +146,8 @@ def flatten_parameters(params: list[torch.Tensor]) -> torch.Tensor | None:
 
 
 class StepRecorder:
-    """Collects the loss bits and parameter digest of every step in device buffers.
+    """Collects the loss bits and parameter digest of every step in device buffers (on the CPU, with
+    digest version 2, the parameters' XXH3 read in place through numpy views kept between steps).
 
     Nothing is copied to the host until ``finish``: a step costs a few small kernels and no sync.
     A parameter that left the storage it was watched in (``model.to(dtype or device)``, ``.half()``,
@@ -154,7 +158,10 @@ class StepRecorder:
         self.params = params
         self.flat: Optional[torch.Tensor] = None
         self._pointers = [p.data_ptr() for p in params]  # where each parameter lived when watched
-        packed = _packed(params)  # one buffer when possible (the harness packs its model's parameters)
+        # digest version 2: parameters in host memory are hashed with XXH3 (host_digest), read in place
+        self._host = host_digest.available() and torch.device(device).type == "cpu" and all(p.is_cpu for p in params)
+        self._buffers = [host_digest.host_buffer(p) for p in params] if self._host else None
+        packed = None if self._host else _packed(params)  # one buffer when possible (the harness packs its model's parameters)
         if packed is not None and packed[0].numel() <= CHUNK:  # larger: read in chunks, no per-position table
             self.flat, starts = packed
             view = _INT_VIEW[self.flat.element_size()] if self.flat.dtype.is_floating_point else self.flat.dtype
@@ -184,11 +191,20 @@ class StepRecorder:
         self._capacity = len(self.losses)
         cpu = self.losses.device.type == "cpu"
         self._np_losses = self.losses.numpy() if cpu else None
-        self._np_digests = self.digests.numpy() if cpu and self.flat is not None and self._serial else None
+        if cpu and self._host:  # XXH3's unsigned 64 bits, stored as the int64 row's bits
+            self._np_digests = self.digests.numpy().view(np.uint64)
+        else:
+            self._np_digests = self.digests.numpy() if cpu and self.flat is not None and self._serial else None
 
     def _digest(self, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The parameters' digest now (width: one per element size); with ``out`` (a row of
         ``digests``) it is written there, in place: no temporary, no indexing machinery."""
+        if self._host:
+            value = np.uint64(host_digest.buffers_digest(self._buffers)).view(np.int64)
+            if out is None:
+                return torch.tensor([int(value)], dtype=torch.int64)
+            out[0] = int(value)
+            return out
         if self.flat is not None and self._serial:
             value = self._serial_digest()
             if out is None:
@@ -212,9 +228,13 @@ class StepRecorder:
         return np.einsum("i,i->", self._np_bits, self._np_weights)
 
     def _follow(self) -> None:
-        """A packed parameter moved (record's pointer check, no device sync): read them where they live now."""
+        """A watched parameter moved (record's pointer check, no device sync): read them where they live now."""
         self.flat = self.flat_bits = self.flat_weights = self._np_bits = self._np_weights = None
-        self.followed_at = self.steps + 1
+        if self.followed_at is None:
+            self.followed_at = self.steps + 1
+        self._pointers = [p.data_ptr() for p in self.params]
+        self._host = host_digest.available() and self.digests.device.type == "cpu" and all(p.is_cpu for p in self.params)
+        self._buffers = [host_digest.host_buffer(p) for p in self.params] if self._host else None
         width = self._digest().numel()
         if width != self.digests.shape[1]:
             self._done.append(self.digests[: self.steps - self._base])
@@ -238,7 +258,7 @@ class StepRecorder:
         # No torch.no_grad() (a few µs a step): every tensor read here is already detached (the
         # loss, _bits, the packed buffer), so no autograd graph is built either way. Both values go
         # straight into their preallocated slots: no host sync.
-        if self.flat is not None and list(map(torch.Tensor.data_ptr, self.params)) != self._pointers:
+        if (self.flat is not None or self._host) and list(map(torch.Tensor.data_ptr, self.params)) != self._pointers:
             self._follow()
         i = self.steps
         if i == self._capacity:  # a loop that did not say how many steps: grow, amortised
@@ -249,7 +269,9 @@ class StepRecorder:
             self._np_losses[i] = loss.detach().numpy()  # the same 4 bytes, copied by numpy
         else:  # another device or dtype: torch's copy (a cast to float32, as before)
             self.losses[i] = loss.detach()  # measured: a little cheaper than select + copy_
-        if self._np_digests is not None:  # a small packed model on the CPU: written through numpy
+        if self._np_digests is not None and self._host:  # parameters on the CPU: XXH3, written through numpy
+            self._np_digests[i - self._base, 0] = host_digest.buffers_digest(self._buffers)
+        elif self._np_digests is not None:  # version 1, a small packed model on the CPU
             self._np_digests[i - self._base, 0] = self._serial_digest()
         else:
             self._digest(out=self.digests.select(0, i - self._base))

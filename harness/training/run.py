@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 import torch
 from torch.utils.data import DataLoader
 
+from harness.training import host_digest
 from harness.training.fingerprint import flatten_parameters  # looked up at run.watch: a test may turn packing off
 from harness.training.proof import HOW_TO_FILL
 from harness.training.record import adopted_record, adoption_problem, black_box_record, curve_columns
@@ -294,6 +295,7 @@ class Run:
                 "final": watched["final"],
                 "steps": watched["steps"],
                 "batches": self._order.batches,
+                "digests": host_digest.digests_version(),  # how steps and a content data order were hashed
             },
             "curve": curve_columns(self._curve),
             "timing": {
