@@ -224,11 +224,13 @@ class _Phases:
 
 def phases(cfg, ds, steps: int, pairs: int) -> None:
     """Median thread-CPU µs of each phase, bare loop against harness loop, with and without the digest."""
+    from harness.training import host_digest
     from harness.training.fingerprint import StepRecorder
 
-    real = StepRecorder._serial_digest
-    for label, digest in (("with the parameter digest", real), ("its digest replaced by a constant", lambda self: 0)):
-        StepRecorder._serial_digest = digest
+    real, real_host = StepRecorder._serial_digest, host_digest.buffers_digest  # digest versions 1 and 2
+    for label, digest, host in (("with the parameter digest", real, real_host),
+                                ("its digest replaced by a constant", lambda self: 0, lambda buffers: 0)):
+        StepRecorder._serial_digest, host_digest.buffers_digest = digest, host
         times: dict[str, dict[str, list[int]]] = {"bare": {}, "harness": {}}
         try:
             for r in range(pairs):
@@ -241,8 +243,8 @@ def phases(cfg, ds, steps: int, pairs: int) -> None:
                     for phase, values in clock.times.items():
                         times[which].setdefault(phase, []).extend(values)
         finally:
-            StepRecorder._serial_digest = real
-        print(f"bench_overhead --phases ({label}): median thread-CPU µs a step, {pairs} runs of {steps} steps each, "
+            StepRecorder._serial_digest, host_digest.buffers_digest = real, real_host
+        print(f"bench_overhead --phases ({label}, digest version {host_digest.digests_version()}): median thread-CPU µs a step, {pairs} runs of {steps} steps each, "
               f"{torch.get_num_threads()} threads")
         for phase in ("forward", "loss + backward", "optimizer step", "the rest (recording, loader)"):
             b = statistics.median(times["bare"].get(phase, [0]))
