@@ -69,15 +69,31 @@ def test_every_bit_of_every_parameter_and_their_order_change_the_digest():
     assert len(seen) == 1 + len(params) * 4 + 1
 
 
+def test_a_parameter_that_is_not_contiguous_is_read_anew_at_every_step():
+    model = _models(torch.float32).to(memory_format=torch.channels_last)
+    assert not model[0].weight.is_contiguous()
+    recorder = F.StepRecorder(list(model.parameters()), 3, torch.device("cpu"))
+    expected = []
+    for step in range(3):
+        with torch.no_grad():
+            model[0].weight.mul_(1.5)  # in place: the same memory, other values
+        recorder.record(torch.tensor(0.0))
+        expected.append(step_digest_hex(list(model.parameters())))
+    assert recorder.finish()["params"] == expected and len(set(expected)) == 3
+
+
 def test_a_layout_change_after_watch_is_followed_with_the_digest_of_the_same_values():
     model = _models(torch.float32)
-    recorder = F.StepRecorder(list(model.parameters()), 2, torch.device("cpu"))
+    recorder = F.StepRecorder(list(model.parameters()), 3, torch.device("cpu"))
     recorder.record(torch.tensor(0.0))
     model.to(memory_format=torch.channels_last)  # the conv weight's bytes move, its values do not
     assert not model[0].weight.is_contiguous()
     recorder.record(torch.tensor(0.0))
-    first, second = recorder.finish()["params"]
-    assert first == second == step_digest_hex(list(model.parameters()))
+    with torch.no_grad():
+        model[0].weight.add_(1.0)  # and trains on in its new layout
+    recorder.record(torch.tensor(0.0))
+    first, second, third = recorder.finish()["params"]
+    assert first == second != third == step_digest_hex(list(model.parameters()))
     assert recorder.followed_at == 2
 
 
