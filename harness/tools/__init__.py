@@ -1,6 +1,6 @@
 """The tools room: the commands around experiments, each ``python -m harness.<tool>``.
 
-Owns: analyze.py (re-analyse a folder as declared, or an alternative), diff.py (where two runs part),
+Owns: analyze.py (re-analyse a folder as declared, or an alternative), diff.py (where two runs part), diff_words.py (what diff says),
 golden.py (golden fingerprints: did my refactor change the numerics?), golden_words.py (what a check says), golden_stats.py (statistical
 goldens: the bits differ, did the results?), golden_ops.py (a golden's stored op stream), ops.py
 (diff --ops: the first aten op whose bits differ), module_stack.py (which module runs an op),

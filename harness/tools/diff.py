@@ -32,13 +32,13 @@ from typing import Optional
 from harness.results import differences  # noqa: F401 - public here too
 from harness.tools.args import add_config_dir, parse_args  # noqa: F401 - public here too
 from harness.tools.butterfly import write_plot  # noqa: F401 - public here too
+from harness.tools.diff_words import digests_note, format_report  # noqa: F401 - public here too
 from harness.results import (READABLE_SCHEMAS, RESULT_NAME, SCHEMA, digests_version, find_result_files, load_steps,
                              read_json, write_json)
 
 EXIT_SAME, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
 WEIGHTS_NAME = "weights.pt"
 PLOT_NAME = "butterfly.png"
-SHOW_LAYERS = 12  # per-layer lines printed; the JSON report has them all
 
 
 class DiffError(ValueError):
@@ -119,12 +119,14 @@ def loss_value(bits: str) -> float:
 # -- comparing ----------------------------------------------------------------------------------
 
 
-def digests_note(a: int, b: int) -> str:
-    """Why per-step parameter digests and a content data-order digest were not compared."""
-    return (f"note: digest version {a} against {b} (training/host_digest.py): the per-step parameter digests and a "
-            "data order fingerprinted by batch content are computed differently, so they were not compared; "
-            "the loss bits of every step and the initial and final weights were. Rerun the older side (or "
-            "re-save its golden) with this harness to compare them too.")
+def digest_parts(fa: dict, fb: dict, sa: dict, sb: dict) -> dict:
+    """What compares only within one digest version, compared where both sides share one: the first
+    step whose parameter digests differ and whether the data orders are equal (None: not compared)."""
+    versions = [digests_version(fa), digests_version(fb)]
+    same = versions[0] == versions[1]
+    return {"digests": versions,
+            "first_params_step": first_difference(sa["params"], sb["params"]) if same else None,
+            "data_order_equal": fa.get("data_order") == fb.get("data_order") if same else None}
 
 
 def first_difference(a: list, b: list) -> Optional[int]:
@@ -163,10 +165,9 @@ def compare(a: Run, b: Run) -> dict:
     ra, rb = a.result, b.result
     fa, fb = ra["fingerprints"], rb["fingerprints"]
     sa, sb = _steps(ra), _steps(rb)
-    versions = [digests_version(fa), digests_version(fb)]
-    same_digests = versions[0] == versions[1]  # else per-step parameter digests and a content data order do not compare
+    parts = digest_parts(fa, fb, sa, sb)
     loss_step = first_difference(sa["loss"], sb["loss"])
-    params_step = first_difference(sa["params"], sb["params"]) if same_digests else None
+    params_step = parts["first_params_step"]
     common = min(len(sa["loss"]), len(sb["loss"]))
     dloss = [abs(loss_value(x) - loss_value(y)) for x, y in zip(sa["loss"][:common], sb["loss"][:common])]
     report = {
@@ -177,8 +178,8 @@ def compare(a: Run, b: Run) -> dict:
         "env_differences": [list(d) for d in differences(ra.get("env"), rb.get("env"))],
         "code_version": [ra.get("code_version"), rb.get("code_version")],
         "init_equal": fa.get("init") == fb.get("init"),
-        "data_order_equal": fa.get("data_order") == fb.get("data_order") if same_digests else None,
-        "digests": versions,
+        "data_order_equal": parts["data_order_equal"],
+        "digests": parts["digests"],
         "final_equal": fa.get("final") == fb.get("final"),
         "first_loss_step": loss_step,
         "first_params_step": params_step,
@@ -224,101 +225,6 @@ def compare(a: Run, b: Run) -> dict:
 
 
 # -- showing ------------------------------------------------------------------------------------
-
-
-def _g(x: float) -> str:
-    return f"{x:.3g}"
-
-
-def _show_value(v) -> str:
-    return json.dumps(v) if isinstance(v, (dict, list)) else str(v)
-
-
-def format_report(report: dict, a: Run, b: Run, plot: Optional[Path]) -> str:
-    n_a, n_b = report["steps"]
-    lines = [f"A: {a.path}  ({a.label})", f"B: {b.path}  ({b.label})", ""]
-    cfg = [d for d in report["config_differences"] if d[0] not in ("seed", "arm")]
-    seeds = [d for d in report["config_differences"] if d[0] in ("seed", "arm")]
-    shown = ", ".join(f"{k} ({_show_value(x)} vs {_show_value(y)})" for k, x, y in (seeds + cfg)[:8])
-    shown += f", and {len(seeds + cfg) - 8} more" if len(seeds + cfg) > 8 else ""
-    if report["identical"]:
-        what = "loss bits and parameter digests of every step, final weights"
-        if report["weights"] is not None:
-            what += ", weights.pt"
-        lines.append(f"The runs are bit-identical: {n_a} steps ({what}).")
-        if report["digests"][0] != report["digests"][1]:
-            lines[-1] = (f"The runs are bit-identical: {n_a} steps (loss bits of every step, initial and final weights"
-                         f"{', weights.pt' if report['weights'] is not None else ''}).")
-            lines.append("  " + digests_note(*report["digests"]))
-        if shown:  # identical bits are only news together with what was changed
-            lines.append(f"  although the config differs at: {shown}: that change did not move a bit")
-        return "\n".join(lines)
-
-    lines.append("The runs differ.")
-    lines.append(f"  config differs at:      {shown}" if shown else "  config:                 identical")
-    env = [d for d in report["env_differences"] if d[0] not in ("device_name", "processor", "platform")] or report["env_differences"]
-    if env:
-        lines.append("  environment differs at: " + ", ".join(f"{k} ({x} vs {y})" for k, x, y in env[:8]))
-    if report["code_version"][0] != report["code_version"][1]:
-        lines.append(f"  code version:           {report['code_version'][0]} vs {report['code_version'][1]}")
-    order = {True: "identical", False: "DIFFERS", None: "not compared (digest versions differ)"}[report["data_order_equal"]]
-    lines.append(f"  initial weights:        {'identical' if report['init_equal'] else 'DIFFER (step 0)'}; data order: {order}")
-    if report["digests"][0] != report["digests"][1]:
-        lines.append("  " + digests_note(*report["digests"]))
-    if n_a != n_b:
-        lines.append(f"  steps:                  {n_a} vs {n_b}")
-
-    ls, first = report["first_loss_step"], report["loss_at_first_difference"]
-    if ls is None:
-        lines.append(f"  loss bits:              identical at all {n_a} steps")
-    elif first is None:
-        lines.append(f"  loss bits:              identical until one run stops (step {ls})")
-    else:
-        (xa, va), (xb, vb) = first["a"], first["b"]
-        peak = max(range(len(report["abs_dloss"])), key=report["abs_dloss"].__getitem__)
-        lines.append(
-            f"  loss bits:              first differ at step {ls} of {min(n_a, n_b)}: {va:.9g} [{xa}] vs {vb:.9g} [{xb}]; "
-            f"max |Δloss| {_g(report['abs_dloss'][peak])} at step {peak + 1}"
-        )
-    ps = report["first_params_step"]
-    if report["digests"][0] != report["digests"][1]:
-        lines.append("  parameters:             per-step digests not compared (digest versions differ)")
-    else:
-        lines.append(
-            f"  parameters:             {'identical at every step' if ps is None else f'first differ at step {ps} (after its optimizer update)'}"
-        )
-    lines.append(f"  final weights:          {'identical fingerprint' if report['final_equal'] else 'different fingerprint'}")
-
-    w = report["weights"]
-    if w is None:
-        lines.append(f"  max |Δw|:               not available ({report['weights_note']})")
-    else:
-        lines.append(f"  max |Δw| (final):       {_g(w['overall'])} overall")
-        width = max((len(k) for k in w["per_layer"]), default=0)
-        ranked = sorted(w["per_layer"].items(), key=lambda kv: -kv[1])  # the largest first
-        for name, d in ranked[:SHOW_LAYERS]:
-            lines.append(f"      {name:<{width}}  {_g(d)}")
-        if len(ranked) > SHOW_LAYERS:
-            lines.append(f"      ... {len(ranked) - SHOW_LAYERS} more entries (--json has them all)")
-        for m in w["mismatched"]:
-            lines.append(f"      not comparable: {m}")
-
-    sw = report["step_weights"]
-    if sw is None:
-        lines.append(f"  butterfly curve:        not available ({report['step_weights_note']})")
-    else:
-        curve, k = sw["max_abs_dw"], sw["first_nonzero_step"]
-        if k is None:
-            lines.append(f"  butterfly curve:        max |Δw| is 0 for all {len(curve)} kept steps")
-        else:
-            growth = curve[-1] / curve[k - 1]
-            lines.append(
-                f"  butterfly curve:        max |Δw| {_g(curve[k - 1])} at step {k} -> {_g(curve[-1])} at step "
-                f"{len(curve)} (x{growth:.3g} over {len(curve) - k} steps)"
-            )
-    if plot is not None:
-        lines.append(f"  plot:                   {plot}")
-    return "\n".join(lines)
 
 
 def ops_lines(report: dict, a: Run, b: Run, recorder: str = "auto") -> list:

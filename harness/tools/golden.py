@@ -36,7 +36,7 @@ from pathlib import Path
 import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 from omegaconf import OmegaConf
 
-from harness.tools.diff import add_config_dir, differences, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
+from harness.tools.diff import add_config_dir, differences, digest_parts, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
 from harness.results import NOT_IN_IDENTITY, digests_version, load_steps, read_json, write_json
 from harness.tools import golden_ops, golden_stats
 from harness.tools.golden_words import _declaration, _declared_metrics, _number, _primary_line, check_message  # noqa: F401
@@ -183,23 +183,20 @@ def load_golden(path: str) -> dict:
 def compare(golden: dict, result: dict) -> dict:
     """Step-by-step comparison of a rerun with the golden, and what differs around it."""
     g, r = golden["fingerprints"], {**result["fingerprints"], "steps": load_steps(result)}
-    versions = [digests_version(g), digests_version(r)]
-    same_digests = versions[0] == versions[1]  # else per-step parameter digests and a content data order do not compare
-    loss_step = first_difference(g["steps"]["loss"], r["steps"]["loss"])
-    params_step = first_difference(g["steps"]["params"], r["steps"]["params"]) if same_digests else None
+    parts = digest_parts(g, r, g["steps"], r["steps"])
+    loss_step, params_step = first_difference(g["steps"]["loss"], r["steps"]["loss"]), parts["first_params_step"]
     steps = [s for s in (loss_step, params_step) if s is not None]
     if g["init"] != r["init"]:
         steps.append(0)  # the initial weights already differ: "step 0"
-    data_order_equal = g["data_order"] == r["data_order"] if same_digests else None
-    identical = not steps and g["final"] == r["final"] and data_order_equal is not False
+    identical = not steps and g["final"] == r["final"] and parts["data_order_equal"] is not False
     return {
         "identical": identical,
         "first_divergent_step": None if identical else min(steps, default=len(g["steps"]["loss"])),
         "first_loss_step": loss_step,
         "first_params_step": params_step,
         "init_equal": g["init"] == r["init"],
-        "data_order_equal": data_order_equal,
-        "digests": versions,
+        "data_order_equal": parts["data_order_equal"],
+        "digests": parts["digests"],
         "steps": [len(g["steps"]["loss"]), len(r["steps"]["loss"])],
         "config_differences": differences(golden["config"], result["config"], ignore=NOT_NUMERICS),
         "stack_differences": [d for d in differences(golden["env"], stack_summary(result["env"])) if d[0] in STACK_KEYS],

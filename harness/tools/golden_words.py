@@ -5,7 +5,8 @@ primary metric of a run, read from its recorded declaration (names and units are
 from __future__ import annotations
 
 from harness.results import load_steps
-from harness.tools.diff import digests_note, loss_value
+from harness.tools.diff import loss_value
+from harness.tools.diff_words import digests_note
 
 
 def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
@@ -18,12 +19,12 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
         + ". Bits are only promised on the same stack (torch version, device type, thread count): "
         "if this change is intended, save a new golden on this stack."
     )
+    mixed = cmp["digests"][0] != cmp["digests"][1]  # per-step parameter digests and a content data order not compared
     if cmp["identical"]:
-        lines = [f"golden check passed: {path}: all {n_g} steps bit-identical ({where}; loss bits, "
-                 "parameter digests, initial and final weights, data order)."]
-        if cmp["digests"][0] != cmp["digests"][1]:
-            lines = [f"golden check passed: {path}: all {n_g} steps bit-identical ({where}; loss bits, "
-                     "initial and final weights).", "  " + digests_note(*cmp["digests"])]
+        what = "initial and final weights" if mixed else "parameter digests, initial and final weights, data order"
+        lines = [f"golden check passed: {path}: all {n_g} steps bit-identical ({where}; loss bits, {what})."]
+        if mixed:
+            lines.append("  " + digests_note(*cmp["digests"]))
         if stack:
             lines.append("  note: " + stack_line)
         return "\n".join(lines)
@@ -47,7 +48,7 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
     if not detail:
         detail.append("every step matches but the final weights differ")
     lines.append("  " + "; ".join(detail) + ".")
-    if cmp["digests"][0] != cmp["digests"][1]:
+    if mixed:
         lines.append("  " + digests_note(*cmp["digests"]))
     cfg = cmp["config_differences"]
     if cfg:

@@ -158,9 +158,7 @@ class StepRecorder:
         self.params = params
         self.flat: Optional[torch.Tensor] = None
         self._pointers = [p.data_ptr() for p in params]  # where each parameter lived when watched
-        # digest version 2: parameters in host memory are hashed with XXH3 (host_digest), read in place
-        self._host = host_digest.available() and torch.device(device).type == "cpu" and all(p.is_cpu for p in params)
-        self._host_buffers()
+        self._host_buffers(torch.device(device))
         packed = None if self._host else _packed(params)  # one buffer when possible (the harness packs its model's parameters)
         if packed is not None and packed[0].numel() <= CHUNK:  # larger: read in chunks, no per-position table
             self.flat, starts = packed
@@ -196,10 +194,12 @@ class StepRecorder:
         else:
             self._np_digests = self.digests.numpy() if cpu and self.flat is not None and self._serial else None
 
-    def _host_buffers(self) -> None:
-        """Numpy views of the parameters' memory, kept between steps (version 2). A parameter that is
-        not contiguous (channels_last) is read through a fresh copy in logical order at every step:
-        a copy kept would not see the updates."""
+    def _host_buffers(self, device: torch.device) -> None:
+        """Digest version 2 when the parameters and the step buffers are in host memory (XXH3 of the
+        parameters, host_digest): numpy views of their memory, kept between steps. A parameter that
+        is not contiguous (channels_last) is read through a fresh copy in logical order at every
+        step: a copy kept would not see the updates."""
+        self._host = host_digest.available() and device.type == "cpu" and all(p.is_cpu for p in self.params)
         self._buffers = [host_digest.host_buffer(p) for p in self.params] if self._host else None
         self._fresh = [i for i, p in enumerate(self.params) if not p.is_contiguous()] if self._host else []
 
@@ -214,12 +214,9 @@ class StepRecorder:
     def _digest(self, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The parameters' digest now (width: one per element size); with ``out`` (a row of
         ``digests``) it is written there, in place: no temporary, no indexing machinery."""
-        if self._host:
-            value = np.uint64(self._host_digest()).view(np.int64)
-            if out is None:
-                return torch.tensor([int(value)], dtype=torch.int64)
-            out[0] = int(value)
-            return out
+        if self._host:  # record writes it through numpy; this is the row's width and the tests' value
+            d = torch.tensor([int(np.uint64(self._host_digest()).view(np.int64))], dtype=torch.int64)
+            return d if out is None else out.copy_(d)
         if self.flat is not None and self._serial:
             value = self._serial_digest()
             if out is None:
@@ -248,8 +245,7 @@ class StepRecorder:
         if self.followed_at is None:
             self.followed_at = self.steps + 1
         self._pointers = [p.data_ptr() for p in self.params]
-        self._host = host_digest.available() and self.digests.device.type == "cpu" and all(p.is_cpu for p in self.params)
-        self._host_buffers()
+        self._host_buffers(self.digests.device)
         width = self._digest().numel()
         if width != self.digests.shape[1]:
             self._done.append(self.digests[: self.steps - self._base])
@@ -284,7 +280,7 @@ class StepRecorder:
             self._np_losses[i] = loss.detach().numpy()  # the same 4 bytes, copied by numpy
         else:  # another device or dtype: torch's copy (a cast to float32, as before)
             self.losses[i] = loss.detach()  # measured: a little cheaper than select + copy_
-        if self._np_digests is not None and self._host:  # parameters on the CPU: XXH3, written through numpy
+        if self._host:  # parameters in host memory: XXH3, written through numpy (a uint64 view of the row)
             self._np_digests[i - self._base, 0] = self._host_digest()
         elif self._np_digests is not None:  # version 1, a small packed model on the CPU
             self._np_digests[i - self._base, 0] = self._serial_digest()
