@@ -12,13 +12,16 @@
    - Lightning, MLP: 784-784-64-10 (666k parameters, little compute per parameter: the per-step
      parameter digest weighs most here);
    - Hugging Face: a 2-layer BERT built from a config (no download) on synthetic token sequences.
-   ``--profile`` prints where the Callback's time goes (cProfile of one adapted fit of each model).
+   ``--profile`` prints where the Callback's time goes (cProfile of one adapted fit of each model);
+   ``--control`` adds pairs of bare runs (A/A), whose ratios show the noise floor: on the 2-core
+   host a bare MLP run's step time varied 4.6-5.5 ms from run to run, so one pair's ratio spans
+   about 0.86-1.12 and a median of 20 pairs is good to about +-3%.
 2. N units in one process against N script runs: examples/lightning's A/B (2 seeds x 2 arms, the
    certificate's rerun included) as ``train.fn=harness.lightning.fit`` (lightning_fit_ab) and as a
    command arm starting examples/lightning/train.py once per unit (lightning_ab), each as one
    ``python -m harness`` command. No target (the issue measured 5x); the ratio is printed.
 
-    flock /tmp/timing.lock python scripts/bench_trainers.py [--steps 60] [--pairs 10] [--skip-units] [--profile]
+    flock /tmp/timing.lock python scripts/bench_trainers.py [--steps 200] [--pairs 20] [--skip-units] [--control] [--profile]
 """
 
 from __future__ import annotations
@@ -190,6 +193,19 @@ def median_interval(values: list[float]) -> tuple[float, float, float, float]:
     return statistics.median(xs), xs[k - 1], xs[n - k], coverage
 
 
+def control(name: str, fit, steps: int, pairs: int) -> None:
+    """The noise floor: pairs of bare runs (A/A), the same model, data and seed in both; what one
+    pair's ratio scatters around 1.000 with no adapter at all (where tensors land, the clock)."""
+    fit(False, WARMUP + 5, 0)
+    ratios = []
+    for i in range(pairs):
+        first, second = (fit(False, steps, i).per_step_ms()[0] for _ in range(2))
+        ratios.append(second / first)
+    med, lo, hi, coverage = median_interval(ratios)
+    print(f"{name}, control (bare against bare, {pairs} pairs): wall ratio median {med:.3f}x  [{lo:.3f}, {hi:.3f}] "
+          f"({100 * coverage:.0f}% interval); single pairs {min(ratios):.3f}-{max(ratios):.3f}", flush=True)
+
+
 def overhead(name: str, fit, steps: int, pairs: int) -> bool:
     fit(False, WARMUP + 5, 0), fit(True, WARMUP + 5, 0)  # imports and first calls out of the measurement
     wall, cpu, per_step = [], [], {False: [], True: []}
@@ -265,11 +281,15 @@ def units(seeds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60, help="per run (the first %d left out)" % WARMUP)
-    parser.add_argument("--pairs", type=int, default=10, help="bare/adapted pairs per model")
+    # runs of 200 steps (about a second each): at 60, a pair's ratio scattered so much (0.97-1.08 for
+    # an overhead of ~3%) that the median of 20 pairs ranged 0.99-1.09 from one invocation to the next
+    parser.add_argument("--steps", type=int, default=200, help="per run (the first %d left out)" % WARMUP)
+    parser.add_argument("--pairs", type=int, default=20, help="bare/adapted pairs per model")
     parser.add_argument("--seeds", type=int, default=2, help="of the N-units comparison (N = 2 x seeds)")
     parser.add_argument("--only", default=None, help="the models whose name contains this (e.g. MLP)")
     parser.add_argument("--skip-units", action="store_true")
+    parser.add_argument("--control", action="store_true",
+                        help="also time pairs of bare runs (A/A): the noise floor of one pair's ratio")
     parser.add_argument("--profile", action="store_true", help="cProfile of the Callback's hooks instead of timing")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -288,6 +308,8 @@ def main() -> None:
     ok = True
     for name, fit in cases.items():
         ok &= overhead(name, fit, args.steps, args.pairs)
+        if args.control:
+            control(name, fit, args.steps, args.pairs)
     if not args.skip_units:
         units(args.seeds)
     print("overall:", "PASS" if ok else "FAIL")

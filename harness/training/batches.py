@@ -192,21 +192,36 @@ def _hash_bytes(h, data) -> None:
     h.update(host_digest.bytes_digest(data) if host_digest.available() else data)
 
 
+_HEADERS: dict = {}  # (kind, dtype, shape) -> the bytes that say them: a step's batches repeat a few
+
+
+def _header(kind: str, dtype: torch.dtype, shape) -> bytes:
+    """b"T" or b"D", the dtype and the shape of a tensor, as hashed before its content (built once
+    per distinct triple: formatting them costs more than looking them up, ~5 µs a tensor in a step)."""
+    key = (kind, dtype, shape)
+    header = _HEADERS.get(key)
+    if header is None:
+        if len(_HEADERS) >= 4096:  # shapes that keep changing (variable-length batches): bounded
+            _HEADERS.clear()
+        header = _HEADERS[key] = f"{kind}{dtype}{tuple(shape)}".encode()
+    return header
+
+
 def _hash_content(x, h, on_device: Optional[list] = None) -> None:
     """Feed a batch's content (with dtypes and shapes, so a reshaped batch differs) to ``h``.
     ``on_device``: a list that takes the on-device digest of each tensor not on the CPU (their
     bytes are then not copied here); None: every tensor's bytes are hashed (copied to the host)."""
     if isinstance(x, torch.Tensor):
-        t = x.detach()
+        t = x.detach() if x.requires_grad else x  # a batch seldom needs it; each call is a dispatch (~3 µs)
         if on_device is not None and not _read_on_host(t):
-            h.update(f"D{t.dtype}{tuple(x.shape)}".encode())  # its digest is appended when folded
+            h.update(_header("D", t.dtype, x.shape))  # its digest is appended when folded
             on_device.append(tensors_digest([t]))
             return
         if not t.is_cpu:  # the checks cost ~0.1 µs, the no-op calls they skip ~1 µs each (a step has a few)
             t = t.to("cpu")
         if not t.is_contiguous():
             t = t.contiguous()
-        h.update(f"T{t.dtype}{tuple(x.shape)}".encode())
+        h.update(_header("T", t.dtype, x.shape))
         try:  # the bytes in place (tobytes would copy the batch): numpy's view of them, ~0.3 µs
             data = t.numpy()
         except (TypeError, RuntimeError):  # a dtype numpy lacks (bfloat16): through torch's byte view, ~3 µs
