@@ -82,3 +82,18 @@ def test_resume_reruns_a_unit_whose_result_is_a_fifo_or_a_symlink_loop(tmp_path)
     assert load_tree(out).unreadable == []
     kept = list((fifo_dir / "superseded").iterdir()) + list((loop_dir / "superseded").iterdir())
     assert len(kept) == 2 and any(p.is_fifo() for p in kept) and any(p.is_symlink() for p in kept)
+
+
+def test_a_file_that_grows_after_its_size_was_read_is_read_to_its_end(tmp_path, monkeypatch):
+    # read_json reads size + 1 bytes in one call, then to the end: a file still being written when
+    # its size was taken (fstat says 10 bytes here) is parsed whole, not cut at that size
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"values": list(range(50_000))}))
+    real_fstat = os.fstat
+
+    class Smaller:
+        def __init__(self, st):
+            self.st_mode, self.st_size = st.st_mode, 10
+
+    monkeypatch.setattr(os, "fstat", lambda fd: Smaller(real_fstat(fd)))
+    assert results.read_json(path)["values"][-1] == 49_999
