@@ -133,7 +133,7 @@ def measure(root: Path, n_files: int, version: int) -> dict:
     # Each side timed REPEATS times, alternated, medians compared: the first read after writing the tree
     # competes with the kernel's writeback (3.1 s against 0.9-1.8 s for the same tree later, loaded)
     parses, parse_cpus, commands, command_cpus, analysis = [], [], [], [], None
-    floors, fresh_parses = [], []
+    floors, fresh_parses, scipys = [], [], []
     for _ in range(REPEATS):
         with gc_paused():  # as harness.analyze does (analysis.analyze_dir)
             c0, t0 = time.process_time(), time.perf_counter()
@@ -159,6 +159,9 @@ def measure(root: Path, n_files: int, version: int) -> dict:
                                env=env, check=True)
         floors.append(time.perf_counter() - t5)
         fresh_parses.append(float(floor.stdout))
+        t6 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import scipy.stats"], env=env, check=True)
+        scipys.append(time.perf_counter() - t6)
     parse, command = statistics.median(parses), statistics.median(commands)
     cpu, parse_cpu = statistics.median(command_cpus), statistics.median(parse_cpus)
     verdict = analysis["comparisons"]["B"]["verdict"]["code"]
@@ -175,6 +178,10 @@ def measure(root: Path, n_files: int, version: int) -> dict:
           f"the command's modules, finds and parses the files and exits, no analysis ({runs}: "
           f"{', '.join(f'{x:.2f}' for x in floors)}); its find + parse {fresh:.2f} s = {fresh / parse:.2f}x (fresh memory); "
           f"command / that find + parse: {command / fresh:.2f}")
+    # What the statistics need before they can start: the verdict's tests are scipy's
+    scipy_wall = statistics.median(scipys)
+    print(f"  scipy.stats       : {scipy_wall:6.2f} s  wall = {scipy_wall / parse:.2f}x find + parse: a process that starts and "
+          f"imports scipy.stats, as the statistics' process does first ({runs}: {', '.join(f'{x:.2f}' for x in scipys)})")
     # CPU seconds beside the wall: on a host busier than its cores, the second process overlaps
     # nothing and the wall ratio follows the CPU one; the load says which host this was
     print(f"  CPU: command (both processes) {cpu:.2f} s / find + parse {parse_cpu:.2f} s = {cpu / parse_cpu:.2f}; "
