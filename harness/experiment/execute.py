@@ -16,6 +16,7 @@ from typing import Callable, Optional
 from omegaconf import DictConfig
 
 from harness.experiment.units import Executed, ExperimentError, recorded_threads, run_plan
+from harness.integrations.interrupts import reached
 
 log = logging.getLogger("harness")
 
@@ -43,6 +44,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     from harness.config.declaration import Declaration, DeclarationError
 
     sweep_root = sweep_root or out_dir
+    CURRENT.pop("analysing", None)
     narrowed = cfg.seed is not None or cfg.arm is not None
     from harness.config.preflight import PreflightError, preflight_cheap
 
@@ -123,6 +125,8 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         from harness.analysis.analyze import AnalysisError
         from harness.analysis.report import render_table
 
+        CURRENT["analysing"] = True  # a Ctrl-C from here on interrupts no run (interrupted_message)
+        reached("analysis")
         try:
             analysis = _analysis(out_dir, declaration, unchanged_inputs=not _ran_anything(outcome))
         except AnalysisError as e:
@@ -308,5 +312,7 @@ def storage_message(e: OSError, folder: Optional[Path], again: Optional[str] = N
 
 def interrupted_message() -> str:
     folder = CURRENT.get("folder")
-    return (f"interrupted. {_completed_under(folder)} The run in progress was not saved. Run the same command "
+    what = ("The analysis was not finished." if CURRENT.get("analysing")
+            else "The run in progress was not saved.")
+    return (f"interrupted. {_completed_under(folder)} {what} Run the same command "
             f"again to resume (completed runs are skipped): {resume_command()}")

@@ -15,8 +15,9 @@ on its pipe and named by its unit, never as a pool's traceback.
 
 A worker never outlives the parent: it asks the kernel for SIGKILL when its parent dies
 (PR_SET_PDEATHSIG, Linux), and polls its parent as well (watchdog.py) where that is not available.
-It ignores SIGINT: Ctrl-C is the parent's to handle, which kills its workers on the way out (a unit in
-progress leaves nothing: results are written whole or not at all).
+It runs in a session of its own and ignores SIGINT: Ctrl-C is the parent's to handle, which kills its
+workers on the way out (a unit in progress leaves nothing: results are written whole or not at all;
+a command unit's process group is ended by its guard, integrations/group_guard.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Callable, Iterator, Optional
+
+from harness.integrations.interrupts import held, reached
 
 PROGRESS_EVERY_S = 0.2  # a worker's progress messages, at most this often
 # CUDA errors after which the process's context is unusable: every later kernel fails the same way
@@ -148,15 +151,21 @@ class Workers:
         env = worker_env(len(self._all), self.gpus, os.environ)  # one GPU per worker, round robin
         root = str(Path(__file__).resolve().parents[2])  # this very harness, whoever's cwd the worker has
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.experiment.workers", str(task_r), str(reply_w), str(os.getpid())],
-            pass_fds=(task_r, reply_w), env=env, stdin=subprocess.DEVNULL)
-        os.close(task_r)
-        os.close(reply_w)
-        worker = _Worker(proc, Connection(task_w, readable=False), Connection(reply_r, writable=False))
-        # the training function's modules, as this process sees them
-        worker.tasks.send({"path": list(sys.path), "warm": self._warm})
-        self._all.append(worker)
+        # a session of its own: a terminal's Ctrl-C (SIGINT to the foreground group) goes to this
+        # process alone, which ends its workers; none prints a traceback of its own while it starts
+        with held():  # a Ctrl-C meanwhile is raised below, once close() knows the worker
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "harness.experiment.workers", str(task_r), str(reply_w), str(os.getpid())],
+                    pass_fds=(task_r, reply_w), env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+            finally:
+                os.close(task_r)
+                os.close(reply_w)
+            worker = _Worker(proc, Connection(task_w, readable=False), Connection(reply_r, writable=False))
+            self._all.append(worker)
+            reached("worker-started")
+            # the training function's modules, as this process sees them
+            worker.tasks.send({"path": list(sys.path), "warm": self._warm})
         return worker
 
     def start(self, units: int, warm: tuple = ()) -> None:
@@ -358,6 +367,8 @@ def main(argv: list[str]) -> int:
     tasks, replies = Connection(task_fd, writable=False), Connection(reply_fd, readable=False)
     try:
         init = tasks.recv()
+        if init is None:  # the pool closed before this worker's first task (Ctrl-C while it started)
+            os._exit(0)
         sys.path[:0] = [p for p in init["path"] if p not in sys.path]
         _warm(init.get("warm", ()))
         while True:

@@ -1,8 +1,11 @@
 """A command arm's child process: its environment, its output files, a timeout, and no orphans.
 
-The child gets its own process group (so the harness can kill it and whatever it started) and, on
-Linux, a death signal: if the harness dies (SIGKILL included), the kernel kills the child. Ctrl-C,
-a timeout or any other exception in the harness kills the whole group before it goes on.
+The child gets a session, hence a process group, of its own: the harness kills the whole group, so
+whatever the command started ends with it (``sh run.sh`` whose python is a grandchild), when the
+command ends, fails, runs past its timeout, or the harness is interrupted (Ctrl-C) or fails. A
+terminal's Ctrl-C does not reach the group: the harness, which gets it, ends the group. Should the
+harness itself be killed (SIGKILL), a guard process started beside the unit (group_guard.py) kills
+the group; on Linux the kernel's death signal ends the direct child too.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from collections import deque
 from pathlib import Path
 from typing import Mapping, Optional
 
+from harness.integrations.interrupts import held, reached
+
 TAIL_LINES = 20  # the last lines of stderr/stdout a failure shows
 ATTACHED_NAME = "attached.json"  # in HARNESS_RUN_DIR: what the script's Run recorded (attach.py)
 RUN_ENV = "HARNESS_RUN"
+GUARD = Path(__file__).with_name("group_guard.py")  # run by path: it imports nothing from harness
 
 
 class CommandFailed(RuntimeError):
@@ -65,20 +71,54 @@ def _die_with_parent(parent: int):
 
 def run(argv: list[str], cwd: Path, env: dict, stdout: Path, stderr: Path, timeout_s: Optional[float]) -> int:
     """Run the command to its end; its exit code. Output goes to the two files. Raises CommandFailed
-    after killing the group when it runs past ``timeout_s``; any exception (Ctrl-C too) kills it."""
+    when it runs past ``timeout_s``. However this ends (the command's exit, a timeout, Ctrl-C, any
+    exception), the command's process group is killed before this returns or raises."""
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        proc = subprocess.Popen(
-            argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-            start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()) if sys.platform.startswith("linux") else None)
+        proc = guard = None
         try:
-            return proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise CommandFailed(f"it ran past train.timeout_s={timeout_s:g} s and was killed") from None
-        except BaseException:
-            _kill_group(proc)
-            raise
+            with held():  # a Ctrl-C while the two start is raised here, once the finally knows both
+                proc = subprocess.Popen(
+                    argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent(os.getpid()) if sys.platform.startswith("linux") else None)
+                reached("unit-started")
+                guard = _guard(proc.pid)
+            try:
+                return proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                raise CommandFailed(f"it ran past train.timeout_s={timeout_s:g} s and was killed") from None
+        finally:
+            if proc is not None:
+                _kill_group(proc)
+            if guard is not None:
+                _release(*guard)
+
+
+def _guard(pgid: int) -> Optional[tuple]:
+    """Start group_guard.py for the group ``pgid``: (its process, the write end of its stdin)."""
+    if not sys.executable:  # an embedded interpreter: no Python to start (the death signal remains)
+        return None
+    read, write = os.pipe()  # not inherited by any other child (close-on-exec)
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(GUARD), str(pgid)], stdin=read,
+                                stdout=subprocess.DEVNULL, start_new_session=True)
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    return proc, write
+
+
+def _release(proc: subprocess.Popen, write: int) -> None:
+    """Tell the guard that the group was ended here (one byte), and reap it."""
+    try:
+        os.write(write, b"x")
+    except OSError:  # it has ended
+        pass
+    finally:
+        os.close(write)
+    proc.wait()
 
 
 def ending(code: int) -> str:

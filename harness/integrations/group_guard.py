@@ -1,0 +1,40 @@
+"""Kill a unit's process group once the process that started the unit is gone, however it went.
+
+A command unit runs in a process group (and session) of its own, so that the harness can end the
+whole tree a script started (``sh run.sh`` starting python without ``exec``: the python is a
+grandchild). While the harness lives it kills the group itself (process.py). A harness killed with
+SIGKILL cannot, and the kernel's death signal (PR_SET_PDEATHSIG) reaches only the direct child: the
+grandchildren would be re-parented and train on. This small process outlives it and does the kill.
+
+It is started beside the unit (``python -I -S group_guard.py PGID``), in a session of its own so
+that a terminal's Ctrl-C or hang-up does not end it, with its stdin the read end of a pipe whose
+write end only the unit's runner holds. The runner writes one byte when it has ended the group
+itself, then closes its end: the guard exits. End of file with nothing written means the runner
+died: the guard kills the group and exits. SIGTERM (a scheduler ending everything) kills the group
+too. Standard library only, no imports from harness: it starts in a few milliseconds.
+"""
+
+import os
+import signal
+import sys
+
+
+def _kill(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # the group has ended already
+        pass
+
+
+def main(argv: list) -> int:
+    pgid = int(argv[0])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: (_kill(pgid), os._exit(0)))
+    if not os.read(0, 1):  # end of file, nothing said: the runner is gone
+        _kill(pgid)
+    return 0  # else the runner ended the group itself
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
