@@ -170,10 +170,10 @@ if [ $dry = 1 ]; then  # the same steps and scripts, tiny: a digits-shaped small
     --profile-steps 0 --isolate --out "$out"
   run_step divergence "" "$py" scripts/replicate_divergence.py "${tiny[@]}" --steps 3 --out "$out"
   run_step side_by_side_cnn "$out/side_by_side.txt" "$py" scripts/gpu_side_by_side.py "${tiny[@]}" --units 2 \
-    --steps 3 --timeout 40
+    --steps 3 --timeout "${budget[side_by_side_cnn]}"  # one launch may take the step's whole budget
   if has torchvision; then
     run_step side_by_side_resnet "$out/side_by_side.txt" "$py" scripts/gpu_side_by_side.py --device cpu \
-      --model resnet18 --image-size 8 --batch 2 --threads 1 --units 2 --steps 1 --timeout 40
+      --model resnet18 --image-size 8 --batch 2 --threads 1 --units 2 --steps 1 --timeout "${budget[side_by_side_resnet]}"
   else
     skip side_by_side_resnet "torchvision is missing"
   fi
@@ -195,10 +195,10 @@ fi
 # Side by side: 20 units x 330 steps of the default experiment's CNN (digits-shaped, batch 64),
 # then 20 x 100 ResNet18 steps (CIFAR-shaped, batch 128), each against one unit alone.
 run_step side_by_side_cnn "$out/side_by_side.txt" "$py" scripts/gpu_side_by_side.py --device cuda --units 20 \
-  --model small_cnn --channels 1 --image-size 8 --batch 64 --steps 330 --threads 1 --timeout 70
+  --model small_cnn --channels 1 --image-size 8 --batch 64 --steps 330 --threads 1 --timeout "${budget[side_by_side_cnn]}"
 if has torchvision; then
   run_step side_by_side_resnet "$out/side_by_side.txt" "$py" scripts/gpu_side_by_side.py --device cuda --units 20 \
-    --model resnet18 --batch 128 --steps 100 --threads 1 --timeout 100
+    --model resnet18 --batch 128 --steps 100 --threads 1 --timeout "${budget[side_by_side_resnet]}"
 else
   skip side_by_side_resnet "torchvision is missing"
 fi

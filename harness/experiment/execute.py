@@ -310,9 +310,11 @@ def storage_message(e: OSError, folder: Optional[Path], again: Optional[str] = N
             f"{again or resume_command()}")
 
 
-def interrupted_message() -> str:
+def interrupted_message(finished: bool = False) -> str:
+    """What is safe after a Ctrl-C. ``finished``: the invocation ran to its end regardless (the
+    interrupt came as it ended)."""
     folder = CURRENT.get("folder")
-    what = ("The analysis was not finished." if CURRENT.get("analysing")
-            else "The run in progress was not saved.")
+    what = ("The invocation had run to its end." if finished else "The analysis was not finished."
+            if CURRENT.get("analysing") else "The run in progress was not saved.")
     return (f"interrupted. {_completed_under(folder)} {what} Run the same command "
             f"again to resume (completed runs are skipped): {resume_command()}")

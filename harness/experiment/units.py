@@ -18,6 +18,7 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
+from harness.integrations.interrupts import stop_if_seen
 from harness.experiment.identity import config_digest, config_hash, plain as _plain  # noqa: F401 - public here too
 from harness.results import RESULT_NAME, digests_version, load_steps, save_weights, read_json, read_result, run_dir, write_json, write_result
 from harness.experiment.resume import bits_after_rerun, decide, resume_decision, run_lock, set_aside_other_configurations, supersede  # noqa: F401
@@ -191,6 +192,7 @@ def run_plan(plan: Plan, *, log: Callable[[str], None] = print, tracker=None, st
         for seed in plan.seeds:
             per_seed = []
             for arm in plan.arm_names:
+                stop_if_seen()  # a Ctrl-C that the last unit's code caught and went on from
                 result, was_skipped = _unit(plan.arms[arm], out_dir, seed, arm, log, bar, tracker,
                                             resume=plan.resume, lock_timeout=plan.lock_timeout)
                 if was_skipped:

@@ -45,3 +45,31 @@ def reached(point: str) -> None:
     """The test seam (see the module's text): SIGINT to this process at ``point`` when asked."""
     if os.environ.get(TEST_ENV) == point:
         os.kill(os.getpid(), signal.SIGINT)
+
+
+_seen = False
+
+
+def install() -> None:
+    """Python's Ctrl-C (a KeyboardInterrupt in the main thread), remembered: ``seen()`` then says so
+    even where some code swallowed the exception (an object's finalizer, an exit handler, a library's
+    ``except BaseException``), so that the invocation still ends as interrupted."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+def _on_sigint(signum, frame):
+    global _seen
+    _seen = True
+    raise KeyboardInterrupt
+
+
+def seen() -> bool:
+    """Whether a Ctrl-C reached this process since ``install()``."""
+    return _seen
+
+
+def stop_if_seen() -> None:
+    """Between two units: a Ctrl-C that the unit's code swallowed stops the run here."""
+    if _seen:
+        raise KeyboardInterrupt
