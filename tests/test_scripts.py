@@ -197,6 +197,10 @@ def test_gpu_check_dry_run_walks_every_step_and_leaves_its_tables(tmp_path):
     cost = json.loads((tmp_path / "determinism_cost.json").read_text())
     assert len(cost["times_ms"]) == 8  # every mode x precision, each mode measured in its own process
     assert "seed 0 alone and side by side: the same bits" in (tmp_path / "side_by_side.txt").read_text()
+    # a launch's own timeout is its step's budget (300 s here), never a figure tied to a machine's speed
+    launches = [line for line in (tmp_path / "gpu_check.log").read_text().splitlines()
+                if line.startswith("== step side_by_side_") and "gpu_side_by_side.py" in line]
+    assert len(launches) == 2 and all(line.endswith("--timeout 300") for line in launches), launches
 
 
 def test_gpu_checks_default_budgets_add_up_to_its_promise():

@@ -5,7 +5,9 @@ argument list and the files that make up the command's code; torch-free), comman
 arm as a training function: ``train(cfg, run)`` runs the command once for the Run's (seed, arm) and
 reads its metrics), command_run.py (the Run of a command unit on the CPU, torch-free: the harness's
 process that runs it never imports torch), process.py (the child process: its environment, its
-output files, a timeout, and a process group that dies with the harness), attach.py (``harness.attach()``: the unit's Run
+output files, a timeout, and a process group that dies with the harness), group_guard.py (the small
+process that kills a unit's group when the harness is killed), interrupts.py (a Ctrl-C held while a
+child process starts; the test seam that sends one at a named point), attach.py (``harness.attach()``: the unit's Run
 from inside the script a command arm starts, its record written for the command arm to adopt; a
 stand-alone Run that records nothing when the script runs on its own), lightning.py (the
 Callback for a user's own Lightning Trainer, ``harness.lightning``; the only importer of lightning),
