@@ -78,6 +78,17 @@ def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the
     assert "eval_accuracy" in record["metrics"]  # written after trainer.evaluate()
 
 
+def test_under_a_command_arm_evaluated_every_epoch_the_record_covers_every_step(tmp_path, monkeypatch):
+    """eval_strategy="epoch" does not close the record: it is built when training ends, and the
+    trainer.evaluate() after it only adds its metrics."""
+    units = attached_units(tmp_path, monkeypatch,
+                           lambda seed, smoothing: hf_fns.script(seed, smoothing, epochs=2, eval_strategy="epoch"))
+    for record, returned in units.values():
+        fp = record["fingerprints"]
+        assert len(fp["steps"]["loss"]) == 16 and fp["batches"] == 16 and fp["steps_trained"] == 16  # 2 epochs of 8
+        assert record["metrics"]["eval_loss"] == returned["test_loss"]  # the last evaluate's
+
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hf"
 
 

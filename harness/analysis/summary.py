@@ -138,19 +138,18 @@ def lines(analysis: dict) -> list[str]:
 
 
 def pairing_line(analysis: dict) -> str:
-    """What the pairing rests on, said as it is: proven by fingerprints that covered something, by
-    seed only for a black box, or not proven (with each missing fingerprint and what fills it)."""
+    """What the pairing rests on, said as it is: proven by fingerprints that covered the whole
+    training, by seed only for a black box, or not proven (each missing or partial fingerprint named,
+    with what fills it). Each fingerprint's own line says what it covers."""
     block = analysis.get("pairing") or {}
     checks = block.get("checks") or {}
     if block.get("basis") and block.get("basis") != "fingerprints":
         return f"pairing: {block['basis']}"
-    pairing = analysis.get("pairing_verified")
-    if pairing:
-        others = [c["line"] for k, c in checks.items() if k not in pairing]
-        return (f"pairing verified ({' and '.join(pairing)} equal across arms in every seed)"
-                + "".join(f"; {line}" for line in others))
-    if any(c["state"] == "missing" and c["required"] for c in checks.values()):
-        return "pairing NOT verified: " + "; ".join(c["line"] for c in checks.values())
+    said = "; ".join(c["line"] for c in checks.values())
+    if analysis.get("pairing_verified"):
+        return f"pairing verified: {said}"
+    if any(c["state"] in ("missing", "partial") for c in checks.values()):
+        return f"pairing NOT verified: {said}"
     # nothing the results say arms must share (results from another tool): what was recorded, as it is
     return "pairing: no shared fingerprints to verify" + "".join(
         f"; {c['line']}" for c in checks.values() if c["state"] != "missing")
