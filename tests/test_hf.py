@@ -99,9 +99,10 @@ def test_the_hf_fit_example_is_paired_by_its_fingerprints_and_bitwise(tmp_path, 
     results = run_paired_ab(tmp_path, None, arms=("low", "high"), experiment="hf_fit_ab",
                             config_dir=str(EXAMPLE / "conf"), overrides=[
                                 "train.kwargs.train_dataset.n=128", "train.kwargs.eval_dataset.n=64",
-                                "train.kwargs.args.num_train_epochs=1", "train.kwargs.model.config.num_hidden_layers=1"])
-    r = results[(0, "low")]
-    assert r["fingerprints"]["batches"] == 4 and len(load_steps(r)["loss"]) == 4  # 128 sequences in batches of 32
+                                "train.kwargs.args.num_train_epochs=2", "+train.kwargs.args.eval_strategy=epoch",
+                                "train.kwargs.model.config.num_hidden_layers=1"])
+    r = results[(0, "low")]  # evaluated after each epoch: the record still covers both
+    assert r["fingerprints"]["batches"] == 8 and len(load_steps(r)["loss"]) == 8  # 2 x 128 sequences in batches of 32
     assert set(r["metrics"]) == {"eval_loss", "eval_accuracy"}  # trainer.evaluate()'s, its timings left out
     assert r["code"]["packages"].get("transformers", "").startswith("transformers==")
 
