@@ -5,8 +5,9 @@ HARNESS_RUN (the unit's device, precision, determinism, stream seeds and declare
 ``attach()`` builds the unit's Run from them and switches PyTorch into the unit's determinism mode
 and threads, as a train.fn's unit is. What the Run recorded (init, data order, every step) is written
 to ``HARNESS_RUN_DIR/attached.json`` when the script calls ``run.finish(metrics)``, when a trainer's
-callback sees training end, or, failing those, when it exits; the command arm adopts it (``Run.adopt``), so the pairing is proven and the
-certificate compares every step's bits, as for a train.fn.
+callback sees training end, or, failing those, when it exits; the command arm adopts it
+(``Run.adopt``), so the pairing is proven and the certificate compares every step's bits, as for a
+train.fn.
 
 Run on its own (no HARNESS_RUN_DIR), ``attach(seed=...)`` returns a stand-alone Run on that seed
 that records nothing and changes no setting: the script still runs without the harness.

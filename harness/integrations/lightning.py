@@ -96,10 +96,11 @@ class Callback(pl.Callback):
             sampler = getattr(loader, "sampler", None)
             if isinstance(sampler, torch.utils.data.RandomSampler) and sampler.generator is None:
                 sampler.generator = self.run.generator("data_order")  # not the global RNG's
-        if not self._watched:
+        if not self._watched:  # a second fit goes on counting from the first's start
             self.run.watch(pl_module)
             self._watched = True
-        self._last_step = self._first_step = trainer.global_step
+            self._first_step = trainer.global_step
+        self._last_step = trainer.global_step
 
     # -- every batch and step -------------------------------------------------------------------
 
