@@ -56,7 +56,8 @@ def train(net, callback, label_smoothing: float, gradient_accumulation_steps: in
           eval_strategy: str = "no") -> dict:
     with tempfile.TemporaryDirectory() as out:
         args = transformers.TrainingArguments(
-            output_dir=out, num_train_epochs=epochs, eval_strategy=eval_strategy, per_device_train_batch_size=16, learning_rate=1e-3, use_cpu=True,
+            output_dir=out, num_train_epochs=epochs, eval_strategy=eval_strategy, per_device_train_batch_size=16,
+            learning_rate=1e-3, use_cpu=True,
             report_to=list(report_to), save_strategy="no", logging_steps=2, disable_tqdm=True, seed=1234,
             gradient_accumulation_steps=gradient_accumulation_steps,
             label_smoothing_factor=label_smoothing, dataloader_num_workers=0)

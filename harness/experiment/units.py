@@ -138,7 +138,8 @@ def _metrics_certificate(first: dict, second: dict) -> dict:
         shown = ", ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in differ) or "train.compare_files differ"
         line = (f"reproducible at the level of the metrics: NO: seed {first['seed']} arm {first['arm']} rerun "
                 f"differs ({shown})")
-    return {"reproducible": same, "level": "metrics", "steps": 0, "steps_trained": None, "seed": first["seed"], "arm": first["arm"],
+    return {"reproducible": same, "level": "metrics", "steps": 0, "steps_trained": None, "seed": first["seed"],
+            "arm": first["arm"],
             "first_divergent_step": None, "final_equal": first["fingerprints"]["final"] == second["fingerprints"]["final"],
             "metrics_differ": differ, "line": line}
 
