@@ -75,6 +75,25 @@ def test_a_ledger_that_cannot_be_written_is_named_without_its_password(tmp_path)
     assert said and "127.0.0.1:1/ledger" in said[0] and SECRET not in said[0], said
 
 
+@pytest.mark.parametrize("url, secret", [
+    ("postgresql://harness:pa%40ss@db.lab:5432/ledger", True),
+    ("postgres://harness@db.lab/ledger?sslmode=require&password=pw", True),
+    ("postgresql://harness@db.lab/ledger?sslpassword=pw", True),
+    ("postgresql://:pw@db.lab/ledger", True),
+    ("postgresql://harness@db.lab/ledger", False),
+    ("postgresql://db.lab:5432/ledger?options=a@b", False),  # libpq's credentials end at the first '/'
+    ("postgresql://postgres@/ledger?host=/tmp/pg&port=5433", False),
+    ("postgresql:///?service=ledger", False),
+])
+def test_a_password_is_found_where_libpq_reads_one_and_never_shown(url, secret):
+    from harness.config.ledger_spec import has_password, shown
+
+    assert has_password(url) is secret
+    assert "pw" not in shown(url) and "pa%40ss" not in shown(url)
+    if not secret:
+        assert shown(url) == url  # a URL without a password is shown as it is
+
+
 @pytest.mark.parametrize("args, key", [
     (["ledger.url=mysql://harness@127.0.0.1/ledger"], "ledger.url"),
     (["ledger.url=ledger.sqlite"], "ledger.url"),

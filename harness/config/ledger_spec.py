@@ -16,8 +16,10 @@ from urllib.parse import parse_qsl
 
 SCHEMES = ("postgresql://", "postgres://")  # libpq's URI prefixes (PostgreSQL docs, "Connection URIs")
 
-_USERINFO_PASSWORD = re.compile(r"(://[^:/@?#]*):([^@]*)@")  # user:password@ before the host
-_QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
+# user:password@ as libpq reads it: the credentials end at the first '@' before any '/'
+_USERINFO_PASSWORD = re.compile(r"(://[^:@/]*):([^@/]*)@")
+# password=... as a URL's query or a key=value connection string says it (sslpassword: a key's passphrase)
+_KEYWORD_PASSWORD = re.compile(r"(\b(?:ssl)?password\s*=\s*)('[^']*'|[^\s&#]*)", re.IGNORECASE)
 
 HOW_TO_GIVE_A_PASSWORD = (
     "Give the URL without it (postgresql://USER@HOST/DB) and the password as PostgreSQL's own clients "
@@ -32,8 +34,8 @@ def is_url(where) -> bool:
 
 def shown(text: str) -> str:
     """``text`` (a URL, or a message quoting one) with every password masked, $PGPASSWORD's too."""
-    text = _QUERY_PASSWORD.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1:***@", str(text)))
-    secret = os.environ.get("PGPASSWORD")
+    text = _KEYWORD_PASSWORD.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1:***@", str(text)))
+    secret = os.environ.get("PGPASSWORD")  # (one of a few letters would mask half the words, and hide little)
     return text.replace(secret, "***") if secret and len(secret) >= 4 else text
 
 
