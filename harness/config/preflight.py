@@ -15,6 +15,7 @@ from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.ledger_spec import ledger_problem
 from harness.training.threads import is_auto
 from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
 from harness.integrations.command_spec import is_command, problems as command_problems
@@ -61,6 +62,8 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
     _int_at_least(p, "repro.keep_step_weights", cfg.repro.keep_step_weights, 0)
     if lock_timeout_problem(cfg.get("lock_timeout")):
         p.append(lock_timeout_problem(cfg.get("lock_timeout")))
+    if ledger_problem(cfg.get("ledger")):  # the CLI refused it before Hydra wrote .hydra/ (precheck.py)
+        p.append(ledger_problem(cfg.get("ledger")))
     if _v(cfg.device) == "cuda":
         import torch
 
