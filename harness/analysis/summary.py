@@ -9,7 +9,7 @@ pairing, the arms, and what was left out. Every table is in report.md (and on th
 
 from __future__ import annotations
 
-from harness.stats.words import ZERO_END
+from harness.stats import ZERO_END
 
 
 class Fmt:

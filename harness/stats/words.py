@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from ._core import ZERO_END
+
 
 def _p(p: float) -> str:
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}"
@@ -14,9 +16,6 @@ def _num(x: float) -> str:
     return f"{x:+.3g}"
 
 
-# An interval end this close to 0, relative to the interval's size, is 0 up to the arithmetic that
-# found it (the exact test's bound is bisected to within 1e-9 of the differences' scale): said as 0.
-ZERO_END = 1e-6
 
 
 def _ends(low: float, high: float) -> tuple[str, str]:
