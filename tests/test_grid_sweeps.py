@@ -199,3 +199,18 @@ def test_a_grid_over_named_settings_pools_them_without_a_slope(tmp_path):
     assert block["pooled"]["estimate"] == pytest.approx(np.mean(block["effects"]))
     assert "better on" in block["sentence"] and "across 3 grid points" in block["sentence"]
     assert "Does the effect depend on the grid value?" in (tmp_path / "grid.md").read_text()
+
+
+def test_every_grid_point_is_certified_in_its_own_folder(tmp_path):
+    # one certificate.json per sweep folder certified the point that wrote it last; the others were
+    # "not certified", with a hint to rerun that certified one point again
+    certified = [o for o in TINY if o != "repro.certificate=false"]
+    proc = run_cli(["-m", *certified, "optim.lr=0.01,0.05", "seed=range(0,3)"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (sweep,) = (tmp_path / "multirun" / "loss_ab").iterdir()
+    for lr in ("0.01", "0.05"):
+        point = sweep / f"optim.lr={lr}"
+        assert read_json(point / "certificate.json")["reproducible"] is True
+        analysis = read_json(point / "analysis.json")
+        assert analysis["certificate"]["reproducible"] is True and not analysis["certificate"].get("stale")
+    assert not (sweep / "certificate.json").exists()

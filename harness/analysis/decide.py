@@ -90,7 +90,9 @@ def decide(g: Gathered) -> dict:
         "data_unverified": g.data_unverified,  # runs whose data files were trusted without their checksums
     }
     diverged.apply(out, g.diverged, arms=arms, baseline=baseline, alpha=alpha, unit=unit)
-    for key, value in g.extra.items():
+    # in one order whoever added them (a run adds its sequential block, then the certificate; a
+    # re-analysis reads both from disk): the re-analysis rewrites analysis.json byte for byte
+    for key, value in sorted(g.extra.items()):
         if key in out:
             raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")
         out[key] = value

@@ -67,11 +67,7 @@ def _check_duplicates(results) -> tuple[list, list]:
 def _check_one_configuration_per_arm(results, arms) -> None:
     # config_hash leaves out seed and arm but includes the factor's value: it differs between
     # arms by design, and within an arm it must be one value.
-    by_arm: dict[str, dict] = {}
-    for r in results:  # one pass: arm -> config_hash -> seeds, in the results' order
-        config_hash = comparability.hashes(r)[0]  # recomputed from the result's config block
-        if config_hash is not None:
-            by_arm.setdefault(str(r.get("arm")), {}).setdefault(str(config_hash), []).append(r.get("seed"))
+    by_arm = comparability.configs_by_arm(results)
     mixed = []
     for arm in arms:
         hashes = by_arm.get(arm, {})

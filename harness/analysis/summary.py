@@ -9,6 +9,8 @@ pairing, the arms, and what was left out. Every table is in report.md (and on th
 
 from __future__ import annotations
 
+from harness.stats import ZERO_END
+
 
 class Fmt:
     """Numbers in the metric's units: accuracy in points to 2 decimals, anything else 4 digits."""
@@ -31,7 +33,10 @@ class Fmt:
         if not ci or (ci[0] is None and ci[1] is None):
             return "—"
         # an end JSON holds as null is infinite (analysis.json writes no inf): said on the same line
-        ends = [self.signed(x) if x is not None else ("-inf" if i == 0 else "+inf") for i, x in enumerate(ci)]
+        # an end at 0 up to the arithmetic that found it reads "0" (stats.words._ends says why)
+        scale = sum(abs(x) for x in ci if x is not None)
+        ends = [("-inf" if i == 0 else "+inf") if x is None else "0" if abs(x) <= ZERO_END * scale else self.signed(x)
+                for i, x in enumerate(ci)]
         text = f"[{ends[0]}, {ends[1]}]{self.unit}"
         if None in ci:
             text += " (infinite end: too few pairs for the exact sign-flip test to bound that side)"

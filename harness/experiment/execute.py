@@ -103,7 +103,8 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             problem = sweep_level_problem(sweep_root, declaration)
             if problem:
                 raise ExperimentError(problem)
-        plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
+        plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun,
+                                certificate_dir=_certificate_dir(out_dir, sweep_root))
         if pool.side_by_side:
             from harness.experiment.side_by_side import run_side_by_side
 
@@ -149,6 +150,12 @@ def _grid_point(out_dir: Path, sweep_root: Path) -> bool:
         return len(Path(out_dir).resolve().relative_to(Path(sweep_root).resolve()).parts) > 1
     except ValueError:
         return False
+
+
+def _certificate_dir(out_dir: Path, sweep_root: Path) -> Path:
+    """Where a job's certificate goes: a grid point is an A/B of its own, certified in its own folder
+    (the parent of its job folders); a sweep of one A/B's seeds and arms, in the sweep folder."""
+    return Path(out_dir).parent if _grid_point(out_dir, sweep_root) else Path(sweep_root)
 
 
 def _ledger_level(settings, declaration, out_dir: Path):

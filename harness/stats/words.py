@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from ._core import ZERO_END
+
 
 def _p(p: float) -> str:
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}"
@@ -12,6 +14,15 @@ def _p(p: float) -> str:
 
 def _num(x: float) -> str:
     return f"{x:+.3g}"
+
+
+
+
+def _ends(low: float, high: float) -> tuple[str, str]:
+    """The two ends of an interval in words: an end at 0 up to rounding reads "0", not "+7.11e-09"."""
+    scale = sum(abs(x) for x in (low, high) if x is not None and math.isfinite(x))
+    return tuple("0" if x is not None and math.isfinite(x) and abs(x) <= ZERO_END * scale else _num(x)
+                 for x in (low, high))
 
 
 def _seeds(n: int | None) -> str:
@@ -24,7 +35,8 @@ def _level(level: float) -> str:
 
 
 def _interval(iv, u: str) -> str:
-    text = f"{_level(iv.level)} CI {_num(iv.low)} to {_num(iv.high)}{u}"
+    low, high = _ends(iv.low, iv.high)
+    text = f"{_level(iv.level)} CI {low} to {high}{u}"
     if any(x is not None and math.isinf(x) for x in (iv.low, iv.high)):  # said here, not only in report.md
         text += ("; an infinite end: with so few pairs the exact sign-flip test rejects no effect on that side "
                  "at this level, so nothing bounds it")
@@ -182,7 +194,7 @@ def beyond_test_set_sentence(c, *, unit: str = "", higher_is_better: bool = True
     u = unit
     numbers = (
         f"test-set SE {ts.se_test_set:.3g}{u} beside seed SE {ts.se_seeds:.3g}{u}; for the data distribution "
-        f"(seeds x test examples) {_level(level)} CI {_num(low)} to {_num(high)}{u}, df {ts.df:.3g}"
+        f"(seeds x test examples) {_level(level)} CI {' to '.join(_ends(low, high))}{u}, df {ts.df:.3g}"
     )
     code = c.verdict.code if c.verdict is not None else ""
     if code in ("identical", "equivalent", "undecided"):
