@@ -71,7 +71,7 @@ def declaration_line(analysis: dict) -> str:
         shown = ", ".join(looks) if len(looks) <= 6 else f"{', '.join(looks[:3])}, ... {looks[-1]}"
         design = f"; sequential, looks at {shown} seeds, {d.get('spending')} spending"
     else:
-        margin = margin_words(m, f, analysis["metric"])
+        margin = margin_line(m, f, analysis["metric"])
         alpha, design = analysis["alpha"], ""
     decl = analysis.get("declaration") or {}
     arms = ", ".join(f"{k}={v}" for k, v in (decl.get("arms") or {}).items())
@@ -83,7 +83,7 @@ def declaration_line(analysis: dict) -> str:
             f"baseline {analysis['baseline']}; factor {analysis.get('factor')}" + (f" ({arms})" if arms else "") + design)
 
 
-def margin_words(m: dict, f, metric: str) -> str:
+def margin_line(m: dict, f, metric: str) -> str:
     """The margin an analysis used, and when it was declared (or that there is none, or it was estimated)."""
     if m["source"] == "auto":
         return (f"auto, ESTIMATED FROM THE DATA: ±{f.value(m['value'])}{f.unit} ('beyond' against "

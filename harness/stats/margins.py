@@ -52,6 +52,12 @@ class Margin(Result):
     def estimated(self) -> bool:
         return self.source == "auto"
 
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if d["declared"] in ("", "declared before the data"):  # the usual case: analysis.json as it always was
+            del d["declared"]
+        return d
+
     @property
     def none(self) -> bool:
         """No margin: "beyond" is the test against 0 and equivalence cannot be claimed."""
