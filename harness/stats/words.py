@@ -192,8 +192,8 @@ def _without_margin(c, code: str, word: str, effect: str, u: str) -> str:
     elif c.mean_diff == 0:
         plan = "an observed difference of exactly 0 gives no effect size to plan for"
     else:
-        plan = (f"{_seed_range(need.at_observed, need.at_observed_range)} seeds would detect a true difference as "
-                f"large as the observed {_num(c.mean_diff)}{u}")
+        plan = (f"about {_seed_range(need.at_observed, need.at_observed_range)} seeds would give {need.power:.0%} "
+                f"power to detect a true difference as large as the observed {_num(c.mean_diff)}{u}")
     return (f"no detectable difference: {effect} ({_interval(iv['zero'], u)}; t test against 0 "
             f"{_pvalues(c, 'zero', c.t.pvalue)}); a non-significant test is not evidence of no effect, and {none}; "
             f"{plan}." + _floor_note(c))
