@@ -425,6 +425,7 @@ def test_a_race_at_its_seed_limit_returns_its_survivors_and_its_screen_counts_ev
     assert "indistinguishable" not in race["verdict"]
     behind = min(("shift_0.0", "shift_0.5"), key=lambda c: race["configs"][c]["mean"])
     c = race["configs"][behind]
+    assert c["status"] == "in the set"  # the race is over: no configuration is still running
     assert race["verdict"].startswith("the race reached its maximum of 4 seeds with shift_0.0, shift_0.5 still in "
                                       f"it: not separated ({behind} {c['difference']:+.3g} pts [{c['interval'][0]:+.3g}, "
                                       f"{c['interval'][1]:+.3g}]")

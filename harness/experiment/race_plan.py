@@ -234,7 +234,8 @@ def summary(design: RaceDesign, p: Race) -> dict:
     for c in cfgs:
         v = p.values[c]
         row = {"value": design.values[c], "n": len(v), "seeds": p.seeds[:len(v)], "mean": means[c],
-               "status": "dropped" if c in dropped else ("leader" if c == leader else "running"),
+               "status": "dropped" if c in dropped else ("leader" if c == leader else "in the set" if p.outcome
+                                                        else "running"),  # (once over, a survivor runs no more)
                "difference": None, "interval": None}
         if c in dropped:
             row.update(dropped_at_look=dropped[c][0], dropped_by=dropped[c][1]["by"])
