@@ -8,9 +8,9 @@ identity are refused, as by every analysis.
 
 report.md: the winner, the set indistinguishable from the best, or the survivors at the seed
 limit; each configuration's mean, its difference from the leader with the simultaneous interval,
-seeds spent per configuration, and a table of every look and every drop. race.png: per look, each running configuration's mean minus
-that look's leader with its simultaneous interval, and the margin band; a dropped configuration's
-line ends at its drop.
+seeds spent per configuration, and a table of every look and every drop. race.png: per look, each
+running configuration's mean minus that look's leader with its simultaneous interval, and the
+margin band; a dropped configuration's line ends at its drop.
 """
 
 from __future__ import annotations
