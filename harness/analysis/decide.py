@@ -31,9 +31,9 @@ def decide(g: Gathered) -> dict:
     values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
     n_test = g.n_test
     try:
-        chosen = stats.resolve_margin(0.0 if decl.margin is None else decl.margin,
-                                      [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
-                                      resolution=spec.example_scale / n_test if n_test else None)
+        chosen = stats.resolve_margin(decl.margin, [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
+                                      resolution=spec.example_scale / n_test if n_test else None,
+                                      declared=decl.margin_declared)
     except ValueError as e:
         raise AnalysisError(f"Bad margin: {e}") from None
     examples, examples_note = g.examples

@@ -76,11 +76,7 @@ def declaration_line(analysis: dict) -> str:
         shown = ", ".join(looks) if len(looks) <= 6 else f"{', '.join(looks[:3])}, ... {looks[-1]}"
         design = f"; sequential, looks at {shown} seeds, {d.get('spending')} spending"
     else:
-        if m["source"] == "auto":
-            margin = (f"auto, ESTIMATED FROM THE DATA: ±{f.value(m['value'])}{f.unit} ('beyond' against "
-                      f"±{f.value(m['high'])}, 'equivalent' against ±{f.value(m['low'])})")
-        else:
-            margin = f"±{f.value(m['value'])}{f.unit} declared before the data"
+        margin = margin_line(m, f, analysis["metric"])
         alpha, design = analysis["alpha"], ""
     decl = analysis.get("declaration") or {}
     arms = ", ".join(f"{k}={v}" for k, v in (decl.get("arms") or {}).items())
@@ -90,6 +86,16 @@ def declaration_line(analysis: dict) -> str:
     level = fdr_words(decl.get("fdr")) if not analysis.get("departures") else ""
     return (f"{said}: metric {analysis['metric']} ({unit}{words}); margin {margin}; {level or f'alpha {alpha:g}'}; "
             f"baseline {analysis['baseline']}; factor {analysis.get('factor')}" + (f" ({arms})" if arms else "") + design)
+
+
+def margin_line(m: dict, f, metric: str) -> str:
+    """The margin an analysis used, and when it was declared (or that there is none, or it was estimated)."""
+    if m["source"] == "auto":
+        return (f"auto, ESTIMATED FROM THE DATA: ±{f.value(m['value'])}{f.unit} ('beyond' against "
+                f"±{f.value(m['high'])}, 'equivalent' against ±{f.value(m['low'])})")
+    if m["source"] == "none":
+        return f"none for {metric} (better or worse than 0 only; no equivalence claim)"
+    return f"±{f.value(m['value'])}{f.unit} {m.get('declared') or 'declared before the data'}"
 
 
 def lines(analysis: dict) -> list[str]:

@@ -41,6 +41,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     """
     from harness.tracking import tracker as tracking
     from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import read as read_declaration
 
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
@@ -97,6 +98,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
             declaration = _ledger_level(cfg.get("ledger"), declaration, out_dir)
             declaration.write(out_dir, say=say)
+            declaration = read_declaration(out_dir) or declaration  # as written: with when it was declared
         elif declaration.fdr:  # a job of a sweep: the level is the sweep's, taken by its launcher (ledger/record.py)
             from harness.ledger.record import sweep_level_problem
 

@@ -116,7 +116,9 @@ def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = T
             f"identical results: the factor did not change the numerics ({arm} and {base} gave "
             f"exactly the same value in all {c.n} seeds)."
         )
-    if code in ("better", "worse"):
+    if m.none and code in ("better", "worse", "differs", "undecided"):
+        s = _without_margin(c, code, word, effect, u)
+    elif code in ("better", "worse"):
         s = (f"{arm} is {word} than {base} beyond the margin: {effect} ({_interval(iv['beyond'], u)}), "
              f"more than {beyond_m} (minimum-effect test {_pvalues(c, 'beyond', c.minimum_effect.pvalue)}).")
     elif code == "smaller_than_margin":
@@ -182,6 +184,31 @@ def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = T
         s += (f" (Each claim tested at alpha / {c.n_comparisons} = {c.alpha / c.n_comparisons:.3g}, "
               f"Bonferroni over {c.n_comparisons} comparisons; intervals at that level.)")
     return s
+
+
+def _without_margin(c, code: str, word: str, effect: str, u: str) -> str:
+    """The verdicts that need no margin: better or worse by the test against 0 (the minimum-effect
+    test at 0), or no detectable difference; no equivalence claim."""
+    arm, base, iv = c.arm, c.baseline, c.intervals
+    none = "no margin was declared for this metric, so no claim of equivalence can be made"
+    if code in ("better", "worse"):
+        return (f"{arm} is {word} than {base}: {effect} ({_interval(iv['beyond'], u)}), a difference from 0 "
+                f"(two-sided test against 0 {_pvalues(c, 'beyond', c.minimum_effect.pvalue)}); {none}.")
+    if code == "differs":
+        return (f"{arm} is {word} than {base} by the t test against 0, {effect} ({_interval(iv['zero'], u)}; "
+                f"{_pvalues(c, 'zero', c.t.pvalue)}), but the two-sided test against 0 that decides better or worse "
+                f"({_pvalues(c, 'beyond', c.minimum_effect.pvalue)}) does not confirm it; {none}.")
+    need = c.seeds_needed
+    if c.exact:
+        plan = "seeds needed cannot be planned from differences that do not vary"
+    elif c.mean_diff == 0:
+        plan = "an observed difference of exactly 0 gives no effect size to plan for"
+    else:
+        plan = (f"about {_seed_range(need.at_observed, need.at_observed_range)} seeds would give {need.power:.0%} "
+                f"power to detect a true difference as large as the observed {_num(c.mean_diff)}{u}")
+    return (f"no detectable difference: {effect} ({_interval(iv['zero'], u)}; t test against 0 "
+            f"{_pvalues(c, 'zero', c.t.pvalue)}); a non-significant test is not evidence of no effect, and {none}; "
+            f"{plan}." + _floor_note(c))
 
 
 def beyond_test_set_sentence(c, *, unit: str = "", higher_is_better: bool = True) -> str:
