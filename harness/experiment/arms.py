@@ -64,8 +64,9 @@ def check_ab(cfg: DictConfig) -> None:
         raise ExperimentError(f"arm={cfg.arm!r} is not an arm of this experiment; arms: {', '.join(ab.arms)}.")
     from harness.config.preflight import seed_problems
 
-    if seed_problems(cfg):
-        raise ExperimentError(seed_problems(cfg)[0])
+    problems = seed_problems(cfg.seed, cfg.get("seeds"))
+    if problems:
+        raise ExperimentError(problems[0])
 
 
 class _Missing:
