@@ -105,3 +105,13 @@ def test_a_long_override_list_gets_a_short_stable_folder_name(tmp_path):
     assert (out / "runs" / "seed=0" / "arm=A" / "result.json").is_file()
     written = (out / ".hydra" / "overrides.yaml").read_text()  # the full list, inside the folder
     assert all(o in written for o in many), written
+
+
+def test_the_noise_tools_default_folder_is_one_short_component_too():
+    from harness.tools.noise_audit import default_out
+
+    many = [f"optim.lr=0.{'1' * 100}", f"optim.momentum=0.{'2' * 100}", f"model.dropout=0.{'3' * 100}"]
+    for tool in ("noise_audit", "noise_sources"):
+        folder = default_out(many, tool)
+        assert folder.parent.name == tool and len(folder.name.encode()) <= 255
+        assert folder == default_out(list(reversed(many)), tool) != default_out(many[:2], tool)

@@ -43,13 +43,31 @@ def test_every_schema_key_is_in_the_identity_or_in_the_one_list():
         assert changed == (key not in NOT_IN_IDENTITY), key
 
 
+def test_every_repro_key_is_in_the_identity_or_how_a_run_is_checked():
+    """repro.certificate, code_paths and code_git say how a run is checked (a rerun, which files and
+    whether the git tree identify the code; the code itself is in code_version): no bit of the run."""
+    from harness.config.schema import ReproConfig
+    from harness.results import REPRO_NOT_IN_IDENTITY
+
+    base = plain(compose_cfg(FAST))
+    digest = config_digest(base)
+    for f in dataclasses.fields(ReproConfig):
+        changed = config_digest({**base, "repro": {**base["repro"], f.name: _probe(base["repro"].get(f.name))}})
+        assert (changed != digest) == (f.name not in REPRO_NOT_IN_IDENTITY), f.name
+
+
 def test_the_one_list_names_no_folder():
     assert set(CHANGES_NO_BIT) <= set(NOT_IN_NAME)
 
 
 def test_the_keys_of_the_one_list_change_no_bit(tmp_path):
     """One unit trained twice, every key of the one list at another value the second time: the
-    same fingerprints (initial weights, data order, every step, final weights) and metrics."""
+    same fingerprints (initial weights, data order, every step, final weights) and metrics.
+
+    Why none can change a bit: resume and lock_timeout decide whether a unit runs, not what it
+    computes; progress and tables what is printed; workers how many units run side by side (each
+    pins its own threads); logger where metrics are sent and ledger where claims are recorded, both
+    after the numbers exist."""
     varied = {"resume": ["resume=false"], "lock_timeout": ["lock_timeout=7"], "progress": ["progress=true"],
               "tables": ["tables=false"], "workers": ["workers=auto"],
               "logger": ["logger=wandb", "logger.wandb.mode=disabled"],

@@ -105,7 +105,7 @@ def _dirname(override_dirname: str, *job) -> str:
     job holds (either left out when the job runs all of them) instead of Hydra's job number.
     """
     name = re.sub(r"(?<=[=,])(True|False)(?=,|$)", lambda m: m.group(1).lower(), override_dirname).replace("/", "_")
-    name = _short(re.sub(r"(^|,)\+\+(ab\.(arms|conditions)=)", r"\1\2", name))  # as typed (typed_overrides adds ++)
+    name = short_name(re.sub(r"(^|,)\+\+(ab\.(arms|conditions)=)", r"\1\2", name))  # as typed (typed_overrides adds ++)
     if not job:
         return name or "default"
     held = ",".join(f"{key}={value}" for key, value in zip(("seed", "arm"), job) if value is not None)
@@ -117,7 +117,8 @@ def _dirname(override_dirname: str, *job) -> str:
 MAX_NAME_BYTES = 160
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
+    """``name`` as one path component: itself, or when too long its start and a digest of all of it."""
     data = name.encode()
     if len(data) <= MAX_NAME_BYTES:
         return name

@@ -45,6 +45,7 @@ from harness.stats.sources import read_sources, spread
 from harness.tools.diff import parse_args
 from harness.tools.golden import BadInput, add_config_dir, compose_config, stack_summary
 from harness.tools.noise_sources_table import TABLE_COLUMNS, figure, render, table_rows
+from harness.tools.noise_audit import default_out
 from harness.tools.noise_runs import audited_metric, thread_counts
 from harness.tools.noise_sources_runs import Runner, jobs_of, plan
 
@@ -92,8 +93,7 @@ def main(argv=None) -> int:
         workers = _resolve_threads(cfg, load, runs=2 * (1 + args.repeats * (len(sources) + 1)))
         arms = _two_arms(cfg, declaration)
         own_streams(sources, arms)
-        out_dir = Path(args.out) if args.out else Path("outputs") / "noise_sources" / (
-            ",".join(sorted(args.overrides)).replace("/", "_") or "default")
+        out_dir = Path(args.out) if args.out else default_out(args.overrides, "noise_sources")
         seed = int(cfg.seed if cfg.seed is not None else cfg.ab.seeds[0])
         text = measure(arms, seed, sources, args.repeats, declaration.spec(metric), out_dir,
                        margin=declaration.margin, overrides=args.overrides, workers=workers, free=load.free)
