@@ -132,7 +132,7 @@ def _listed() -> str:
 def own_streams(sources: list, arms: dict) -> list:
     """The sources that are no stream of ours (a name a training of one's own gives run.generator),
     refused where no training could draw from them: the built-in loop draws from ours only."""
-    own = [s for s in sources if s not in STREAMS + NUMERICAL]
+    own = [s for s in sources if s not in STREAMS + NUMERICAL + ("all",)]
     builtin = all(str(c.train.fn) == BUILTIN_LOOP and c.train.get("cmd") is None for c in arms.values())
     if own and builtin:
         raise BadInput(_not_used(own[0], "the built-in training loop draws from no stream of that name"))
