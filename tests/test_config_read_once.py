@@ -24,6 +24,8 @@ ROOT = str(Path(harness.__file__).resolve().parent) + "/"
 ROOT_ENTRIES = {
     # harness.run finishes composing (arms replaced whole, a factor override refused): before execute
     ("config.compose", "replace_whole_arms"), ("config.compose", "factor_override_problem"),
+    # while Hydra composes: the folder's name leaves out an override the composed config already held
+    ("config.compose", "not_in_name"), ("config.unchanged", "unchanged_in_hydra"),
     # the invocation's entry point
     ("experiment.execute", "execute"),
     # every value checked before torch, then the full preflight (imports, components, the data)

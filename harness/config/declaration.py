@@ -177,8 +177,8 @@ class Declaration:
         for key in ("bootstrap_resamples", "bootstrap_seed"):
             value = s.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "bootstrap_resamples" else 0):
-                problems.append(f"stats.{key}={value!r} must be an integer >= "
-                                f"{1 if key == 'bootstrap_resamples' else 0}.")
+                problems.append(f"stats.{key}={value!r} must be " + ("an integer >= 1." if key == "bootstrap_resamples"
+                                                                      else "a non-negative integer."))  # as every seed
         fdr = fdr_spec(s.get("fdr"), problems, sequential=sequential is not None, conditions=bool(ab.get("conditions")))
         if problems:
             raise DeclarationError(" ".join(problems))
