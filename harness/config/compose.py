@@ -9,7 +9,7 @@ import re
 from typing import Optional
 
 from harness.config.schema import Config
-from harness.results import CHANGES_NO_BIT
+from harness.results import CHANGES_NO_BIT, REPRO_NOT_IN_IDENTITY
 
 
 def compose_error(e: Exception) -> str:
@@ -136,7 +136,8 @@ NOT_IN_NAME = ("seed", "arm", *CHANGES_NO_BIT, "experiment", "+experiment")
 
 def not_in_name(task_overrides, sequential=False, sweeper="", _root_=None) -> list:
     """hydra.job.config.override_dirname.exclude_keys for these overrides: NOT_IN_NAME and every key
-    under one of them (``logger.*``, ``ledger.*``), the analysis-only ``stats.*`` keys where the runs
+    under one of them (``logger.*``, ``ledger.*``), the ``repro.*`` keys that say how runs are checked
+    (``repro.certificate=true`` on a finished folder certifies it, not a new one), the analysis-only ``stats.*`` keys where the runs
     are the same whatever they say (not under a sequential or racing design, which decides from them
     which runs to make), and an override that leaves the composed config ``_root_`` as it was.
     A changed ``stats.*`` key on a finished folder is a changed declaration: re-analysed, not retrained."""
@@ -147,7 +148,8 @@ def not_in_name(task_overrides, sequential=False, sweeper="", _root_=None) -> li
     for text in task_overrides or ():
         key = str(text).split("=", 1)[0].lstrip("+~")
         root = key.split(".", 1)[0]
-        if (root in CHANGES_NO_BIT or (root == "stats" and not design)) and key not in keys:
+        checked = key.startswith("repro.") and key.split(".", 1)[1] in REPRO_NOT_IN_IDENTITY  # how a run is checked
+        if (root in CHANGES_NO_BIT or checked or (root == "stats" and not design)) and key not in keys:
             keys.append(key)
     return keys + unchanged_in_hydra(_root_, task_overrides, named_already=keys)
 
