@@ -19,8 +19,15 @@ from harness.experiment.units import Executed, ExperimentError, recorded_threads
 
 log = logging.getLogger("harness")
 
-# The folder this process is writing results into (for the message after Ctrl-C).
+# The folder this process is writing results into (for the messages after Ctrl-C and a refusal), and
+# "created": the output folder this invocation made, which a refusal may remove until a unit starts.
 CURRENT: dict = {}
+
+
+def units_begin() -> None:
+    """A unit is about to run: from here on a refusal removes nothing and names the folder (app.refuse)."""
+    CURRENT.pop("created", None)
+    CURRENT["units_began"] = True
 
 
 def _say(msg: str) -> None:
@@ -94,10 +101,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             configs = condition_configs(cfg, declaration, given_overrides(overrides), config_dirs)
             return run_conditions(configs, out_dir, declaration, say=say, tracker=tracker,
                                   certify=bool(cfg.repro.certificate), show_table=show_table)
-        if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
-            declaration = _ledger_level(cfg.get("ledger"), declaration, out_dir)
-            declaration.write(out_dir, say=say)
-        elif declaration.fdr:  # a job of a sweep: the level is the sweep's, taken by its launcher (ledger/record.py)
+        if multirun and declaration.fdr:  # a job of a sweep: the level is the sweep's, taken by its launcher (ledger/record.py)
             from harness.ledger.record import sweep_level_problem
 
             problem = sweep_level_problem(sweep_root, declaration)
@@ -105,13 +109,19 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
                 raise ExperimentError(problem)
         plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
         if pool.side_by_side:
-            from harness.experiment.side_by_side import run_side_by_side
-
             # the workers' imports overlap the preflight; none start when every run is done
             check_unless_done(cfg, plan, say, before_preflight=lambda units: pool.start(units, warm=plan.modules))
-            outcome = run_side_by_side(plan, pool, log=say, tracker=tracker, stop_on_fatal=not multirun)
         else:
             check_unless_done(cfg, plan, say)
+        # The config's refusals are all above: a refused run writes no declaration, reserves no ledger test
+        if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
+            declaration = _ledger_level(cfg.get("ledger"), declaration, out_dir)
+            declaration.write(out_dir, say=say)
+        if pool.side_by_side:
+            from harness.experiment.side_by_side import run_side_by_side
+
+            outcome = run_side_by_side(plan, pool, log=say, tracker=tracker, stop_on_fatal=not multirun)
+        else:
             outcome = run_plan(plan, log=say, tracker=tracker, stop_on_fatal=not multirun)
         pool.close()  # before the analysis: their memory back, nothing left to run
         if narrowed or multirun:

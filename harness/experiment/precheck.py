@@ -37,6 +37,23 @@ def check_writable(folder: Path) -> None:
         )
 
 
+# What an invocation writes into its output folder before any unit runs: Hydra's .hydra/ and the
+# log, the declaration. A folder holding anything else holds what a unit computed.
+_BEFORE_UNITS = ("declaration.json",)
+
+
+def written_before_units(root: Path) -> bool:
+    """Whether every file under ``root`` is one an invocation writes before its first unit."""
+    for path in root.rglob("*"):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        inside = path.relative_to(root).parts
+        if ".hydra" in inside or path.suffix == ".log" or path.name in _BEFORE_UNITS:
+            continue
+        return False
+    return True
+
+
 def job_overrides(config: DictConfig) -> list[list[str]]:
     """Every job's overrides in a sweep, as Hydra's basic sweeper would expand them."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -103,12 +120,14 @@ class CheckBeforeRuns(Callback):
 
         folder = run_dir(config)
         check_writable(folder)
-        # Hydra creates the folder next (.hydra/, the log); a refusal before training removes it again,
-        # with the parents created for it (outputs/<experiment>/): the topmost folder that is new
+        # Hydra creates the folder next (.hydra/, the log); a refusal before any unit removes it again,
+        # with the parents created for it (outputs/<experiment>/): the topmost folder that is new.
+        # Once a unit starts, the mark is dropped (execute.units_begin): nothing is removed after that
         new = folder.resolve()
         while not new.parent.exists():
             new = new.parent
         CURRENT["created"] = None if new.exists() else new
+        CURRENT.pop("units_began", None)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from hydra.core.global_hydra import GlobalHydra
