@@ -82,3 +82,12 @@ def test_a_refusal_on_a_finished_folder_changes_no_byte_of_it_nor_of_its_ledger(
         harness.run([*overrides, *refused], out_dir=folder, config_dir=config_dir, verbose=False)
     assert _bytes_under(folder, ledger) == before
     assert not (folder / "superseded").exists()
+
+
+def test_a_condition_refused_by_the_preflight_is_refused_before_any_condition_runs_or_is_declared(tmp_path):
+    # the second condition passes a keyword the training function does not take: found by the full preflight
+    with pytest.raises(HarnessError, match=r"train.kwargs.nosuch") as e:
+        harness.run([*SYN, "+train.kwargs.sd=1.0", "ab.conditions={a: ['+train.kwargs.sd=0.3'], b: ['+train.kwargs.nosuch=1']}"],
+                    out_dir=tmp_path / "exp", verbose=False)
+    assert "Nothing was run" in str(e.value)
+    assert _bytes_under(tmp_path) == {}
