@@ -71,12 +71,13 @@ def run(cfg: DictConfig) -> dict:
 def refuse(message: str) -> None:
     """Exit 2. A folder this invocation created (precheck.py noted the topmost new one) is removed
     only while it holds nothing but what was written before any unit (.hydra/, the log, the
-    declaration): from the first unit on, nothing is deleted and the message says where it is."""
+    declaration): from the first unit on, nothing is deleted and the message says where it is. In a
+    folder that existed, a refusal before any unit puts Hydra's files and the log back as they were."""
     import shutil
 
-    from harness.experiment.precheck import written_before_units
+    from harness.experiment.precheck import put_back, written_before_units
 
-    created = CURRENT.pop("created", None)
+    created, before = CURRENT.pop("created", None), CURRENT.pop("before", None)
     began = CURRENT.pop("units_began", False)
     kept = created is not None and created.is_dir() and not written_before_units(created)
     if created is not None and created.is_dir() and not kept:
@@ -84,4 +85,7 @@ def refuse(message: str) -> None:
         shutil.rmtree(created, ignore_errors=True)
     elif (began or kept) and CURRENT.get("folder") is not None:
         message += f" Nothing was deleted: what the runs wrote is in {CURRENT['folder']}."
+    elif before is not None:  # a folder that existed: Hydra's files and the log as they were
+        logging.shutdown()
+        put_back(before)
     fail(message)

@@ -91,3 +91,18 @@ def test_a_condition_refused_by_the_preflight_is_refused_before_any_condition_ru
                     out_dir=tmp_path / "exp", verbose=False)
     assert "Nothing was run" in str(e.value)
     assert _bytes_under(tmp_path) == {}
+
+
+def test_a_command_line_refusal_on_a_finished_folder_puts_hydras_files_and_the_log_back(tmp_path):
+    folder = tmp_path / "exp"
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    run = [*SYN, "stats.fdr.method=lond", f"ledger.path={ledger / 'ledger.sqlite'}", f"hydra.run.dir={folder}"]
+    done = run_cli(run, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    before = _bytes_under(folder, ledger)
+    assert (folder / ".hydra" / "config.yaml").is_file() and (folder / "harness.log").is_file()
+    proc = run_cli([*run, "+train.kwargs.nosuch=1", "stats.margin=0.5"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "train.kwargs.nosuch" in proc.stderr and "Nothing was run" in proc.stderr
+    assert _bytes_under(folder, ledger) == before
