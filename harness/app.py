@@ -84,7 +84,7 @@ def refuse(message: str) -> None:
         logging.shutdown()  # the log file's handler: closed before its folder goes
         shutil.rmtree(created, ignore_errors=True)
     elif (began or kept) and CURRENT.get("folder") is not None:
-        message += f" Nothing was deleted: what the runs wrote is in {CURRENT['folder']}."
+        message += f" Nothing was deleted: the results and files written so far are in {CURRENT['folder']}."
     elif before is not None:  # a folder that existed: Hydra's files and the log as they were
         logging.shutdown()
         put_back(before)
