@@ -75,7 +75,7 @@ def refuse(message: str) -> None:
     folder that existed, a refusal before any unit puts Hydra's files and the log back as they were."""
     import shutil
 
-    from harness.experiment.precheck import put_back, written_before_units
+    from harness.experiment.refused_files import put_back, written_before_units
 
     created, before = CURRENT.pop("created", None), CURRENT.pop("before", None)
     began = CURRENT.pop("units_began", False)

@@ -37,54 +37,6 @@ def check_writable(folder: Path) -> None:
         )
 
 
-# What an invocation writes into its output folder before any unit runs: Hydra's .hydra/ and the
-# log, the declaration. A folder holding anything else holds what a unit computed.
-_BEFORE_UNITS = ("declaration.json",)
-
-
-def written_before_units(root: Path) -> bool:
-    """Whether every file under ``root`` is one an invocation writes before its first unit."""
-    for path in root.rglob("*"):
-        if path.is_dir() and not path.is_symlink():
-            continue
-        inside = path.relative_to(root).parts
-        if ".hydra" in inside or path.suffix == ".log" or path.name in _BEFORE_UNITS:
-            continue
-        return False
-    return True
-
-
-def hydra_files(folder: Path, subdir) -> dict:
-    """What Hydra rewrites in an output folder that exists before the task function runs: its
-    ``subdir`` (.hydra/: the files' bytes, or None when there is none) and the logs (their sizes)."""
-    saved = folder / subdir if subdir else None
-    return {"folder": folder, "subdir": saved,
-            "files": {p: p.read_bytes() for p in saved.iterdir() if p.is_file()} if saved and saved.is_dir() else None,
-            "logs": {p: p.stat().st_size for p in folder.glob("*.log") if p.is_file()}}
-
-
-def put_back(before: dict) -> None:
-    """The folder's Hydra files and logs as ``hydra_files`` found them (a refusal changes nothing)."""
-    import shutil
-
-    saved, files = before["subdir"], before["files"]
-    if saved is not None and saved.is_dir():
-        if files is None:
-            shutil.rmtree(saved, ignore_errors=True)
-        else:
-            for p in saved.iterdir():
-                if p.is_file() and p not in files:
-                    p.unlink()
-            for p, content in files.items():
-                if not p.is_file() or p.read_bytes() != content:
-                    p.write_bytes(content)
-    for p in before["folder"].glob("*.log"):
-        if p not in before["logs"]:
-            p.unlink()
-        elif p.stat().st_size != before["logs"][p]:
-            os.truncate(p, before["logs"][p])
-
-
 def job_overrides(config: DictConfig) -> list[list[str]]:
     """Every job's overrides in a sweep, as Hydra's basic sweeper would expand them."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -148,6 +100,7 @@ def composed_already(config: DictConfig, batch) -> bool:
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         from harness.experiment.execute import CURRENT
+        from harness.experiment.refused_files import hydra_files
 
         folder = run_dir(config)
         check_writable(folder)
