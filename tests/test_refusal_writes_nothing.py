@@ -73,6 +73,8 @@ def finished(tmp_path_factory):
     # a declaration that changes (the margin) with a keyword the training function does not take
     ("fdr", ["+train.kwargs.nosuch=1", "stats.margin=0.5"], "train.kwargs.nosuch"),
     ("command", ["train.timeout_s=-1", "stats.margin=0.5"], "train.timeout_s=-1"),
+    # the ledger refuses to give a level
+    ("fdr", ["ledger.enabled=false", "stats.margin=0.5"], "ledger.enabled=false"),
 ])
 def test_a_refusal_on_a_finished_folder_changes_no_byte_of_it_nor_of_its_ledger(finished, which, refused, said):
     folder, ledger, overrides, config_dir = finished[which]
