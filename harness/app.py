@@ -75,10 +75,9 @@ def refuse(message: str) -> None:
     folder that existed, a refusal before any unit puts Hydra's files and the log back as they were."""
     import shutil
 
-    from harness.experiment.refused_files import put_back, written_before_units
+    from harness.experiment.refused_files import MARKS, put_back, written_before_units
 
-    created, before = CURRENT.pop("created", None), CURRENT.pop("before", None)
-    began = CURRENT.pop("units_began", False)
+    created, before, began = MARKS.pop("created", None), MARKS.pop("before", None), MARKS.pop("units_began", False)
     kept = created is not None and created.is_dir() and not written_before_units(created)
     if created is not None and created.is_dir() and not kept:
         logging.shutdown()  # the log file's handler: closed before its folder goes

@@ -19,15 +19,8 @@ from harness.experiment.units import Executed, ExperimentError, recorded_threads
 
 log = logging.getLogger("harness")
 
-# The folder this process is writing results into (for the messages after Ctrl-C and a refusal), and
-# "created": the output folder this invocation made, which a refusal may remove until a unit starts.
+# The folder this process is writing results into (for the messages after Ctrl-C and a refusal).
 CURRENT: dict = {}
-
-
-def units_begin() -> None:
-    """A unit is about to run: from here on a refusal removes nothing and names the folder (app.refuse)."""
-    CURRENT.pop("created", None)
-    CURRENT["units_began"] = True
 
 
 def _say(msg: str) -> None:

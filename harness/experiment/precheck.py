@@ -99,21 +99,13 @@ def composed_already(config: DictConfig, batch) -> bool:
 
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        from harness.experiment.execute import CURRENT
-        from harness.experiment.refused_files import hydra_files
+        from harness.experiment.refused_files import note_run_start
 
         folder = run_dir(config)
         check_writable(folder)
-        # Hydra creates the folder next (.hydra/, the log); a refusal before any unit removes it again,
-        # with the parents created for it (outputs/<experiment>/): the topmost folder that is new.
-        # Once a unit starts, the mark is dropped (execute.units_begin): nothing is removed after that
-        new = folder.resolve()
-        while not new.parent.exists():
-            new = new.parent
-        CURRENT["created"] = None if new.exists() else new
-        CURRENT.pop("units_began", None)
-        # a folder that exists: what Hydra rewrites in it next, put back by a refusal before any unit
-        CURRENT["before"] = hydra_files(folder, config.hydra.output_subdir) if folder.is_dir() else None
+        # Hydra creates the folder next (.hydra/, the log), or rewrites them in a folder that exists:
+        # a refusal before any unit removes the new folder or puts the old files back (app.refuse)
+        note_run_start(folder, config.hydra.output_subdir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from hydra.core.global_hydra import GlobalHydra

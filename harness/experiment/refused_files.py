@@ -11,6 +11,27 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# Noted by the precheck before Hydra writes into a single run's folder, read by app.refuse: "created"
+# (the topmost folder this invocation made), "before" (hydra_files of a folder that existed), and
+# "units_began" (set by units_begin, which drops the other two: nothing is removed or put back then).
+MARKS: dict = {}
+
+
+def note_run_start(folder: Path, subdir) -> None:
+    """Before Hydra creates ``folder`` (.hydra/ as ``subdir``, the log) or rewrites them in it."""
+    new = folder.resolve()
+    while not new.parent.exists():
+        new = new.parent  # with the parents created for it (outputs/<experiment>/): the topmost new one
+    MARKS.clear()
+    MARKS.update(created=None if new.exists() else new, before=hydra_files(folder, subdir) if folder.is_dir() else None)
+
+
+def units_begin() -> None:
+    """A unit is about to run: from here on a refusal removes and puts back nothing, and names the folder."""
+    MARKS.pop("created", None)
+    MARKS.pop("before", None)
+    MARKS["units_began"] = True
+
 
 # What an invocation writes into its output folder before any unit runs: Hydra's .hydra/ and the
 # log, the declaration. A folder holding anything else holds what a unit computed.

@@ -149,7 +149,7 @@ class Outcome:
 def describe(plan: Plan) -> None:
     """What every way of running the units does first, after the entry's preflight: experiment.json,
     rewritten only when it changed (read-only media). Units run next: a refusal deletes nothing now."""
-    from harness.experiment.execute import units_begin
+    from harness.experiment.refused_files import units_begin
 
     units_begin()
     described = plan.described()
