@@ -45,7 +45,7 @@ ROOT_ENTRIES = {
     ("experiment.arms", "arm_configs"), ("experiment.arms", "check_ab"),
     ("experiment.identity", "plain"),  # the plain record of the config, for experiment.json
     # (not reached here) ab.conditions composes each condition's config from the overrides: each
-    # becomes its own plan at run_experiment's entry
+    # becomes its own plan in run_conditions, every plan checked before any is run
     ("experiment.conditions", "condition_configs"),
 }
 

@@ -109,17 +109,14 @@ def check_ledger(config: DictConfig) -> None:
 
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        from harness.experiment.execute import CURRENT
+        from harness.experiment.refused_files import note_run_start
 
         check_ledger(config)
         folder = run_dir(config)
         check_writable(folder)
-        # Hydra creates the folder next (.hydra/, the log); a refusal before training removes it again,
-        # with the parents created for it (outputs/<experiment>/): the topmost folder that is new
-        new = folder.resolve()
-        while not new.parent.exists():
-            new = new.parent
-        CURRENT["created"] = None if new.exists() else new
+        # Hydra creates the folder next (.hydra/, the log), or rewrites them in a folder that exists:
+        # a refusal before any unit removes the new folder or puts the old files back (app.refuse)
+        note_run_start(folder, config.hydra.output_subdir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from hydra.core.global_hydra import GlobalHydra

@@ -159,7 +159,10 @@ class Outcome:
 
 def describe(plan: Plan) -> None:
     """What every way of running the units does first, after the entry's preflight: experiment.json,
-    rewritten only when it changed (read-only media)."""
+    rewritten only when it changed (read-only media). Units run next: a refusal deletes nothing now."""
+    from harness.experiment.refused_files import units_begin
+
+    units_begin()
     described = plan.described()
     if _read_or_none(plan.out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
         write_json(plan.out_dir / "experiment.json", described)
