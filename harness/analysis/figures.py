@@ -73,7 +73,8 @@ def _arms_vs_baseline(ax, analysis, unit):
 def _differences(ax, analysis, fmt, unit):
     comparisons = analysis["comparisons"]
     margin = analysis["margin"]
-    ax.axhspan(-margin["value"], margin["value"], color="0.9", label=f"±margin {fmt.value(margin['value'])}{fmt.unit}")
+    if margin["source"] != "none":  # no margin: no band to draw
+        ax.axhspan(-margin["value"], margin["value"], color="0.9", label=f"±margin {fmt.value(margin['value'])}{fmt.unit}")
     if margin["source"] == "auto":
         for bound, style in ((margin["low"], ":"), (margin["high"], "--")):
             for sign in (-1, 1):

@@ -176,8 +176,11 @@ def _noise_section(analysis: dict, f: _Fmt) -> Section:
         noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}",
                            f"ESTIMATED FROM THE DATA; 'beyond' against ±{f.value(margin['high'])}, "
                            f"'equivalent' against ±{f.value(margin['low'])}"])
+    elif margin["source"] == "none":
+        noise.rows.append(["margin", "none", "better or worse than 0 only; no equivalence claim"])
     else:
-        noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}", "declared before the data"])
+        noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}",
+                           margin.get("declared") or "declared before the data"])
     noise.notes.append(f"margin: {margin['description']}")
     ts = analysis.get("test_set_noise") or {}
     if ts and not ts.get("available"):
@@ -202,7 +205,10 @@ def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
         [f"t {level} CI", f.interval(c["t"]["ci"]),
          c["t"]["note"] or f"paired t, df {_num(c['t']['df'], 'g')}" + (", unadjusted" if k > 1 else "")],
     ]
-    if k > 1 or margin["source"] == "auto":
+    if k > 1 and margin["source"] == "none":  # no margin: the interval against 0 is the one that decides
+        s.rows.append([f"decision CI, vs 0 ({_pct(iv['zero']['level'])})",
+                       f.interval([iv["zero"]["low"], iv["zero"]["high"]]), iv["zero"]["about"]])
+    elif k > 1 or margin["source"] == "auto":
         s.rows += [
             [f"decision CI, vs 0 ({_pct(iv['zero']['level'])})", f.interval([iv["zero"]["low"], iv["zero"]["high"]]),
              iv["zero"]["about"]],
@@ -219,11 +225,17 @@ def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
         ["p, sign-flip permutation", _p(c["permutation"]["pvalue"]), _permutation_detail(c["permutation"])],
         ["p, Welch (unpaired)", _p(c["welch"]["pvalue"]), "what ignoring the pairing would say"],
         ["effect size d_z", _num(c["d_z"]), "mean / sd of the differences"],
-        ["p, beyond the margin (raw)", _p(c["minimum_effect"]["pvalue"]),
-         f"minimum-effect test, H0: |Δ| ≤ {f.value(c['minimum_effect']['margin'])}; decision p {_p(p_dec['beyond'])}"],
-        ["p, within the margin (raw)", _p(c["tost"]["pvalue"]),
-         f"TOST, H0: |Δ| ≥ {f.value(c['tost']['margin'])}; decision p {_p(p_dec['equivalent'])}"],
     ]
+    if margin["source"] == "none":  # its tests ran at 0: better or worse, and no equivalence to test
+        s.rows.append(["p, better or worse (raw)", _p(c["minimum_effect"]["pvalue"]),
+                       f"no margin: the two-sided test against 0 that decides it; decision p {_p(p_dec['beyond'])}"])
+    else:
+        s.rows += [
+            ["p, beyond the margin (raw)", _p(c["minimum_effect"]["pvalue"]),
+             f"minimum-effect test, H0: |Δ| ≤ {f.value(c['minimum_effect']['margin'])}; decision p {_p(p_dec['beyond'])}"],
+            ["p, within the margin (raw)", _p(c["tost"]["pvalue"]),
+             f"TOST, H0: |Δ| ≥ {f.value(c['tost']['margin'])}; decision p {_p(p_dec['equivalent'])}"],
+        ]
     ts = c.get("test_set")
     if ts:
         s.rows += [
@@ -238,7 +250,10 @@ def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
     need = c["seeds_needed"]
     sequential = isinstance(analysis.get("sequential"), dict)
     if c["verdict"]["code"] in UNDECIDED and not sequential:  # in sequential mode the design plans the seeds
-        if c["verdict"]["code"] == "differs":
+        if margin["source"] == "none":
+            s.rows.append(["seeds needed", _seed_range(need["at_observed"], need.get("at_observed_range")),
+                           "to detect a difference the size of the observed one (no margin)"])
+        elif c["verdict"]["code"] == "differs":
             s.rows.append(["seeds needed", _seed_range(need["to_settle_margin"], need.get("to_settle_margin_range")),
                            "to settle the margin if the true difference is as observed"])
         else:

@@ -34,10 +34,14 @@ RESULT_NAME = "result.json"
 STEPS_FORMAT = "hex-concat/base64"  # the hex digits of every step, concatenated, as bytes, base64
 _STEP_DIGITS = {"loss": 8, "params": 16}
 
-# Config keys that never change a run's numbers: left out of config_hash and base_hash.
-# (The same list as experiment._NOT_IN_HASH; tests/test_identity.py holds the two together.)
-NOT_IN_IDENTITY = ("seed", "arm", "resume", "lock_timeout", "progress", "tables", "workers", "logger", "stats", "ab",
-                   "experiment_name", "ledger")
+# The one list of config keys that change no result: how runs are scheduled, shown, logged and
+# recorded, never what they compute. No run's identity holds them and no output folder is named by
+# them (config.compose.NOT_IN_NAME); tests/test_identity_keys.py proves each changes no bit.
+CHANGES_NO_BIT = ("resume", "lock_timeout", "progress", "tables", "workers", "logger", "ledger")
+# Config keys that never change a run's numbers: left out of config_hash and base_hash. Besides the
+# list above: a run's coordinates (seed, arm: the arm's value is at ab.factor), which runs exist (ab),
+# their analysis (stats) and a label (experiment_name).
+NOT_IN_IDENTITY = ("seed", "arm", *CHANGES_NO_BIT, "stats", "ab", "experiment_name")
 REPRO_NOT_IN_IDENTITY = ("certificate", "code_paths", "code_git")
 
 

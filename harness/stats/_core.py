@@ -19,6 +19,9 @@ SIGNIFICANT_DIGITS = 12
 # at that size it is exact to the digits we print, and enumerating or sampling sign flips of
 # thousands of pairs would take seconds per comparison (scripts/bench_analyze.py).
 LARGE_N = 1000
+# An interval end this close to 0, relative to the interval's size, is 0 up to the arithmetic that
+# found it (the exact test's bound is bisected to within 1e-9 of the differences' scale): said as 0.
+ZERO_END = 1e-6
 
 
 class ConfidenceInterval(NamedTuple):

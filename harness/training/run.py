@@ -17,6 +17,9 @@ hands out everything seeded and records everything the harness proves things wit
                                         fingerprinted as you consume it
     run.watch(model, total_steps=None)  the init fingerprint; the parameters fingerprinted each step
     run.step(loss)                      once per optimizer step: loss bits + parameter digest
+    run.trained(steps)                  the optimizer steps the trainer itself counted (a trainer's
+                                        callback, the built-in loop): a record that covers fewer is
+                                        reported PARTIAL, never as a whole proof
     run.log(step, **scalars)            curve points (result.json, wandb)
     run.autocast()                      bf16 autocast when precision=bf16, else nothing
     run.record_examples(correct, metric=NAME)  per-example outcomes on the test split of a metric
@@ -87,6 +90,7 @@ class Run:
         self._progress = progress
         self._save_weights = bool(save_weights)
         self._watched: Optional[Watched] = None  # from run.watch on (steps.py)
+        self._trained: Optional[int] = None  # the trainer's own step count, when something told it (run.trained)
         self._curve: dict[int, dict[str, float]] = {}
         self._declared = _declared(metrics)
         self._examples: dict[str, Any] = {}  # metric -> per-example outcomes, in recording order
@@ -192,6 +196,13 @@ class Run:
         if self._watched is None:
             raise RunUsageError("run.step before run.watch: call run.watch(model) once before training.")
         self._watched.step(loss)
+
+    def trained(self, steps: int) -> None:
+        """Say how many optimizer steps the trainer took, counted apart from ``run.step`` (Lightning's
+        ``global_step``, a Trainer's ``state.global_step``, the built-in loop's count). The record keeps
+        it beside the steps it recorded (``fingerprints.steps_trained``); where they differ, the proofs
+        are reported as covering part of the training. Not called: the count stays unknown."""
+        self._trained = int(steps)
 
     def log(self, step: Optional[int] = None, **scalars) -> None:
         """Curve points at ``step`` (default: the steps recorded so far): floats, or 0-d tensors
@@ -305,6 +316,8 @@ class Run:
                 "ms_per_step": 1000 * seconds / self.steps,
             },
         }
+        if self._trained is not None:  # unknown stays unknown: no default from the steps recorded
+            out["fingerprints"]["steps_trained"] = self._trained
         if not self._order.batches:
             out["fingerprints"]["missing"] = {"data_order": f"no batch was drawn through the Run: {HOW_TO_FILL['data_order']}"}
         if self._examples:
