@@ -1,5 +1,6 @@
 """A Ctrl-C stops the experiment wherever it arrives: while a pool worker starts, while a command
-unit starts, during the analysis. Each test has the harness send itself SIGINT at exactly that point
+unit starts, during the analysis, and when the training code swallowed it. Each test has the harness
+send SIGINT to its process group at exactly that point, as a terminal's Ctrl-C does
 (harness/integrations/interrupts.py: HARNESS_TEST_INTERRUPT_AT), so none depends on the machine's
 speed: the harness exits 130 with the documented message, and leaves no process behind."""
 
@@ -25,8 +26,8 @@ def _interrupted_at(point: str, args: list[str], out: Path) -> tuple[int, str]:
     """Run with SIGINT at ``point``; (the harness's pid, its stderr) once it exited as after a Ctrl-C."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "HARNESS_TEST_INTERRUPT_AT": point}
     proc = subprocess.Popen([sys.executable, "-m", "harness", "--config-dir", str(TEST_CONF), *args,
-                             f"hydra.run.dir={out}"], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             f"hydra.run.dir={out}"], cwd=REPO, env=env, text=True, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # its group: as a terminal's
     try:
         _, err = proc.communicate(timeout=WAIT_S)
     finally:

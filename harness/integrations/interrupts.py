@@ -6,8 +6,8 @@ nothing ends what it starts. ``held()`` defers SIGINT over such a block and rais
 end, where the caller's cleanup sees the process.
 
 ``reached(point)`` is a test seam: with ``HARNESS_TEST_INTERRUPT_AT=<point>`` in the environment the
-process sends itself SIGINT (what a terminal's Ctrl-C sends) at that point, so a test of Ctrl-C there
-needs no timing. Unset, as outside the tests, it does nothing. The points: ``worker-started`` (a
+process sends SIGINT to its process group at that point, as a terminal's Ctrl-C does (the test starts
+the harness in a session of its own), so a test of Ctrl-C there needs no timing. Unset, as outside the tests, it does nothing. The points: ``worker-started`` (a
 pool worker's process exists, not yet kept), ``unit-started`` (a command unit's process exists, not
 yet kept), ``analysis`` (the units have run; the analysis starts). A process that ignores SIGINT (a
 pool worker) is unaffected.
@@ -42,9 +42,9 @@ def held():
 
 
 def reached(point: str) -> None:
-    """The test seam (see the module's text): SIGINT to this process at ``point`` when asked."""
+    """The test seam (see the module's text): SIGINT to this process's group at ``point`` when asked."""
     if os.environ.get(TEST_ENV) == point:
-        os.kill(os.getpid(), signal.SIGINT)
+        os.killpg(os.getpgrp(), signal.SIGINT)
 
 
 _seen = False
