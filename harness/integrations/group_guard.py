@@ -10,8 +10,10 @@ It is started beside the unit (``python -I -S group_guard.py PGID``), in a sessi
 that a terminal's Ctrl-C or hang-up does not end it, with its stdin the read end of a pipe whose
 write end only the unit's runner holds. The runner writes one byte when it has ended the group
 itself, then closes its end: the guard exits. End of file with nothing written means the runner
-died: the guard kills the group and exits. SIGTERM (a scheduler ending everything) kills the group
-too. Standard library only, no imports from harness: it starts in a few milliseconds.
+died: the guard kills the group and exits. It ignores SIGINT, SIGHUP and SIGTERM: a scheduler's
+SIGTERM to every process of a job (scancel, preemption) leaves the script its grace time, and the
+guard goes on watching until the runner ends. Standard library only, no imports from harness: it
+starts in a few milliseconds.
 """
 
 import os
@@ -28,9 +30,8 @@ def _kill(pgid: int) -> None:
 
 def main(argv: list) -> int:
     pgid = int(argv[0])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: (_kill(pgid), os._exit(0)))
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):  # the runner's to handle; this one watches
+        signal.signal(sig, signal.SIG_IGN)
     if not os.read(0, 1):  # end of file, nothing said: the runner is gone
         _kill(pgid)
     return 0  # else the runner ended the group itself
