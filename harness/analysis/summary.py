@@ -43,6 +43,16 @@ class Fmt:
         return text
 
 
+def title(analysis: dict) -> str:
+    """One line per comparison with its verdict: the figure's title and the image's alt text."""
+    parts = []
+    f = Fmt(analysis)
+    for name, c in analysis["comparisons"].items():
+        parts.append(f"{name} vs {c['baseline']}: {c['verdict']['code'].replace('_', ' ')} "
+                     f"({f.signed(c['mean_diff'])}{f.unit})")
+    return "; ".join(parts)
+
+
 SHOW_LEFT_OUT = 6  # runs left out, named on the screen; report.md names them all
 
 
