@@ -71,7 +71,9 @@ def _value(r, metric):
     if r.get("status") != "completed":
         err = r.get("error") or {}
         return None, f"failed: {err.get('type', 'error')}: {err.get('message', 'no message')}"
-    v = (r.get("metrics") or {}).get(metric)
+    from harness.results import metric_value
+
+    v = metric_value(r, metric)  # a NaN written as null comes back as NaN: a divergence, not "None"
     if not _number(v):
         return None, f"metric {metric} is {v!r}"
     return float(v), None
