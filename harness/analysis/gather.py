@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from harness import stats
+from harness import results as results_io
 from harness.analysis import comparability as comparability
 from harness.analysis import diverged as diverged
 from harness.analysis import evidence as evidence
@@ -55,6 +56,7 @@ class Gathered:
     unreadable: list
     extra: dict
     diverged: dict = field(default_factory=dict)  # diverged.gathered(): the rule, the runs, the counted pairs
+    examples_set_aside: dict | None = None  # results.set_aside_note: per-example records no metric owns
 
 
 def gather(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
@@ -153,7 +155,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         # runs whose data files were trusted without their checksums (data.verify=false): the report says so
         data_unverified=sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results),
         unreadable=[{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
-        extra=dict(extra or {}), diverged=div,
+        extra=dict(extra or {}), diverged=div, examples_set_aside=results_io.set_aside_note(results),
     )
 
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.results.examples import (  # noqa: F401 - the per-example records, public here too
-    example_correctness, example_record, example_records, pack_example_records, pack_examples, unpack_examples)
+    SET_ASIDE_KEY, example_correctness, example_record, example_records, pack_example_records, pack_examples,
+    set_aside_note, set_aside_records, unpack_examples)
 
 SCHEMA = "harness.result/2"
 SCHEMA_V1 = "harness.result/1"
