@@ -58,14 +58,31 @@ def test_an_arm_whose_seeds_differ_is_analysed_as_before():
     assert "B" in analyze(F.make_results(values))["comparisons"]
 
 
-def test_a_train_fn_result_constant_across_seeds_says_the_seed_did_not_reach_the_training():
+def test_an_arm_whose_metrics_repeat_but_whose_weights_differ_is_analysed():
+    values = F.accuracies(6, shift=0.5, rng_seed=1)
+    values["B"] = [values["B"][0]] * 6  # a constant arm, but each seed's own final weights
+    assert "B" in analyze(F.make_results(values))["comparisons"]
+
+
+def test_a_train_fn_whose_seeds_end_at_the_same_weights_is_told_the_seed_did_not_reach_the_training():
     values = F.accuracies(6, shift=0.5, rng_seed=1)
     values["B"] = [values["B"][0]] * 6
     results = F.make_results(values)
-    for r in results:  # a training function's runs: the metrics alone are constant, the weights differ
-        r["metrics"] = {"test_accuracy": r["metrics"]["test_accuracy"]}
+    for r in results:  # a training function that seeds itself: every seed of B the same run
+        if r["arm"] == "B":
+            r["fingerprints"]["init"] = r["fingerprints"]["final"] = "ab" * 8
     with pytest.raises(AnalysisError) as e:
         analyze(results)
     text = str(e.value)
-    assert "every one of the 6 seeds of arm B gave bit-identical metrics" in text
     assert "the seed did not reach the training" in text and "train.seed_arg" not in text
+    assert "run.init()" in text
+
+
+def test_results_without_fingerprints_constant_across_seeds_get_no_verdict():
+    values = F.accuracies(6, shift=0.5, rng_seed=1)
+    values["B"] = [values["B"][0]] * 6
+    results = F.make_results(values)
+    for r in results:  # another tool's minimal result files: no fingerprints
+        r.pop("fingerprints")
+    with pytest.raises(AnalysisError, match="every one of the 6 seeds of arm B gave bit-identical metrics"):
+        analyze(results)

@@ -3,12 +3,15 @@ training each time (a script that ignores ``--seed``, a hard-coded ``torch.manua
 seeds measured no seed noise, so an interval over them ("95% CI +0.5 to +0.5") is not a confidence
 interval and a verdict on it would be false. No verdict then; the analysis says why and what to fix.
 
-The rule, and why it is safe: at least two seeds of the arm completed, and every metric each run
-reported (not only the primary one) is bit-identical across all of them. One arm is enough: its side
-of every difference is then a constant, whatever the other arm does. A metric that moves with the
-seed in any run proves the seed arrived, so a quantised primary metric that repeats by chance (two
-seeds at the same accuracy) does not trip it while a loss beside it varies. Counts the harness
-itself records (n_test, n_train) are left out: they are constant by design.
+The rule, and why it is safe: at least two seeds of the arm completed, every metric each run
+reported (not only the primary one) is bit-identical across all of them, and no fingerprint says
+otherwise. One arm is enough: its side of every difference is then a constant, whatever the other
+arm does. Anything that moves with the seed proves the seed arrived: a metric beside the primary one
+(a quantised accuracy may repeat by chance while the loss beside it varies), or an init or final
+fingerprint of weights or saved files (a watched run's weights, train.compare_files' bytes) that
+differs between seeds. A watched run whose final weights are equal under two seeds is refused
+before this, as a relabelled copy, and that message names this cause too (copies.py). Counts the
+harness itself records (n_test, n_train) are left out: they are constant by design.
 """
 
 from __future__ import annotations
@@ -26,6 +29,28 @@ def _is_command(result: dict) -> bool:
     return bool(((result.get("config") or {}).get("train") or {}).get("cmd"))
 
 
+def _fingerprints_differ(runs) -> bool:
+    """Whether an init, or a final that covers weights or files, differs between the runs."""
+    from harness.analysis.copies import _final_is_evidence
+
+    runs = list(runs)
+    inits = {(r.get("fingerprints") or {}).get("init") for r in runs}
+    finals = {(r.get("fingerprints") or {}).get("final") for r in runs if _final_is_evidence(r)}
+    return len(inits - {None}) > 1 or len(finals - {None}) > 1
+
+
+def how_to_fix(result: dict) -> str:
+    """Why the seeds of ``result``'s arm ran the same training, and what makes the seed reach it."""
+    if _is_command(result):
+        return (f"the seed never reached the script. Pass it with train.seed_arg (the flag the script reads, now "
+                f"{((result.get('config') or {}).get('train') or {}).get('seed_arg')!r}; the harness appends "
+                f"`FLAG SEED` to train.cmd) and make the script seed from it instead of a fixed value (a "
+                f"hard-coded torch.manual_seed(42), random.seed(42))")
+    return ("the seed did not reach the training. Build the model inside `with run.init():`, draw the batches "
+            "through run.loader (or run.generator), and call no torch.manual_seed with a fixed value in the "
+            "training function")
+
+
 def refuse_if_seed_ignored(usable: dict, arms: list, metric: str) -> None:
     """AnalysisError naming each arm whose every completed seed (at least 2) reported bit-identical
     metrics. ``usable``: (seed, arm) -> {"value", "result"} (selection._usable_runs)."""
@@ -35,20 +60,12 @@ def refuse_if_seed_ignored(usable: dict, arms: list, metric: str) -> None:
         if len(runs) < 2:
             continue
         metrics = [_reported(r) for r in runs.values()]
-        if any(m != metrics[0] for m in metrics[1:]):
+        if any(m != metrics[0] for m in metrics[1:]) or _fingerprints_differ(runs.values()):
             continue
         seeds = ", ".join(str(s) for s in sorted(runs, key=_seed_key))
         first = next(iter(runs.values()))
         value = metrics[0].get(metric)
-        if _is_command(first):
-            fix = (f"the seed never reached the script. Pass it with train.seed_arg (the flag the script reads, "
-                   f"now {((first.get('config') or {}).get('train') or {}).get('seed_arg')!r}; the harness "
-                   f"appends `FLAG SEED` to train.cmd) and make the script seed from it instead of a fixed value "
-                   f"(a hard-coded torch.manual_seed(42), random.seed(42))")
-        else:
-            fix = ("the seed did not reach the training. Build the model inside `with run.init():`, draw the "
-                   "batches through run.loader (or run.generator), and call no torch.manual_seed with a fixed "
-                   "value in the training function")
+        fix = how_to_fix(first)
         said.append(f"every one of the {len(runs)} seeds of arm {arm} gave bit-identical metrics ({metric} "
                     f"{value!r} at seeds {seeds}): {fix}")
     if said:
@@ -58,4 +75,4 @@ def refuse_if_seed_ignored(usable: dict, arms: list, metric: str) -> None:
             "are kept; rerun the seeds once the seed reaches the training.")
 
 
-__all__ = ["refuse_if_seed_ignored"]
+__all__ = ["how_to_fix", "refuse_if_seed_ignored"]
