@@ -221,7 +221,8 @@ class Run:
         Called without ``metric`` when not exactly one metric is declared with examples: true (the
         call as it was before metric= existed), whose outcomes these are cannot be told: the slip is
         found after training, so it never fails the run. The record is set aside (result.json's
-        examples_set_aside, unused by the analysis) with what to add, and said (see _set_aside)."""
+        examples_set_aside, unused by the analysis) with the line to add, which the analysis says
+        once for all units (results.set_aside_note); a Run outside a harness run warns at finish."""
         t = torch.as_tensor(correct).detach().reshape(-1).to("cpu", torch.bool)
         if metric is None:
             metric, why = self._examples_metric()
