@@ -69,7 +69,7 @@ def nan_score(cfg, run, shift: float = 0.0) -> dict:
         w = torch.nn.Parameter(torch.randn(1))
     run.watch([w])
     run.step((w - 1).pow(2).sum())
-    return {"score": float("nan") if shift and run.seed in (1, 3) else 50.0 + float(w) + shift}
+    return {"score": float("nan") if shift and run.seed in (1, 3) else 50.0 + float(w.detach()) + shift}
 
 
 def test_a_train_fn_that_returns_nan_is_a_diverged_run(tmp_path):
