@@ -100,6 +100,11 @@ def sections(analysis: dict) -> list[Section]:
         out.append(Section("Data", [], show_header=False, notes=[
             f"data not verified: {analysis['data_unverified']} run(s) loaded their data files without checking "
             "the official checksums (data.verify=false)"]))
+    if analysis.get("examples_set_aside"):
+        from harness.analysis.summary import set_aside_line
+
+        out.append(Section("Per-example records", [], show_header=False,
+                           notes=[set_aside_line(analysis["examples_set_aside"])]))
     certificate = analysis.get("certificate")
     if isinstance(certificate, dict) and certificate.get("line"):
         out.append(Section("Reproducibility", [], notes=[str(certificate["line"])], show_header=False))

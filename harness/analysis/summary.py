@@ -155,7 +155,16 @@ def lines(analysis: dict) -> list[str]:
             out.append(f"  ... and {len(left) - SHOW_LEFT_OUT} more (report.md names each)")
     if analysis.get("data_unverified"):
         out.append(f"data not verified: {analysis['data_unverified']} run(s) (data.verify=false)")
+    if analysis.get("examples_set_aside"):
+        out.append(set_aside_line(analysis["examples_set_aside"]))
     return out
+
+
+def set_aside_line(note: dict) -> str:
+    """Said once for every run whose per-example record no declared metric owns (results.set_aside_note)."""
+    return (f"per-example records set aside in {note['runs']} of {note['of']} runs ({note['why']}): the runs and "
+            f"their metrics are kept, the records are in result.json's examples_set_aside, unused by this "
+            f"analysis; to use them, {note['fix']}")
 
 
 def pairing_line(analysis: dict) -> str:

@@ -76,4 +76,6 @@ def adopted_record(record: Mapping, metrics: Mapping, rows: Mapping, seconds: fl
     out["fingerprints"]["attached"] = True
     if record.get("examples") is not None:
         out["examples"] = record["examples"]
+    if record.get("examples_set_aside"):  # kept apart as the script's Run kept them
+        out["examples_set_aside"] = record["examples_set_aside"]
     return out
