@@ -19,7 +19,7 @@ from harness import results as results_io
 from harness.analysis import comparability as comparability
 from harness.analysis import diverged as diverged
 from harness.analysis import evidence as evidence
-from harness.analysis.seed_reach import refuse_if_seed_ignored
+from harness.analysis.seed_reach import seed_ignored
 from harness.analysis.selection import (
     AnalysisError, _arm_order, _check_duplicates, _check_metric_exists, _check_one_configuration_per_arm,
     _check_options, _check_pairing, _common_n_test, _describe_excluded, _drop_unpaired, _names,
@@ -100,7 +100,9 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     spec = decl.primary
 
     usable, excluded = _usable_runs(results, spec)
-    refuse_if_seed_ignored(usable, arms, metric)  # seeds that all ran the same training measure no noise
+    ignored = seed_ignored(usable, arms, metric)  # seeds that all ran the same training measure no noise
+    if ignored:
+        raise AnalysisError(ignored)
     div = diverged.gathered(decl.diverged, usable, excluded, baseline, others, spec.higher_is_better)
     verified, pairing = _check_pairing(usable)
     usable, unpaired = _drop_unpaired(usable, baseline, others)

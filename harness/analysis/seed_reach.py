@@ -16,7 +16,7 @@ harness itself records (n_test, n_train) are left out: they are constant by desi
 
 from __future__ import annotations
 
-from harness.analysis.selection import AnalysisError, _seed_key
+from harness.results import _seed_key
 
 CONSTANT_BY_DESIGN = ("n_test", "n_train")
 
@@ -31,12 +31,22 @@ def _is_command(result: dict) -> bool:
 
 def _fingerprints_differ(runs) -> bool:
     """Whether an init, or a final that covers weights or files, differs between the runs."""
-    from harness.analysis.copies import _final_is_evidence
-
     runs = list(runs)
     inits = {(r.get("fingerprints") or {}).get("init") for r in runs}
-    finals = {(r.get("fingerprints") or {}).get("final") for r in runs if _final_is_evidence(r)}
+    finals = {(r.get("fingerprints") or {}).get("final") for r in runs if final_is_evidence(r)}
     return len(inits - {None}) > 1 or len(finals - {None}) > 1
+
+
+def final_is_evidence(r) -> bool:
+    """Whether equal finals under two seeds prove a copy: weights do; a black box's digest of
+    its printed metrics does not (results before final_covers was recorded covered metrics alone
+    unless train.compare_files was set, which their config says)."""
+    fingerprints = r.get("fingerprints") or {}
+    if not fingerprints.get("black_box"):
+        return True
+    if "final_covers" in fingerprints:
+        return fingerprints["final_covers"] != "metrics"
+    return bool(((r.get("config") or {}).get("train") or {}).get("compare_files"))
 
 
 def how_to_fix(result: dict) -> str:
@@ -51,9 +61,10 @@ def how_to_fix(result: dict) -> str:
             "training function")
 
 
-def refuse_if_seed_ignored(usable: dict, arms: list, metric: str) -> None:
-    """AnalysisError naming each arm whose every completed seed (at least 2) reported bit-identical
-    metrics. ``usable``: (seed, arm) -> {"value", "result"} (selection._usable_runs)."""
+def seed_ignored(usable: dict, arms: list, metric: str) -> str | None:
+    """Why no verdict can be given, naming each arm whose every completed seed (at least 2) reported
+    bit-identical metrics; None when none did. ``usable``: (seed, arm) -> {"value", "result"}
+    (selection._usable_runs)."""
     said = []
     for arm in arms:
         runs = {s: u["result"] for (s, a), u in usable.items() if a == arm}
@@ -68,11 +79,11 @@ def refuse_if_seed_ignored(usable: dict, arms: list, metric: str) -> None:
         fix = how_to_fix(first)
         said.append(f"every one of the {len(runs)} seeds of arm {arm} gave bit-identical metrics ({metric} "
                     f"{value!r} at seeds {seeds}): {fix}")
-    if said:
-        raise AnalysisError(
-            "No verdict: " + "; ".join(said) + ". Seeds that all ran the same training measure no seed noise, "
+    if not said:
+        return None
+    return ("No verdict: " + "; ".join(said) + ". Seeds that all ran the same training measure no seed noise, "
             "so an interval over them is not a confidence interval and no claim can rest on it. The results "
             "are kept; rerun the seeds once the seed reaches the training.")
 
 
-__all__ = ["how_to_fix", "refuse_if_seed_ignored"]
+__all__ = ["final_is_evidence", "how_to_fix", "seed_ignored"]
