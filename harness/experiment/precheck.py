@@ -101,7 +101,12 @@ class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         from harness.experiment.execute import CURRENT
 
+        from harness.integrations.command_spec import config_cmd_problem
+
         folder = run_dir(config)
+        problem = config_cmd_problem(config)  # before Hydra writes .hydra/ and the log
+        if problem:
+            _refuse(problem + " Nothing was run.")
         check_writable(folder)
         # Hydra creates the folder next (.hydra/, the log); a refusal before training removes it again,
         # with the parents created for it (outputs/<experiment>/): the topmost folder that is new

@@ -117,18 +117,10 @@ def problems(cfg) -> list[str]:
     if dict(plain.get("kwargs") or {}):
         out.append("train.kwargs is set with train.cmd: keyword arguments go to a train.fn. Pass a command's "
                    "options as train.args (rendered as flags: true -> --key, false/null -> omitted, else --key value).")
-    if isinstance(cmd, str):
-        try:
-            argv = shlex.split(cmd)
-        except ValueError as e:
-            return out + [f"train.cmd={cmd!r} cannot be split like a shell line ({e}). Close the quote, or give a list."]
-    elif isinstance(cmd, list) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in cmd):
-        argv = [str(a) for a in cmd]
-    else:
-        return out + [f"train.cmd={cmd!r} is not a command: give a string (split like a shell line, e.g. "
-                      "'python main.py --epochs 1') or a list of arguments."]
-    if not argv:
-        return out + ["train.cmd is empty: give the command that trains one run, e.g. 'python main.py'."]
+    problem = cmd_problem(cmd)
+    if problem is not None:
+        return out + [problem]
+    argv = _argv(cmd)
     cwd = plain.get("cwd")
     workdir = Path(cwd).expanduser() if cwd else Path.cwd()
     if cwd is not None and not workdir.is_dir():
@@ -144,6 +136,41 @@ def problems(cfg) -> list[str]:
     if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
         out.append(f"train.timeout_s={timeout!r} must be a number of seconds > 0, or null (no limit).")
     return out
+
+
+def cmd_problem(cmd) -> Optional[str]:
+    """Why the value of train.cmd is not a command (None: it is one), from its shape alone: checked
+    before anything is written (experiment/precheck.py), and again with the other keys."""
+    if isinstance(cmd, str):
+        try:
+            argv = shlex.split(cmd)
+        except ValueError as e:
+            return f"train.cmd={cmd!r} cannot be split like a shell line ({e}). Close the quote, or give a list."
+    elif isinstance(cmd, (list, tuple)) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
+                                                for a in cmd):
+        argv = [str(a) for a in cmd]
+    else:
+        return (f"train.cmd={cmd!r} is not a command: give a string (split like a shell line, e.g. "
+                "'python main.py --epochs 1') or a list of arguments.")
+    if not argv or not argv[0].strip():
+        return (f"train.cmd is empty ({cmd!r}): it must name the command that trains one run, as a string split "
+                "like a shell line (e.g. 'python main.py --epochs 5') or a list of arguments (e.g. [python, "
+                "main.py]), whose first word is the program. To call a training function instead, leave "
+                "train.cmd unset (null) and set train.fn.")
+    return None
+
+
+def config_cmd_problem(cfg) -> Optional[str]:
+    """cmd_problem of a config's train.cmd, unless the arms give it (ab.factor under train.cmd: each
+    arm's value is checked with the arm)."""
+    try:
+        cmd = OmegaConf.select(cfg, "train.cmd", default=None)
+        factor = str(OmegaConf.select(cfg, "ab.factor", default="") or "")
+    except Exception:  # noqa: BLE001 - an interpolation that fails here fails, named, in the preflight
+        return None
+    if cmd is None or factor == "train.cmd" or factor.startswith("train.cmd."):
+        return None
+    return cmd_problem(OmegaConf.to_container(cmd, resolve=True) if OmegaConf.is_config(cmd) else cmd)
 
 
 def _program_problems(argv: list[str], workdir: Path) -> list[str]:
@@ -164,6 +191,8 @@ def _program_problems(argv: list[str], workdir: Path) -> list[str]:
 def script_of(argv: list[str], workdir: Path) -> Optional[Path]:
     """The file the command runs: `python main.py` -> main.py, `./train.sh` -> train.sh, `python -m pkg.mod`
     -> pkg/mod.py (or pkg/mod/__main__.py) under the working folder; None when it is not a file there."""
+    if not argv:
+        return None
     program = Path(argv[0]).name
     if re.fullmatch(r"python[0-9.]*", program):
         rest = [a for a in argv[1:] if a not in ("-u", "-O", "-B")]

@@ -1,0 +1,26 @@
+"""A tiny PyTorch script that records through harness.attach() (tests/test_command_identity.py)."""
+
+import argparse
+
+import torch
+
+import harness
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--seed", type=int, required=True)
+parser.add_argument("--lr", type=float, default=0.1)
+args = parser.parse_args()
+run = harness.attach(seed=args.seed)
+with run.init():
+    model = torch.nn.Linear(3, 1)
+run.watch(model)
+opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+x, y = torch.arange(24.0).reshape(8, 3) / 24, torch.arange(8.0) / 8
+for xb, yb in run.loader(harness.TensorBatches(x, y), batch_size=2):
+    loss = ((model(xb).squeeze(1) - yb) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    run.step(loss)
+run.finish({"loss": loss.item()})
+print(f"score {loss.item():.6f}")

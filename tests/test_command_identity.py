@@ -1,0 +1,127 @@
+"""A command arm records what it knows, and only that; each unit writes in a folder of its own.
+
+``python`` in train.cmd is the interpreter running the harness (not the first one on PATH); what the
+harness set for the script (threads, environment) is recorded as set, what happened inside it only
+when the script reported it (harness.attach()), else as unknown; each unit's working folder is its
+own, while relative paths into the launch folder still resolve; an empty train.cmd is refused."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+import harness
+from harness.results import read_json
+
+from .conftest import REPO, TEST_CONF, run_cli
+
+SCRIPTS = REPO / "tests" / "command_scripts"
+TOY = SCRIPTS / "toy.py"
+BASE = ["+experiment=command_toy", "logger=none", "progress=false", "workers=1", "determinism.threads=1"]
+
+
+def _result(folder, seed, arm):
+    return read_json(folder / "runs" / f"seed={seed}" / f"arm={arm}" / "result.json")
+
+
+def test_python_in_train_cmd_is_the_harness_interpreter_whatever_python_is_first_on_path(tmp_path, monkeypatch):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("python", "python3"):  # a python without the user's packages, first on PATH
+        (fake / name).write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named torch' >&2\nexit 1\n")
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    out = tmp_path / "out"
+    harness.run([*BASE, f"train.cmd=python {TOY}", "ab.seeds=[0]", "repro.certificate=false"],
+                out_dir=out, config_dir=TEST_CONF, verbose=False)
+    for arm in ("A", "B"):
+        r = _result(out, 0, arm)
+        assert r["status"] == "completed", r["error"]
+        assert r["env"]["interpreter"] == sys.executable  # which interpreter ran
+        assert r["code"]["interpreter"]["path"] == sys.executable
+
+
+def test_a_plain_command_records_what_happened_inside_it_as_unknown(tmp_path):
+    out = tmp_path / "out"
+    harness.run([*BASE, f"train.cmd=[python,{TOY}]", "ab.seeds=[0,1]", "repro.certificate=false"],
+                out_dir=out, config_dir=TEST_CONF, verbose=False)
+    env = _result(out, 0, "A")["env"]
+    for unknown in ("mode", "deterministic_algorithms", "deterministic_warn_only", "cudnn_deterministic", "torch",
+                    "device"):
+        assert env[unknown] is None, (unknown, env[unknown])  # the script never said, and nothing configured it
+    assert env["reported_by_script"] is False
+    # what the harness set for the script is recorded as set: its threads and their variables
+    assert env["threads"] == 1 and env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    assert env["interpreter"] == sys.executable and env["python"] == ".".join(map(str, sys.version_info[:3]))
+    analysis = read_json(out / "analysis.json")
+    assert analysis["setup"]["determinism"] == ["unknown"]
+    report = (out / "report.md").read_text()
+    assert "determinism strict" not in report and "determinism unknown" in report
+
+
+def test_an_attached_command_records_what_the_script_reported(tmp_path):
+    import torch
+
+    out = tmp_path / "out"
+    harness.run([*BASE, f"train.cmd=[python,{SCRIPTS / 'attached_tiny.py'}]", "train.args={lr: 0.1}",
+                 "ab.factor=train.args.lr", "ab.arms={A: 0.1, B: 0.05}", "ab.seeds=[0]", "repro.certificate=false",
+                 "determinism.mode=warn"],
+                out_dir=out, config_dir=TEST_CONF, verbose=False)
+    r = _result(out, 0, "B")
+    assert r["status"] == "completed", r["error"]
+    env = r["env"]
+    assert env["reported_by_script"] is True
+    assert env["mode"] == "warn" and env["deterministic_algorithms"] is True and env["deterministic_warn_only"] is True
+    assert env["torch"] == torch.__version__ and env["device"] == "cpu" and env["threads"] == 1
+    assert env["interpreter"] == sys.executable
+    assert read_json(out / "analysis.json")["setup"]["determinism"] == ["warn"]
+
+
+def test_units_side_by_side_each_write_and_read_their_own_files_and_relative_reads_resolve(tmp_path):
+    launch = tmp_path / "parent" / "proj"  # the launch folder (train.cwd), with data inside and above it
+    (launch / "data").mkdir(parents=True)
+    (launch / "data" / "x.txt").write_text("inside\n")
+    (launch.parent / "up.txt").write_text("above\n")
+    (launch / "model.pt").write_text("the user's own file\n")  # a file of the same name, already there
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    out = tmp_path / "out"
+    harness.run(["+experiment=command_toy", "logger=none", "progress=false", "workers=2", "determinism.threads=1",
+                 f"train.cmd=[python,{SCRIPTS / 'own_folder.py'}]", f"train.cwd={launch}",
+                 f"train.args={{sync: {sync}, arm: '{{arm}}', others: [A, B]}}",
+                 "train.metrics_from={stdout: {score: 'own ([0-9.]+)'}}", "ab.factor=train.args.arm",
+                 "ab.arms={A: A, B: B}", "ab.seeds=[0]", "repro.certificate=false"],
+                out_dir=out, config_dir=TEST_CONF, verbose=False)
+    for arm in ("A", "B"):
+        r = _result(out, 0, arm)
+        assert r["status"] == "completed", r["error"]
+        seen = read_json(out / "runs" / "seed=0" / f"arm={arm}" / "seen.json")
+        assert seen["met"] is True  # both units were running: each saw the other's file
+        assert seen["loaded"] == arm and r["metrics"]["score"] == 1.0  # each read back its own model
+        assert (seen["data"], seen["up"]) == ("inside", "above")  # ./data/x.txt and ../up.txt resolved
+        kept = out / "runs" / "seed=0" / f"arm={arm}" / "work" / "proj" / "model.pt"
+        assert kept.read_text() == arm and not kept.is_symlink()  # the unit's output stays in its folder
+    assert (launch / "model.pt").read_text() == "the user's own file\n"
+    # after the unit, its folder holds what the script wrote, not links into the launch folder
+    assert not [p for p in (out / "runs").rglob("*") if p.is_symlink()]
+
+
+@pytest.mark.parametrize("cmd", ["''", "'   '"])
+def test_an_empty_train_cmd_is_refused_before_anything_is_written(tmp_path, cmd):
+    out = tmp_path / "out"
+    proc = run_cli(["--config-dir", str(TEST_CONF), *BASE, f"train.cmd={cmd}", "ab.seeds=[0]",
+                    f"hydra.run.dir={out}"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "train.cmd is empty" in proc.stderr and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # no .hydra/, declaration.json nor harness.log
+
+
+def test_an_empty_train_cmd_through_the_api_names_the_key(tmp_path):
+    from harness.api import HarnessError
+
+    with pytest.raises(HarnessError, match="train.cmd is empty"):
+        harness.run([*BASE, "train.cmd=''", "ab.seeds=[0]"], out_dir=tmp_path / "out", config_dir=TEST_CONF,
+                    verbose=False)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
