@@ -237,7 +237,10 @@ def test_command_units_never_import_torch_serial_or_side_by_side_and_both_give_t
         for arm in ("A", "B"):
             a, b = _result(tmp_path / "serial", seed, arm), _result(tmp_path / "sbs", seed, arm)
             assert b["status"] == "completed" and (b["metrics"], b["curve"]) == (a["metrics"], a["curve"])
-            assert a["env"]["torch"] == b["env"]["torch"] == identity.torch_version()  # torch's own text
+            # the interpreter's torch, read without importing it (torch's own text); which torch the
+            # script imported only the script can say: unknown
+            assert a["code"]["interpreter"]["packages"]["torch"] == b["code"]["interpreter"]["packages"]["torch"] \
+                == identity.torch_version() and a["env"]["torch"] is b["env"]["torch"] is None
             for folder in ("serial", "sbs"):  # the unit's runner, as the script saw its parent
                 seen = read_json(tmp_path / folder / "runs" / f"seed={seed}" / f"arm={arm}" / "seen.json")
                 assert seen["parent_torch"] is False, (folder, seed, arm)

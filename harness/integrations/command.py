@@ -16,9 +16,11 @@ import json
 import shlex
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from omegaconf import OmegaConf
 
+from harness.integrations.command_env import ATTACHED_ENV_NAME, read_reported
 from harness.integrations.command_spec import CommandSpec, fill
 from harness.integrations import process
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed, run_settings
@@ -40,8 +42,9 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     env = process.environment(run.seed, arm, folder, int(cfg.determinism.threads))
     env[RUN_ENV] = _attach_settings(cfg, run)
-    attached = folder / ATTACHED_NAME
-    attached.unlink(missing_ok=True)  # a record left by an earlier run of this unit is not this run's
+    attached, reported = folder / ATTACHED_NAME, folder / ATTACHED_ENV_NAME
+    for left in (attached, reported):  # a record left by an earlier run of this unit is not this run's
+        left.unlink(missing_ok=True)
     try:
         code = process.run(argv, spec.workdir(), env, out, err, spec.timeout_s)
     except CommandFailed as e:  # the timeout: said with the unit and what it printed last
@@ -53,7 +56,7 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
                             f"last lines of stderr ({err}):\n{shown}")
     metrics = _read_metrics(spec, run, arm, folder, out, who)
     if attached.exists():  # the script called harness.attach(): what its Run recorded is this run's
-        return _adopt(run, attached, metrics, who)
+        return _adopt(run, attached, metrics, who, read_reported(folder))
     run.black_box(final=_digest(metrics, spec, run.seed, arm, folder, who),
                   covers="metrics and train.compare_files" if spec.compare_files else "metrics")
     return metrics
@@ -73,7 +76,7 @@ def _attach_settings(cfg, run) -> str:
                         int(cfg.train.log_every))
 
 
-def _adopt(run, path: Path, metrics: dict, who: str) -> dict:
+def _adopt(run, path: Path, metrics: dict, who: str, reported: Optional[dict]) -> dict:
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -82,8 +85,11 @@ def _adopt(run, path: Path, metrics: dict, who: str) -> dict:
     if isinstance(record, dict) and record.get("error"):
         raise CommandFailed(f"{who}: the script attached (harness.attach()) but its Run recorded no proof: "
                             f"{record['error']}")
+    if reported is not None:  # what the script's own process said of its torch (command_env.py)
+        record["env"] = reported
     run.adopt(record)
     path.unlink()  # result.json holds it from here on
+    (path.parent / ATTACHED_ENV_NAME).unlink(missing_ok=True)
     # the metrics the script handed run.finish join those read from its output (which win on a name)
     return {**{k: v for k, v in (record.get("metrics") or {}).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}, **metrics}

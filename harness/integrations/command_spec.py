@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -20,6 +21,7 @@ from omegaconf import OmegaConf
 COMMAND_FN = "harness.integrations.command.train"
 BUILTIN_LOOP = "harness.builtin.loop.train"
 PLACEHOLDERS = ("{seed}", "{arm}", "{run_dir}")
+HARNESS_PYTHON = ("python", "python3")  # a command's first word meaning the harness's own interpreter
 _FLAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
@@ -64,8 +66,11 @@ class CommandSpec:
         return _read(cfg)
 
     def render(self, seed: int, arm: str, run_dir: Path) -> list[str]:
-        """The arguments of one unit: the command, the flags of train.args, then the seed."""
+        """The arguments of one unit: the command, the flags of train.args, then the seed. A bare
+        ``python``/``python3`` is the interpreter running the harness (see interpreter_of)."""
         out = [fill(a, seed, arm, run_dir) for a in self.argv]
+        if out and out[0] in HARNESS_PYTHON:
+            out[0] = sys.executable
         for key, value in self.args:
             if value is True:
                 out.append(f"--{key}")
@@ -79,8 +84,28 @@ class CommandSpec:
             out += [self.seed_arg, str(seed)]
         return out
 
+    def interpreter(self) -> Optional[str]:
+        return interpreter_of(list(self.argv), self.workdir())
+
     def workdir(self) -> Path:
         return Path(self.cwd).expanduser().resolve() if self.cwd else Path.cwd()
+
+
+def interpreter_of(argv: list[str], workdir: Path) -> Optional[str]:
+    """The Python that runs a command: for a bare ``python`` or ``python3``, the interpreter running
+    the harness (sys.executable: the one with the packages the harness itself was installed with,
+    whichever python is first on PATH); for another word or path named python*, that program; None
+    when the command is not a Python (a shell script picks its own)."""
+    if not argv:
+        return None
+    program = argv[0]
+    if program in HARNESS_PYTHON:
+        return sys.executable
+    if not re.fullmatch(r"python[0-9.]*", Path(program).name):
+        return None
+    if "/" in program:
+        return str((workdir / Path(program).expanduser()).absolute())
+    return shutil.which(program)
 
 
 def fill(text: str, seed: int, arm: str, run_dir: Path) -> str:
@@ -175,7 +200,9 @@ def config_cmd_problem(cfg) -> Optional[str]:
 
 def _program_problems(argv: list[str], workdir: Path) -> list[str]:
     program = argv[0]
-    if "/" in program:
+    if program in HARNESS_PYTHON:
+        pass  # the harness's own interpreter (interpreter_of): it exists
+    elif "/" in program:
         found = (workdir / program).expanduser()
         if not (found.is_file() and os.access(found, os.X_OK)):
             return [f"train.cmd: the command {program!r} is not an executable file (looked in {workdir})."]

@@ -9,7 +9,7 @@ import harness
 parser = argparse.ArgumentParser()
 parser.add_argument("--seed", type=int, required=True)
 parser.add_argument("--lr", type=float, default=0.1)
-args = parser.parse_args()
+args, _ = parser.parse_known_args()  # the experiment's other flags (--out, --mode) are not ours
 run = harness.attach(seed=args.seed)
 with run.init():
     model = torch.nn.Linear(3, 1)

@@ -13,7 +13,7 @@ parser.add_argument("--seed", type=int, required=True)
 parser.add_argument("--arm", required=True)
 parser.add_argument("--sync", required=True)
 parser.add_argument("--others", nargs="*", default=[])
-args = parser.parse_args()
+args, _ = parser.parse_known_args()  # the experiment's other flags (--out, --mode) are not ours
 
 with open("model.pt", "w") as f:
     f.write(args.arm)
