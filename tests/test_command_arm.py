@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +68,8 @@ def test_a_unit_gets_its_flags_seed_placeholders_and_environment(tmp_path):
     assert seen["argv"] == ["--out", str(folder / "seen.json"), "--mode", "ok", "--flag", "--shift", "0.25", "--seed", "4"]
     assert seen["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HARNESS_SEED": "4", "HARNESS_ARM": "B",
                            "HARNESS_RUN_DIR": str(folder), "CUBLAS_WORKSPACE_CONFIG": seen["env"]["CUBLAS_WORKSPACE_CONFIG"]}
-    assert seen["env"]["CUBLAS_WORKSPACE_CONFIG"] and seen["cwd"] == os.getcwd()
+    # the unit's working folder: its own, mirroring the launch folder (integrations/workdir.py)
+    assert seen["env"]["CUBLAS_WORKSPACE_CONFIG"] and seen["cwd"] == str(folder.resolve() / "work" / Path.cwd().name)
     assert _result(tmp_path, 4, "B")["metrics"] == {"score": float(f"{50.0 + 0.25 * 1.1 + 4 * 7919 % 13 / 10 + 0.5:.4f}")}
 
 

@@ -83,7 +83,6 @@ def test_units_side_by_side_each_write_and_read_their_own_files_and_relative_rea
     (launch / "data").mkdir(parents=True)
     (launch / "data" / "x.txt").write_text("inside\n")
     (launch.parent / "up.txt").write_text("above\n")
-    (launch / "model.pt").write_text("the user's own file\n")  # a file of the same name, already there
     sync = tmp_path / "sync"
     sync.mkdir()
     out = tmp_path / "out"
@@ -93,18 +92,32 @@ def test_units_side_by_side_each_write_and_read_their_own_files_and_relative_rea
                  "train.metrics_from={stdout: {score: 'own ([0-9.]+)'}}", "ab.factor=train.args.arm",
                  "ab.arms={A: A, B: B}", "ab.seeds=[0]", "repro.certificate=false"],
                 out_dir=out, config_dir=TEST_CONF, verbose=False)
+    seen = {arm: read_json(out / "runs" / "seed=0" / f"arm={arm}" / "seen.json") for arm in ("A", "B")}
+    assert all(s["met"] for s in seen.values())  # both units were running: each saw the other's file
+    assert {arm: s["loaded"] for arm, s in seen.items()} == {"A": "A", "B": "B"}  # each read back its own model
     for arm in ("A", "B"):
         r = _result(out, 0, arm)
-        assert r["status"] == "completed", r["error"]
-        seen = read_json(out / "runs" / "seed=0" / f"arm={arm}" / "seen.json")
-        assert seen["met"] is True  # both units were running: each saw the other's file
-        assert seen["loaded"] == arm and r["metrics"]["score"] == 1.0  # each read back its own model
-        assert (seen["data"], seen["up"]) == ("inside", "above")  # ./data/x.txt and ../up.txt resolved
+        assert r["status"] == "completed" and r["metrics"]["score"] == 1.0, r["error"]
+        assert (seen[arm]["data"], seen[arm]["up"]) == ("inside", "above")  # ./data/x.txt and ../up.txt resolved
         kept = out / "runs" / "seed=0" / f"arm={arm}" / "work" / "proj" / "model.pt"
         assert kept.read_text() == arm and not kept.is_symlink()  # the unit's output stays in its folder
-    assert (launch / "model.pt").read_text() == "the user's own file\n"
+    assert not (launch / "model.pt").exists()
     # after the unit, its folder holds what the script wrote, not links into the launch folder
     assert not [p for p in (out / "runs").rglob("*") if p.is_symlink()]
+
+
+def test_a_file_of_the_launch_folder_written_through_its_link_is_named(tmp_path, caplog):
+    # a file already in the launch folder is reached through a link (a script may read it): a script
+    # that writes it writes the user's file, which units side by side would share; that is said
+    launch = tmp_path / "proj"
+    launch.mkdir()
+    (launch / "model.txt").write_text("left by a run by hand\n")
+    with caplog.at_level("WARNING"):
+        harness.run([*BASE, f"train.cmd=[python,{TOY}]", f"train.cwd={launch}", "+train.args.save=model.txt",
+                     "ab.seeds=[0]", "repro.certificate=false"], out_dir=tmp_path / "out", config_dir=TEST_CONF,
+                    verbose=False)
+    said = [r.getMessage() for r in caplog.records if "units side by side share that file" in r.getMessage()]
+    assert len(said) == 2 and all(str(launch / "model.txt") in m for m in said)
 
 
 @pytest.mark.parametrize("cmd", ["''", "'   '"])
