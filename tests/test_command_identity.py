@@ -61,6 +61,20 @@ def test_a_plain_command_records_what_happened_inside_it_as_unknown(tmp_path):
     assert "determinism strict" not in report and "determinism unknown" in report
 
 
+def test_a_command_unit_through_the_torch_path_never_records_the_harness_process_state(tmp_path, monkeypatch):
+    # a command on a GPU goes through the Run of the harness's process, which configure() switched into
+    # strict mode: that process's state decided nothing in the script, and is not what gets recorded
+    from harness.integrations import command_run
+
+    monkeypatch.setattr(command_run, "runs_without_torch", lambda cfg: False)
+    out = tmp_path / "out"
+    harness.run([*BASE, f"train.cmd=[python,{TOY}]", "ab.seeds=[0]", "repro.certificate=false"],
+                out_dir=out, config_dir=TEST_CONF, verbose=False)
+    env = _result(out, 0, "A")["env"]
+    assert env["mode"] is None and env["deterministic_algorithms"] is None and env["torch"] is None
+    assert env["reported_by_script"] is False and env["interpreter"] == sys.executable
+
+
 def test_an_attached_command_records_what_the_script_reported(tmp_path):
     import torch
 
