@@ -79,17 +79,19 @@ def test_an_attached_command_records_what_the_script_reported(tmp_path):
     import torch
 
     out = tmp_path / "out"
-    harness.run([*BASE, f"train.cmd=[python,{SCRIPTS / 'attached_tiny.py'}]", "+train.args.lr=0.1",
-                 "ab.factor=train.args.lr", "ab.arms={A: 0.1, B: 0.05}", "ab.seeds=[0]", "repro.certificate=false",
-                 "determinism.mode=warn"],
+    harness.run([*BASE, f"train.cmd=[python,{SCRIPTS / 'attached_tiny.py'}]", "+train.args.off_after_attach=false",
+                 "ab.factor=train.args.off_after_attach", "ab.arms={A: false, B: true}", "ab.seeds=[0]",
+                 "repro.certificate=false", "determinism.mode=warn"],
                 out_dir=out, config_dir=TEST_CONF, verbose=False)
-    r = _result(out, 0, "B")
-    assert r["status"] == "completed", r["error"]
-    env = r["env"]
+    a, b = _result(out, 0, "A"), _result(out, 0, "B")
+    assert a["status"] == b["status"] == "completed", (a["error"], b["error"])
+    env = a["env"]
     assert env["reported_by_script"] is True
     assert env["mode"] == "warn" and env["deterministic_algorithms"] is True and env["deterministic_warn_only"] is True
     assert env["torch"] == torch.__version__ and env["device"] == "cpu" and env["threads"] == 1
     assert env["interpreter"] == sys.executable
+    # B switched deterministic algorithms off after attaching: its record says what held at its end
+    assert b["env"]["mode"] == "off" and b["env"]["deterministic_algorithms"] is False
 
 
 def test_units_side_by_side_each_write_and_read_their_own_files_and_relative_reads_resolve(tmp_path):

@@ -9,8 +9,11 @@ import harness
 parser = argparse.ArgumentParser()
 parser.add_argument("--seed", type=int, required=True)
 parser.add_argument("--lr", type=float, default=0.1)
+parser.add_argument("--off_after_attach", action="store_true")  # a script that switches the mode off itself
 args, _ = parser.parse_known_args()  # the experiment's other flags (--out, --mode) are not ours
 run = harness.attach(seed=args.seed)
+if args.off_after_attach:
+    torch.use_deterministic_algorithms(False)
 with run.init():
     model = torch.nn.Linear(3, 1)
 run.watch(model)
