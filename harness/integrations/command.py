@@ -2,8 +2,9 @@
 
 ``train(cfg, run)`` is what a unit calls when ``train.cmd`` is set (command_spec.training_fn): it
 renders the command for the Run's seed and the arm, runs it with the unit's environment
-(process.py) in a working folder of its own that mirrors the launch folder (workdir.py), and reads the metrics from its stdout or a file it wrote. A command is a black box:
-the Run records no init, data order or steps, so the pairing rests on the seed alone and the
+(process.py) in a working folder of its own that mirrors the launch folder (workdir.py), and reads
+the metrics from its stdout or a file it wrote. A command is a black box: the Run records no init,
+data order or steps, so the pairing rests on the seed alone and the
 certificate compares what the run produced, metrics bit for bit and train.compare_files byte for
 byte (``run.black_box(final)``) -- unless the script called ``harness.attach()`` (attach.py): then
 what its Run recorded is adopted (``run.adopt``) and the unit proves what a train.fn's does.
