@@ -43,6 +43,20 @@ def test_python_in_train_cmd_is_the_harness_interpreter_whatever_python_is_first
         assert r["code"]["interpreter"]["path"] == sys.executable
 
 
+def test_an_interpreter_without_torch_for_a_script_that_imports_it_is_refused_before_any_unit(tmp_path):
+    from harness.api import HarnessError
+
+    bare = tmp_path / "venv" / "bin" / "python"  # answers as a Python with no packages would
+    bare.parent.mkdir(parents=True)
+    bare.write_text("#!/bin/sh\necho '{\"python\": \"3.11.0\", \"packages\": {}}'\n")
+    bare.chmod(0o755)
+    with pytest.raises(HarnessError) as e:
+        harness.run([*BASE, f"train.cmd=[{bare},{SCRIPTS / 'attached_tiny.py'}]", "ab.seeds=[0]"],
+                    out_dir=tmp_path / "out", config_dir=TEST_CONF, verbose=False)
+    assert f"imports torch, but the interpreter that would run it, {bare}, has no torch installed" in str(e.value)
+    assert not list((tmp_path / "out").glob("runs/*/*/result.json"))
+
+
 def test_a_plain_command_records_what_happened_inside_it_as_unknown(tmp_path):
     out = tmp_path / "out"
     harness.run([*BASE, f"train.cmd=[python,{TOY}]", "ab.seeds=[0,1,2]", "repro.certificate=false"],

@@ -212,7 +212,31 @@ def _program_problems(argv: list[str], workdir: Path) -> list[str]:
     if script is not None and not script.is_file():
         return [f"train.cmd: the script {script} does not exist (relative paths are taken from train.cwd, "
                 f"here {workdir})."]
-    return []
+    return _torch_problems(argv, workdir, script)
+
+
+_IMPORTS_TORCH = re.compile(r"^\s*(?:from|import)\s+torch\b", re.M)
+
+
+def _torch_problems(argv: list[str], workdir: Path, script: Optional[Path]) -> list[str]:
+    """A script that imports torch, given an interpreter known to have none (every unit would fail
+    with ModuleNotFoundError after starting)."""
+    interpreter = interpreter_of(argv, workdir)
+    if interpreter is None or script is None:
+        return []
+    try:
+        if not _IMPORTS_TORCH.search(script.read_text(errors="replace")):
+            return []
+    except OSError:
+        return []
+    from harness.integrations.command_env import interpreter_identity
+
+    packages = interpreter_identity(interpreter).get("packages")
+    if packages is None or "torch" in packages:  # unreadable: not known to lack it
+        return []
+    return [f"train.cmd: the script {script} imports torch, but the interpreter that would run it, {interpreter}, "
+            f"has no torch installed. Write the path of a Python that has it (e.g. your virtual environment's "
+            f"bin/python), or 'python' for the one running the harness ({sys.executable})."]
 
 
 def script_of(argv: list[str], workdir: Path) -> Optional[Path]:
