@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Mapping, Optional
+
+from harness.integrations.interpreter_probe import interpreter_identity
 
 ATTACHED_ENV_NAME = "attached_env.json"  # in HARNESS_RUN_DIR: what the script's torch said (attach.py)
 
@@ -24,9 +25,6 @@ ATTACHED_ENV_NAME = "attached_env.json"  # in HARNESS_RUN_DIR: what the script's
 INSIDE = ("torch", "numpy", "cuda", "cudnn", "device", "device_name", "mode", "deterministic_algorithms",
           "deterministic_warn_only", "fill_uninitialized_memory", "cudnn_deterministic", "cudnn_benchmark",
           "interop_threads", "math_modes")
-
-_PROBED: dict = {}
-
 
 def command_environment(threads: int, interpreter: Optional[str], reported: Optional[Mapping] = None) -> dict:
     """result.json's env for a command unit: the machine, what the harness set for the command, the
@@ -71,31 +69,6 @@ def read_reported(folder: Path) -> Optional[dict]:
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
-
-
-def interpreter_identity(path: str) -> dict:
-    """{"path", "python", "packages"} of a Python interpreter (the harness's own: read here; another:
-    by running interpreter_probe.py with it, once per process). Unreadable: python and packages None,
-    with the reason."""
-    if path in _PROBED:
-        return _PROBED[path]
-    from harness.integrations import interpreter_probe
-
-    if os.path.abspath(path) == os.path.abspath(sys.executable):
-        found = interpreter_probe.probe()
-    else:
-        try:
-            proc = subprocess.run([path, interpreter_probe.__file__], capture_output=True, text=True, timeout=120,
-                                  stdin=subprocess.DEVNULL)
-            found = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else \
-                {"unreadable": f"exited with code {proc.returncode}: {proc.stderr.strip()[-300:]}"}
-        except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
-            found = {"unreadable": f"{type(e).__name__}: {e}"}
-    out = {"path": path, "python": found.get("python"), "packages": found.get("packages")}
-    if found.get("unreadable"):
-        out["unreadable"] = found["unreadable"]
-    _PROBED[path] = out
-    return out
 
 
 def command_code(cfg, code: dict) -> dict:

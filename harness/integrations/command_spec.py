@@ -229,7 +229,7 @@ def _torch_problems(argv: list[str], workdir: Path, script: Optional[Path]) -> l
             return []
     except OSError:
         return []
-    from harness.integrations.command_env import interpreter_identity
+    from harness.integrations.interpreter_probe import interpreter_identity
 
     packages = interpreter_identity(interpreter).get("packages")
     if packages is None or "torch" in packages:  # unreadable: not known to lack it
