@@ -15,13 +15,13 @@ run = harness.attach(seed=args.seed)
 if args.off_after_attach:
     torch.use_deterministic_algorithms(False)
 with run.init():
-    model = torch.nn.Linear(3, 1)
+    model = torch.nn.Linear(2, 1)
 run.watch(model)
-opt = torch.optim.SGD(model.parameters(), lr=args.lr)
-x, y = torch.arange(24.0).reshape(8, 3) / 24, torch.arange(8.0) / 8
-for xb, yb in run.loader(harness.TensorBatches(x, y), batch_size=2):
-    loss = ((model(xb).squeeze(1) - yb) ** 2).mean()
+opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+data = harness.TensorBatches(torch.linspace(0, 1, 12).reshape(6, 2), torch.linspace(1, 0, 6))
+for inputs, targets in run.loader(data, batch_size=3):
     opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(inputs).flatten(), targets)
     loss.backward()
     opt.step()
     run.step(loss)
