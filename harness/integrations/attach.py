@@ -3,10 +3,9 @@
 A command arm (command.py) starts its script with HARNESS_SEED, HARNESS_ARM, HARNESS_RUN_DIR and
 HARNESS_RUN (the unit's device, precision, determinism, stream seeds and declared metrics, as JSON).
 ``attach()`` builds the unit's Run from them and switches PyTorch into the unit's determinism mode
-and threads, as a train.fn's unit is, and reports what it set (``attached_env.json``: this
-process's torch, device and deterministic mode; command_env.py). What the Run recorded (init, data
-order, every step) is written to ``HARNESS_RUN_DIR/attached.json`` when the script calls
-``run.finish(metrics)`` or, failing that, when it exits; the command arm adopts it (``Run.adopt``), so the pairing is proven and the
+and threads, as a train.fn's unit is. What the Run recorded (init, data order, every step) is written
+to ``HARNESS_RUN_DIR/attached.json`` when the script calls ``run.finish(metrics)`` or, failing that,
+when it exits; the command arm adopts it (``Run.adopt``), so the pairing is proven and the
 certificate compares every step's bits, as for a train.fn.
 
 Run on its own (no HARNESS_RUN_DIR), ``attach(seed=...)`` returns a stand-alone Run on that seed
