@@ -87,11 +87,19 @@ class ExperimentResult:
         return head + (f"; {self.verdict})" if self.verdict else ")")
 
 
-def _default_out_dir(cfg, overrides: Sequence[str]) -> Path:
-    """Named by the overrides that change results, as on the command line (config.compose.not_in_name)."""
-    from harness.config.compose import not_in_name
+def _default_out_dir(cfg, overrides: Sequence[str], config_dirs=()) -> Path:
+    """Named by the overrides that change results, as on the command line (config.compose.not_in_name):
+    neither a key that changes no bit nor one typed at the value the config already has."""
+    from harness.config.compose import compose, not_in_name, replace_whole_arms
+    from harness.config.unchanged import unchanged_keys
+
+    def recompose(kept):
+        again = compose(kept, config_dirs=config_dirs)
+        replace_whole_arms(again, kept)
+        return again
 
     skip = set(not_in_name(overrides, cfg.ab.sequential.enabled))
+    skip |= set(unchanged_keys(cfg, overrides, recompose, skip=skip))
     key = ",".join(sorted(o for o in overrides if str(o).split("=", 1)[0].lstrip("+~") not in skip))
     name = "default" if not key else "api-" + hashlib.sha256(key.encode()).hexdigest()[:10]
     return Path("outputs") / str(cfg.experiment_name) / name
@@ -123,7 +131,7 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
         problem = factor_override_problem(cfg, overrides)
         if problem:
             raise HarnessError(problem)
-    out = Path(out_dir) if out_dir is not None else _default_out_dir(cfg, overrides)
+    out = Path(out_dir) if out_dir is not None else _default_out_dir(cfg, overrides, [config_dir] if config_dir else ())
     log = logging.getLogger("harness")
     say = (lambda m: print(m, flush=True)) if verbose else log.debug
     try:

@@ -69,13 +69,22 @@ def run(cfg: DictConfig) -> dict:
 
 
 def refuse(message: str) -> None:
-    """Exit 2 having written nothing: the folders Hydra created for this run (.hydra/, the log, a
-    declaration.json) are removed when they did not exist before this invocation (precheck.py noted
-    the topmost new one). A folder that existed before is kept as it is."""
+    """Exit 2. A folder this invocation created (precheck.py noted the topmost new one) is removed
+    only while it holds nothing but what was written before any unit (.hydra/, the log, the
+    declaration): from the first unit on, nothing is deleted and the message says where it is. In a
+    folder that existed, a refusal before any unit puts Hydra's files and the log back as they were."""
     import shutil
 
-    created = CURRENT.pop("created", None)
-    if created is not None and created.is_dir():
+    from harness.experiment.refused_files import MARKS, put_back, written_before_units
+
+    created, before, began = MARKS.pop("created", None), MARKS.pop("before", None), MARKS.pop("units_began", False)
+    kept = created is not None and created.is_dir() and not written_before_units(created)
+    if created is not None and created.is_dir() and not kept:
         logging.shutdown()  # the log file's handler: closed before its folder goes
         shutil.rmtree(created, ignore_errors=True)
+    elif (began or kept) and CURRENT.get("folder") is not None:
+        message += f" Nothing was deleted: the results and files written so far are in {CURRENT['folder']}."
+    elif before is not None:  # a folder that existed: Hydra's files and the log as they were
+        logging.shutdown()
+        put_back(before)
     fail(message)

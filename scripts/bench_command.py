@@ -91,7 +91,7 @@ def through_harness(seeds: list[int], flags: list[str], workers: int, folder: Pa
             "+experiment=command_ab", f"ab.seeds=[{','.join(map(str, seeds))}]",
             f"train.cmd=[{','.join([sys.executable, str(SCRIPT), *flags])}]", f"workers={workers}",
             "determinism.threads=1", "logger=none", "progress=false", "repro.certificate=false",
-            f"hydra.run.dir={folder}"]
+            f"hydra.run.dir={folder}", f"ledger.path={folder.parent / 'ledger.sqlite'}"]  # never the checkout's ledger
     t0 = time.perf_counter()
     proc = subprocess.run(args, cwd=REPO, env=_env(), capture_output=True, text=True)
     wall = time.perf_counter() - t0

@@ -58,7 +58,8 @@ def children_cpu() -> float:
 def launch(mode: str, out_dir: Path, extra: list[str]) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds and exit status of one experiment; its output goes to <out_dir>.log."""
     cmd = [sys.executable, "-m", "harness", "+experiment=loss_ab", f"logger.wandb.mode={mode}",
-           f"hydra.run.dir={out_dir}", "progress=false", *extra]
+           f"hydra.run.dir={out_dir}", f"ledger.path={out_dir.parent / 'ledger.sqlite'}",  # never the checkout's
+           "progress=false", *extra]
     env = dict(os.environ)
     env.pop("WANDB_MODE", None)  # the command line decides the mode (it would win anyway)
     with open(out_dir.parent / f"{out_dir.name}.log", "w") as logfile:
@@ -77,7 +78,8 @@ def closed_port() -> int:
 def launch_sweep(kind: str, out: Path, init_timeout: float, extra: list[str]) -> tuple[float, int, int, int]:
     """Wall seconds, exit status, online attempts and offline runs of one 3-job local-pool sweep."""
     cmd = [sys.executable, "-m", "harness", "-m", "+experiment=loss_ab", "ab.seeds=[0,1,2]", "seed=0,1,2",
-           "hydra/launcher=local_pool", f"hydra.sweep.dir={out}", "progress=false",
+           "hydra/launcher=local_pool", f"hydra.sweep.dir={out}", f"ledger.path={out.parent / 'ledger.sqlite'}",
+           "progress=false",
            f"logger.wandb.init_timeout={init_timeout}", *extra]
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     if kind == "unreachable":

@@ -14,8 +14,10 @@ from harness.config import compose
 REPO = Path(__file__).resolve().parents[1]
 
 # The claims the tests' experiments make go to a ledger of the test session's own (each xdist worker
-# its own; subprocesses inherit it), never into outputs/ledger.sqlite of the checkout they run in.
-os.environ.setdefault("HARNESS_LEDGER", str(Path(tempfile.mkdtemp(prefix="harness-test-ledger-")) / "ledger.sqlite"))
+# its own; subprocesses inherit it), never into outputs/ledger.sqlite of the checkout they run in, nor
+# into a ledger the user's own $HARNESS_LEDGER names (set, not defaulted); pytest_sessionfinish fails
+# a session that changed the checkout's outputs/ or multirun/ all the same.
+os.environ["HARNESS_LEDGER"] = str(Path(tempfile.mkdtemp(prefix="harness-test-ledger-")) / "ledger.sqlite")
 TEST_CONF = REPO / "tests" / "conf"  # the tests' own config folder, added like a researcher's --config-dir
 
 # Small and fast: 3 seeds, 30 steps on 512 digits, no wandb, no worker processes.
@@ -130,6 +132,39 @@ def pytest_configure_node(node):
     if getattr(config, "_harness_lock_dir", None) is None:
         config._harness_lock_dir = tempfile.mkdtemp(prefix="harness-pytest-locks-")
     node.workerinput["harness_lock_dir"] = config._harness_lock_dir
+
+
+# What a test may never write: the checkout's own ledger and output folders (a user's real files).
+CHECKOUT_FILES = ("outputs", "multirun")
+
+
+def checkout_state(root: Path = REPO) -> dict:
+    """The checkout's ledger (size, mtime) and the entries of its output folders."""
+    state = {}
+    for folder in CHECKOUT_FILES:
+        for entry in sorted((root / folder).iterdir()) if (root / folder).is_dir() else ():
+            info = entry.stat()
+            state[str(entry.relative_to(root))] = (info.st_size, info.st_mtime_ns) if entry.is_file() else "folder"
+    return state
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist) checks once
+        session.config._harness_checkout = checkout_state()
+
+
+def pytest_sessionfinish(session):
+    before = getattr(session.config, "_harness_checkout", None)
+    if before is None:
+        return
+    after = checkout_state()
+    changed = sorted(k for k in {**before, **after} if before.get(k) != after.get(k))
+    if changed:
+        session.config.get_terminal_writer().line(
+            f"\nthe test session wrote into the checkout ({REPO}): {', '.join(changed)} changed. A test (or a "
+            "subprocess it starts) runs in tmp_path with hydra.run.dir / hydra.sweep.dir there and the ledger "
+            "$HARNESS_LEDGER names (passed on to an environment a test builds from scratch).", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config):

@@ -46,16 +46,18 @@ def fit_with_wandb(cfg, run) -> dict:
     return train(net, Callback(run), float(cfg.loss.label_smoothing), report_to=["wandb"])
 
 
-def script(seed: int, label_smoothing: float) -> dict:
+def script(seed: int, label_smoothing: float, epochs: int = 1, eval_strategy: str = "no") -> dict:
     """What a command arm's script does: its own seeding and model, Callback() with no Run."""
     transformers.set_seed(seed)
-    return train(model(), Callback(), label_smoothing)
+    return train(model(), Callback(), label_smoothing, epochs=epochs, eval_strategy=eval_strategy)
 
 
-def train(net, callback, label_smoothing: float, gradient_accumulation_steps: int = 1, report_to=()) -> dict:
+def train(net, callback, label_smoothing: float, gradient_accumulation_steps: int = 1, report_to=(), epochs: int = 1,
+          eval_strategy: str = "no") -> dict:
     with tempfile.TemporaryDirectory() as out:
         args = transformers.TrainingArguments(
-            output_dir=out, num_train_epochs=1, per_device_train_batch_size=16, learning_rate=1e-3, use_cpu=True,
+            output_dir=out, num_train_epochs=epochs, eval_strategy=eval_strategy, per_device_train_batch_size=16,
+            learning_rate=1e-3, use_cpu=True,
             report_to=list(report_to), save_strategy="no", logging_steps=2, disable_tqdm=True, seed=1234,
             gradient_accumulation_steps=gradient_accumulation_steps,
             label_smoothing_factor=label_smoothing, dataloader_num_workers=0)

@@ -69,8 +69,8 @@ class MLP(pl.LightningModule):
 
 
 def trainer(callback, **kwargs) -> pl.Trainer:
-    kwargs = {"logger": False, **kwargs}
-    return pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, callbacks=[callback], enable_progress_bar=False,
+    kwargs = {"logger": False, "max_epochs": 1, **kwargs}
+    return pl.Trainer(accelerator="cpu", devices=1, callbacks=[callback], enable_progress_bar=False,
                       enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0, **kwargs)
 
 
@@ -95,10 +95,18 @@ def fit_with_wandb(cfg, run) -> dict:
     return callback.metrics
 
 
-def script(seed: int, label_smoothing: float) -> MLP:
+def script(seed: int, label_smoothing: float, epochs: int = 1) -> MLP:
     """What a command arm's Lightning script does: its own seed_everything and module, then
-    Callback() with no Run (it attaches to the unit the harness launched)."""
+    Callback() with no Run (it attaches to the unit the harness launched). Validated every epoch."""
     pl.seed_everything(seed, verbose=False)
     module = MLP(label_smoothing=label_smoothing)
-    trainer(Callback()).fit(module, datamodule=Digits())
+    trainer(Callback(), max_epochs=epochs).fit(module, datamodule=Digits())
     return module
+
+
+class FirstEpochOnly(Callback):
+    """A callback that records the steps of the first epoch only: fewer than the trainer took."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.current_epoch == 0:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)

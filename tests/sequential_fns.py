@@ -87,6 +87,17 @@ def sets_env(cfg, run, shift: float = 0.0, sd: float = 1.0, env_from_seed: int =
     return out
 
 
+def diverges(cfg, run, shift: float = 0.0, sd: float = 1.0, nan_shift: float = 99.0, nan_seed: int = -1) -> dict:
+    """paired_metric, except that the run of seed ``nan_seed`` in the arm with shift ``nan_shift``
+    reports a NaN loss at its one step: a diverged run (NonFiniteLoss), as a too-large step size makes."""
+    if run.seed == nan_seed and shift == nan_shift:
+        with run.init():
+            weight = torch.randn(1)
+        run.watch([weight], total_steps=1)
+        run.step(torch.tensor(float("nan")))
+    return paired_metric(cfg, run, shift=shift, sd=sd)
+
+
 def paired_value(seed: int, shift: float, sd: float = 1.0) -> float:
     """paired_metric's test_accuracy without a run: what the race tests expect (the same draws)."""
     common = np.random.default_rng([seed, 7]).normal(0.0, 3.0)

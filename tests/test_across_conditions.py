@@ -238,3 +238,26 @@ def test_the_command_line_refuses_a_bad_condition_with_one_paragraph_and_exit_2(
     assert err.startswith("harness: error: ab.conditions.synthetic=['data=nope'] does not compose")
     assert "\n" not in err and "Traceback" not in proc.stderr
     assert not list(tmp_path.rglob("result.json"))
+
+
+def test_an_accuracy_prediction_interval_stays_within_the_range_an_effect_can_take():
+    # three conditions whose effects differ widely: t on 2 df predicts a new one far past +-100 pts
+    from harness.analysis import across_conditions as ac
+
+    a = [50.0, 51.0, 49.5, 50.5]
+    conditions = [{"label": "x", "value": None, "a": a, "b": [v + 40 + 0.3 * i for i, v in enumerate(a)]},
+                  {"label": "y", "value": None, "a": a, "b": [v - 30 - 0.2 * i for i, v in enumerate(a)]},
+                  {"label": "z", "value": None, "a": a, "b": [v + 45 - 0.1 * i for i, v in enumerate(a)]}]
+    bare = ac.across(conditions, direction="max", alpha=0.05, n_resamples=200)
+    lo, hi = bare["pooled"]["prediction_interval"]
+    assert lo < -100 and hi > 100 and "prediction_range" not in bare["pooled"]  # no unit: no range known
+
+    pts = ac.across(conditions, direction="max", alpha=0.05, n_resamples=200, unit="pts")
+    p = pts["pooled"]
+    assert p["prediction_interval"] == [-100.0, 100.0]
+    re_low, re_high = p["random_effects"]["prediction_interval"]
+    assert -100 <= re_low < re_high <= 100
+    assert p["prediction_range"]["computed"]["pooled"] == [lo, hi]
+    text = ac.sentence(pts, arm="B", baseline="A", unit="pts")
+    assert "expect [-100, +100] pts (the whole range an effect can take" in text
+    assert any("cut" in line for line in ac.lines(pts, arm="B", baseline="A", unit="pts"))

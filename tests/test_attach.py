@@ -98,8 +98,10 @@ def test_the_example_with_attach_is_paired_by_its_fingerprints_and_bitwise(tmp_p
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = " ".join((proc.stdout + proc.stderr).split())  # the terminal report wraps its lines
     # ab.factor (train.args.*) may change the data, so data_order is shown equal but not required
-    assert "pairing verified (init equal across arms in every seed); data_order equal across arms in every seed" in printed
-    assert "bitwise reproducible: yes" in printed and "by seed only" not in printed
+    assert ("pairing verified: init equal across arms in every seed; data_order equal across arms in every seed "
+            "(48 batches each; not required: ab.factor may change it)") in printed
+    assert "bitwise reproducible: yes (48 steps as recorded by run.step, seed 0, arm raw rerun)" in printed
+    assert "by seed only" not in printed
     fps = {(s, a): read_json(out / "runs" / f"seed={s}" / f"arm={a}" / "result.json")["fingerprints"]
            for s in range(3) for a in ("raw", "standardized")}
     for key in ("init", "data_order"):

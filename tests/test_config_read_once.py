@@ -24,6 +24,8 @@ ROOT = str(Path(harness.__file__).resolve().parent) + "/"
 ROOT_ENTRIES = {
     # harness.run finishes composing (arms replaced whole, a factor override refused): before execute
     ("config.compose", "replace_whole_arms"), ("config.compose", "factor_override_problem"),
+    # while Hydra composes: the folder's name leaves out an override the composed config already held
+    ("config.compose", "not_in_name"), ("config.unchanged", "unchanged_in_hydra"),
     # the invocation's entry point
     ("experiment.execute", "execute"),
     # every value checked before torch, then the full preflight (imports, components, the data)
@@ -43,7 +45,7 @@ ROOT_ENTRIES = {
     ("experiment.arms", "arm_configs"), ("experiment.arms", "check_ab"),
     ("experiment.identity", "plain"),  # the plain record of the config, for experiment.json
     # (not reached here) ab.conditions composes each condition's config from the overrides: each
-    # becomes its own plan at run_experiment's entry
+    # becomes its own plan in run_conditions, every plan checked before any is run
     ("experiment.conditions", "condition_configs"),
 }
 

@@ -8,7 +8,7 @@ import torch
 
 import harness
 from harness.analysis.analyze import analyze
-from harness.analysis.summary import lines
+from harness.analysis.summary import lines, pairing_line
 from harness.results import read_json
 from harness.training.proof import EMPTY_DIGESTS
 from harness.training.run import Run
@@ -88,3 +88,30 @@ def test_the_ordered_stream_hands_the_batches_through_and_fingerprints_their_con
     assert consume(list(reversed(data)))[1] != digest  # order
     assert consume([data[0].reshape(3, 2), data[1]])[1] != digest  # shape
     assert consume([data[0] + 1e-7, data[1]])[1] != digest  # content
+
+
+def test_a_missing_proof_means_pairing_not_verified_even_where_the_factor_may_change_it():
+    """ab.factor under train.* may change the data order, so data_order is not required; a missing
+    one is still missing: the line opens with NOT verified, never with verified and a clause after."""
+    items = F.make_results(F.accuracies(6, shift=0.5), pairing={"init": True, "data_order": False})
+    for r in items:
+        r["fingerprints"].update(data_order=None, missing={"data_order": "no batch was drawn through the Run"})
+    a = analyze(items)
+    line = pairing_line(a)
+    assert line.startswith("pairing NOT verified:") and "data_order MISSING in 6 of 6 seed(s)" in line
+    assert "init equal across arms in every seed" in line and a["pairing"]["proven"] is False
+
+
+def test_records_covering_fewer_steps_than_the_trainer_took_are_partial_not_verified():
+    items = F.make_results(F.accuracies(6, shift=0.5))
+    for r in items:  # each record stopped after 3 of the trainer's 225 steps (a record closed early)
+        r["fingerprints"].update(batches=3, steps_trained=225)
+    a = analyze(items)
+    line = pairing_line(a)
+    assert line.startswith("pairing NOT verified:") and "data_order PARTIAL" in line and "3 of the 225 steps" in line
+    assert a["pairing"]["proven"] is False and a["pairing_verified"] == []
+    for r in items:  # the same records, covering every step the trainer took
+        r["fingerprints"]["steps_trained"] = 3
+    line = pairing_line(analyze(items))
+    assert line == ("pairing verified: init equal across arms in every seed; "
+                    "data_order equal across arms in every seed (3 batches each)")

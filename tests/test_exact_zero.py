@@ -36,3 +36,25 @@ def test_exact_std_is_the_std_where_values_differ_and_keeps_nan():
     rows = np.array([[SAME] * 4, [1.0, 2.0, 3.0, 4.0], [1.0, np.nan, 2.0, 3.0]])
     got = exact_std(rows, axis=1)
     assert got[0] == 0.0 and got[1] == np.std([1, 2, 3, 4], ddof=1) and np.isnan(got[2])
+
+
+def test_an_interval_end_at_zero_reads_0_not_the_bisections_rounding():
+    # the exact sign-flip test's bound of these differences is 0: bisection lands ~1e-9 from it
+    from harness.stats import compare
+
+    d = np.array([0.8333333333333321, 0.5555555555555571, 0.0, 0.8333333333333321, 1.1111111111111107,
+                  0.8333333333333321])
+    a = np.array([98.0, 97.5, 98.25, 97.0, 98.5, 97.75])
+    c = compare(a, a + d, margin=0.5, unit=" pts")
+    low, high = c.intervals["zero"].low, c.intervals["zero"].high
+    assert low != 0 and abs(low) < 1e-6 * abs(high)  # the arithmetic's 0
+    sentence = c.verdict.sentence
+    assert "e-0" not in sentence and "e-1" not in sentence, sentence
+    assert "CI 0 to +" in sentence, sentence
+
+
+def test_the_screen_prints_an_end_at_zero_as_0():
+    from harness.analysis.summary import Fmt
+
+    assert Fmt({"unit": ""}).interval([-1.1e-09, 0.6]) == "[0, +0.6]"
+    assert Fmt({"unit": ""}).interval([0.0012, 0.6]) == "[+0.0012, +0.6]"  # a small real end stays

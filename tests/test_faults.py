@@ -104,7 +104,7 @@ def test_every_bad_value_is_caught_before_the_first_run(tmp_path, override, mess
     with pytest.raises(HarnessError, match="(?i)nothing was run|needs at least two") as e:
         harness.run([*FAST, override], out_dir=tmp_path, verbose=False)
     assert message in str(e.value)
-    assert not list(tmp_path.rglob("result.json"))
+    assert not list(tmp_path.rglob("*"))  # nothing written: no result, no declaration, no experiment.json
 
 
 def test_a_read_only_output_folder_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):

@@ -86,7 +86,27 @@ def test_undecided_when_the_seeds_cannot_settle_it_and_each_outcome_has_its_exit
 
 def test_bad_seeds_requests_are_bad_input(tmp_path, capsys):
     assert golden.main(["save", str(tmp_path / "g.json"), "--seeds", "3", *TINY, *DECLARED]) == golden_stats.EXIT_BAD_INPUT
-    assert "--seeds 3: an equivalence claim at alpha 0.05 needs at least 5 seeds" in capsys.readouterr().err
+    assert "--seeds 3: check must be able to say both 'changed' and 'equivalent'" in capsys.readouterr().err
     assert golden.main(["save", str(tmp_path / "g.json"), "--seeds", "6", *TINY, *DECLARED[:2], "stats.margin=null"]) == 2
     assert "stats.margin is null, so no run can be shown equivalent" in capsys.readouterr().err
     assert not (tmp_path / "g.json").exists()
+
+
+def test_an_estimated_margin_needs_the_seeds_that_can_report_a_change(tmp_path, capsys):
+    # at 6 seeds 'beyond an estimated margin' is tested one-sided at 0.0125, which the exact sign-flip
+    # test cannot reach (1/64 = 0.0156): every check, a planted regression too, would be undecided
+    auto = [*DECLARED[:2], "stats.margin=auto"]
+    assert golden.main(["save", str(tmp_path / "g.json"), "--seeds", "6", *TINY, *auto]) == golden_stats.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "--seeds 6" in err and "use --seeds 7 or more" in err and "declared margin" in err
+    assert not (tmp_path / "g.json").exists()
+    assert golden_stats.seeds_for_both_outcomes(0.05, estimated=False) == 6  # a declared margin: beyond at 2/2^n < 0.05
+
+
+def test_at_the_seeds_save_asks_for_a_planted_change_is_reported():
+    # the fewest seeds save accepts with an estimated margin can report a change far beyond the noise
+    need = golden_stats.seeds_for_both_outcomes(0.05, estimated=True)
+    base = [1.0 + 0.03 * ((7 * i) % 5) for i in range(need)]
+    worse = [b + 5.0 + 0.01 * (i % 3) for i, b in enumerate(base)]
+    assert _fake(base, worse, margin="auto")[1]["outcome"] == "changed"
+    assert _fake(base[:-1], worse[:-1], margin="auto")[1]["outcome"] == "undecided"  # one fewer cannot

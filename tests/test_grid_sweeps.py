@@ -29,7 +29,7 @@ def test_a_grid_around_an_ab_is_analysed_per_point_in_one_folder(tmp_path, capsy
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "raised" not in proc.stderr and "Holm" in proc.stdout  # the callback renders the grid summary
     (sweep,) = (tmp_path / "multirun" / "loss_ab").iterdir()  # one folder for the whole grid
-    assert "repro.certificate=false" in sweep.name and "optim.lr=0.01,0.05" in sweep.name
+    assert "repro.certificate" not in sweep.name and "optim.lr=0.01,0.05" in sweep.name  # it changes no bit
     assert sorted(p.relative_to(sweep).as_posix() for p in sweep.glob("*/seed=*")) == [
         f"optim.lr={lr}/seed={s}" for lr in ("0.01", "0.05") for s in range(3)
     ]
@@ -199,3 +199,25 @@ def test_a_grid_over_named_settings_pools_them_without_a_slope(tmp_path):
     assert block["pooled"]["estimate"] == pytest.approx(np.mean(block["effects"]))
     assert "better on" in block["sentence"] and "across 3 grid points" in block["sentence"]
     assert "Does the effect depend on the grid value?" in (tmp_path / "grid.md").read_text()
+
+
+def test_every_grid_point_is_certified_in_its_own_folder(tmp_path):
+    # one certificate.json per sweep folder certified the point that wrote it last; the others were
+    # "not certified", with a hint (rerun with repro.certificate=true) that named a new folder, trained
+    # every unit again and certified one point again
+    grid = ["optim.lr=0.01,0.05", "seed=range(0,3)"]
+    first = run_cli(["-m", *TINY, *grid], cwd=tmp_path)  # TINY: repro.certificate=false
+    assert first.returncode == 0, first.stderr[-3000:]
+    (sweep,) = (tmp_path / "multirun" / "loss_ab").iterdir()
+    trained = {p: p.read_bytes() for p in sweep.rglob("result.json")}
+    certified = [o for o in TINY if o != "repro.certificate=false"] + ["repro.certificate=true"]
+    again = run_cli(["-m", *certified, *grid], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "multirun" / "loss_ab").iterdir()] == [sweep.name]  # the same folder
+    assert {p: p.read_bytes() for p in sweep.rglob("result.json")} == trained  # no unit trained again
+    for lr in ("0.01", "0.05"):
+        point = sweep / f"optim.lr={lr}"
+        assert read_json(point / "certificate.json")["reproducible"] is True
+        analysis = read_json(point / "analysis.json")
+        assert analysis["certificate"]["reproducible"] is True and not analysis["certificate"].get("stale")
+    assert not (sweep / "certificate.json").exists()

@@ -78,6 +78,17 @@ def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the
     assert "eval_accuracy" in record["metrics"]  # written after trainer.evaluate()
 
 
+def test_under_a_command_arm_evaluated_every_epoch_the_record_covers_every_step(tmp_path, monkeypatch):
+    """eval_strategy="epoch" does not close the record: it is built when training ends, and the
+    trainer.evaluate() after it only adds its metrics."""
+    units = attached_units(tmp_path, monkeypatch,
+                           lambda seed, smoothing: hf_fns.script(seed, smoothing, epochs=2, eval_strategy="epoch"))
+    for record, returned in units.values():
+        fp = record["fingerprints"]
+        assert len(fp["steps"]["loss"]) == 16 and fp["batches"] == 16 and fp["steps_trained"] == 16  # 2 epochs of 8
+        assert record["metrics"]["eval_loss"] == returned["test_loss"]  # the last evaluate's
+
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hf"
 
 
@@ -88,9 +99,10 @@ def test_the_hf_fit_example_is_paired_by_its_fingerprints_and_bitwise(tmp_path, 
     results = run_paired_ab(tmp_path, None, arms=("low", "high"), experiment="hf_fit_ab",
                             config_dir=str(EXAMPLE / "conf"), overrides=[
                                 "train.kwargs.train_dataset.n=128", "train.kwargs.eval_dataset.n=64",
-                                "train.kwargs.args.num_train_epochs=1", "train.kwargs.model.config.num_hidden_layers=1"])
-    r = results[(0, "low")]
-    assert r["fingerprints"]["batches"] == 4 and len(load_steps(r)["loss"]) == 4  # 128 sequences in batches of 32
+                                "train.kwargs.args.num_train_epochs=2", "+train.kwargs.args.eval_strategy=epoch",
+                                "train.kwargs.model.config.num_hidden_layers=1"])
+    r = results[(0, "low")]  # evaluated after each epoch: the record still covers both
+    assert r["fingerprints"]["batches"] == 8 and len(load_steps(r)["loss"]) == 8  # 2 x 128 sequences in batches of 32
     assert set(r["metrics"]) == {"eval_loss", "eval_accuracy"}  # trainer.evaluate()'s, its timings left out
     assert r["code"]["packages"].get("transformers", "").startswith("transformers==")
 

@@ -71,6 +71,24 @@ def test_arms_with_different_settings_outside_the_factor_are_refused_naming_file
     assert "identity" in out.lower() and "base_hash" in out  # the table says it loudly too
 
 
+def test_allow_mixed_identity_is_offered_only_where_it_works(tmp_path, capsys):
+    # arm B's own runs hold two learning rates: --allow-mixed-identity would be refused again, so the
+    # refusal must not offer it
+    items = _items()
+    for r in items:
+        if r["arm"] == "B" and r["seed"] >= 3:
+            _set(r, "optim.lr", 0.2)
+            r["config_hash"] = results.config_digest(r["config"])
+            r["base_hash"] = results.config_digest(r["config"], exclude_factor=F.FACTOR)
+    root = F.write_results(tmp_path / "exp", items)
+    code, out, err = _analyze(root, capsys=capsys)
+    assert code == 2, out
+    assert "compare anyway with --allow-mixed-identity" not in err
+    assert "Runs of one arm hold different configurations (arm B:" in err and "seeds 3, 4, 5" in err
+    code, out, err = _analyze(root, "--allow-mixed-identity", capsys=capsys)
+    assert code == 2  # the flag does not make runs within an arm comparable: why it was not offered
+
+
 # -- item 2: code and environment -----------------------------------------------------------------
 
 

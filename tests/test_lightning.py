@@ -110,12 +110,40 @@ def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the
     assert model_fingerprint(alone) == units[(1, "A")][0]["fingerprints"]["final"]
 
 
+def test_under_a_command_arm_validated_every_epoch_the_record_covers_every_step(tmp_path, monkeypatch):
+    """Validation after each epoch does not close the record: it is built when the fit ends, and
+    the certificate's line says how many of the steps the trainer took it compared."""
+    from harness.experiment.units import certificate
+
+    units = attached_units(tmp_path, monkeypatch, lambda seed, smoothing: L.script(seed, smoothing, epochs=2))
+    for record, _module in units.values():
+        fp = record["fingerprints"]
+        assert len(fp["steps"]["loss"]) == 16 and fp["batches"] == 16 and fp["steps_trained"] == 16  # 2 epochs of 8
+        assert record["curve"]["step"] == [8, 16] and "test_accuracy" in record["metrics"]
+    record = {**units[(0, "A")][0], "seed": 0, "arm": "A"}
+    assert certificate(record, record)["line"] == "bitwise reproducible: yes (16 of 16 steps, seed 0, arm A rerun)"
+
+
+def test_a_callback_that_records_fewer_steps_than_the_trainer_took_is_partial_never_yes():
+    from harness.experiment.units import certificate
+
+    run = Run(0)
+    with run.init():
+        module = L.MLP()
+    L.trainer(L.FirstEpochOnly(run), max_epochs=2).fit(module, datamodule=L.Digits())
+    record = {**run.finish({"x": 1.0}), "seed": 0, "arm": "A"}
+    assert len(record["fingerprints"]["steps"]["loss"]) == 8 and record["fingerprints"]["steps_trained"] == 16
+    cert = certificate(record, record)
+    assert cert["line"].startswith("bitwise reproducible: PARTIAL") and "8 of the 16 steps" in cert["line"]
+    assert "yes" not in cert["line"] and cert["reproducible"] is False
+
+
 def test_harness_lightning_fit_runs_a_module_and_datamodule_from_the_config(tmp_path):
     results = run_paired_ab(tmp_path, "harness.lightning.fit", overrides=[
         "+train.kwargs.module={_target_: tests.lightning_fns.MLP, label_smoothing: 0.0}",
         "+train.kwargs.datamodule={_target_: tests.lightning_fns.Digits, batch_size: 64}",
-        "+train.kwargs.trainer={max_epochs: 1, num_sanity_val_steps: 0, enable_model_summary: false}",
+        "+train.kwargs.trainer={max_epochs: 2, num_sanity_val_steps: 0, enable_model_summary: false}",
         "ab.factor=train.kwargs.module.label_smoothing", "ab.arms={A: 0.0, B: 0.1}"])
-    r = results[(0, "A")]
-    assert r["fingerprints"]["batches"] == 4 and len(load_steps(r)["loss"]) == 4  # 256 examples in batches of 64
+    r = results[(0, "A")]  # validated after each epoch: the record still covers both
+    assert r["fingerprints"]["batches"] == 8 and len(load_steps(r)["loss"]) == 8  # 2 x 256 examples in batches of 64
     assert set(r["metrics"]) >= {"test_accuracy", "test_loss"}

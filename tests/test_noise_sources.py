@@ -249,3 +249,31 @@ def test_an_adds_up_reading_says_the_interval_of_the_sum_and_which_source_falls_
     r = read_sources({"init": big, "data_order": big, "ulp": zero}, full)
     assert r.kind == "adds_up" and r.variance_sum_share > 1
     assert "which includes 100%" in r.sentence and "(ulp falls short)" in r.sentence, r.sentence
+
+
+def _counting_runs(monkeypatch):
+    from harness.tools import noise_sources_runs
+
+    trained, real = [], noise_sources_runs.train_job
+    monkeypatch.setattr(noise_sources_runs, "train_job", lambda *a, **k: trained.append(a[3]) or real(*a, **k))
+    return trained
+
+
+def test_a_source_the_built_in_loop_never_draws_from_is_refused_before_any_run(tmp_path, monkeypatch, capsys):
+    trained = _counting_runs(monkeypatch)
+    code = noise_sources.main(["--out", str(tmp_path / "out"), "--sources", "init,data-order", "--repeats", "3",
+                               "+experiment=loss_ab", "determinism.threads=1", "logger=none", "workers=1"])
+    err = capsys.readouterr().err
+    assert code == 2 and trained == [] and not (tmp_path / "out").exists()
+    assert "'data-order' is not used by this training" in err and "data_order" in err, err
+
+
+def test_a_stream_an_own_training_never_draws_from_is_refused_before_its_runs(conf, tmp_path, monkeypatch, capsys):
+    trained = _counting_runs(monkeypatch)
+    code = noise_sources.main(["--config-dir", str(conf), "--out", str(tmp_path / "out"), "--sources",
+                               "init,data-order", "--repeats", "3", "+experiment=sources", "determinism.threads=1",
+                               "logger=none", "workers=1"])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert trained == [{}, {}, {"data-order": 1}, {"data-order": 1}]  # the reference and one run of it, per arm
+    assert "'data-order' is not used by this training" in err, err

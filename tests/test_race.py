@@ -407,3 +407,32 @@ def test_analyze_folder_does_not_overwrite_a_race_folders_analysis(reference):
     with pytest.raises(HarnessError, match="holds a race"):
         harness.analyze_folder(reference)
     assert (reference / "analysis.json").read_bytes() == before
+
+
+def test_a_race_at_its_seed_limit_returns_its_survivors_and_its_screen_counts_every_run(tmp_path):
+    """At ab.race.max_seeds with two configurations neither separated nor within the margin, the race
+    returns the set of survivors (status max_seeds), not "indistinguishable from the best" (the
+    within-margin stop); a configuration dropped because it diverged is named on the look's line, and
+    the seeds spent count every run trained (the diverged configuration's whole first batch too)."""
+    out = tmp_path / "limit"
+    proc = run_cli(["-m", "hydra/sweeper=harness_race", *[o for o in PLAIN if "sd=" not in o and "ab.race." not in o],
+                    "+train.kwargs.sd=5.0", "ab.race.min_seeds=4", "ab.race.max_seeds=4",
+                    "train.fn=tests.sequential_fns.diverges", "+train.kwargs.nan_shift=9.0", "+train.kwargs.nan_seed=1",
+                    "train.kwargs.shift=0.0,0.5,9.0", f"hydra.sweep.dir={out}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    race = read_json(out / "race.json")
+    assert race["outcome"] == "max_seeds" and race["status"] == "max_seeds" and race["set"] == ["shift_0.0", "shift_0.5"]
+    assert "indistinguishable" not in race["verdict"]
+    behind = min(("shift_0.0", "shift_0.5"), key=lambda c: race["configs"][c]["mean"])
+    c = race["configs"][behind]
+    assert c["status"] == "in the set"  # the race is over: no configuration is still running
+    assert race["verdict"].startswith("the race reached its maximum of 4 seeds with shift_0.0, shift_0.5 still in "
+                                      f"it: not separated ({behind} {c['difference']:+.3g} pts [{c['interval'][0]:+.3g}, "
+                                      f"{c['interval'][1]:+.3g}]")
+    assert f"**{race['verdict']}**" in (out / "report.md").read_text()
+    trained = len(load_tree(out).results)
+    assert trained == 12 and race["seeds_spent"] == trained  # 4 seeds x 3: the diverged one's batch ran too
+    screen = proc.stdout + proc.stderr
+    look = next(line for line in screen.splitlines() if "race look 1 at 4 seeds" in line)
+    assert "dropped shift_9.0 (diverged at seed 1" in look
+    assert f"Seeds spent {trained} of 12" in screen

@@ -279,3 +279,26 @@ def test_noise_audit_bad_input(tmp_path, capsys):
     assert "--repeats 1: a spread needs at least 2 runs" in capsys.readouterr().err
     assert noise_audit.main(["--out", str(tmp_path), "data=nope"]) == 2
     assert "Could not find 'data/nope'" in capsys.readouterr().err
+
+
+def test_noise_audit_says_what_it_compared_when_a_source_has_one_run():
+    # row (c) had one run and the seeds a std of 0.282: "the seeds show no spread" was false
+    from harness.tools.noise_audit import spread, std_ratio
+    from harness.tools.noise_table import verdict
+
+    seeds = spread([0.90, 1.30, 0.75, 1.20])
+    one = spread([1.02])
+    summary = {"repeat": {"distinct_final_weights": 1, "runs": 2},
+               "seeds": {"metrics": {"test_loss": {**seeds, "ratio_to_seeds": std_ratio(seeds, seeds)}}},
+               "threads": {"identical_to_reference": 0, "compared_with_reference": 1,
+                           "metrics": {"test_loss": {**one, "ratio_to_seeds": std_ratio(one, seeds)}}}}
+    (line,) = [x for x in verdict(summary, "test_loss", 4) if x.startswith("(c)")]
+    assert "seeds show no spread" not in line
+    assert "1 run only" in line and f"std {seeds['std']:.3g} over 4 runs" in line and "+0.12" in line
+
+    flat = spread([1.0, 1.0, 1.0])
+    summary["seeds"]["metrics"]["test_loss"] = {**flat, "ratio_to_seeds": std_ratio(flat, flat)}
+    two = spread([1.0, 1.1])
+    summary["threads"]["metrics"]["test_loss"] = {**two, "ratio_to_seeds": std_ratio(two, flat)}
+    (line,) = [x for x in verdict(summary, "test_loss", 3) if x.startswith("(c)")]
+    assert "the 3 seeds show no spread in test_loss (std 0)" in line

@@ -280,3 +280,16 @@ def _flat(row, prefix=""):
         else:
             out[f"{prefix}{k}"] = v
     return out
+
+
+def test_reanalysing_a_sequential_folder_rewrites_its_files_byte_for_byte(tmp_path, reference):
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(reference, folder)
+    assert (folder / "certificate.json").is_file() and (folder / "sequential.json").is_file()
+    before = {name: (folder / name).read_bytes() for name in ("analysis.json", "report.md")}
+    done = run_cli([str(folder)], module="harness.analyze")
+    assert done.returncode == 0, done.stderr
+    for name, content in before.items():
+        assert (folder / name).read_bytes() == content, name

@@ -54,11 +54,23 @@ def test_bootstrap_at_three_seeds_says_in_words_why_it_is_not_defined():
     assert "read the t interval instead" in r.note
     # what analysis.json receives: the ends become null, the note says why
     assert json.loads(json.dumps(r.to_dict()["note"])) == r.note
-    c = stats.compare(a, b, margin=0.5)
-    assert c.bootstrap.note == r.note and c.to_dict()["bootstrap"]["note"] == r.note
     # from 4 distinct differences the interval is finite and the note is the usual one
     r4 = stats.bootstrap_ci(a + [93.0], b + [93.1])
     assert math.isfinite(r4.low) and math.isfinite(r4.high) and r4.note.startswith("bootstrap-t")
+
+
+def test_a_comparison_of_few_pairs_shows_no_bootstrap_interval_and_says_why():
+    # 6 differences all at or below -56 gave a "95%" bootstrap interval of [-145, +25] beside the verdict
+    a = [120.0, 131.0, 118.0, 125.0, 140.0, 122.0]
+    b = [64.0, 70.0, 55.0, 60.0, 20.0, 64.0]
+    assert all(y - x <= -56 for x, y in zip(a, b))
+    c = stats.compare(a, b, margin=5.0, higher_is_better=False)
+    assert c.bootstrap.confidence_interval() == (None, None) and c.bootstrap.method == "none"
+    assert c.bootstrap.note.startswith(f"not shown with 6 pairs: the studentized bootstrap interval is shown from "
+                                       f"{stats.BOOTSTRAP_MIN_PAIRS} pairs")
+    assert (c.to_dict()["bootstrap"]["low"], c.to_dict()["bootstrap"]["high"]) == (None, None)
+    ten = stats.compare(a + a[:4], b + b[:4], margin=5.0, higher_is_better=False)  # from 10 pairs it is shown
+    assert ten.bootstrap.method == "studentized" and ten.bootstrap.high < 0
 
 
 def test_three_seeds_on_disk_analysis_json_and_report_say_why_the_bootstrap_is_undefined(tmp_path):
@@ -70,5 +82,5 @@ def test_three_seeds_on_disk_analysis_json_and_report_say_why_the_bootstrap_is_u
     analyze_dir(root, bootstrap_resamples=999)
     boot = json.loads((root / "analysis.json").read_text())["comparisons"]["B"]["bootstrap"]
     assert boot["ci"] == [None, None]  # JSON has no infinity: the ends are null ...
-    assert boot["note"].startswith("not defined with 3 pairs")  # ... and the words say why
-    assert "not defined with 3 pairs" in (root / "report.md").read_text()
+    assert boot["note"].startswith("not shown with 3 pairs")  # ... and the words say why
+    assert "not shown with 3 pairs" in (root / "report.md").read_text()

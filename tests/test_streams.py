@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import harness
+from harness.api import HarnessError
 from harness.results import config_digest
 from harness.training.rng import PURPOSES, Streams, derive_seed
 
@@ -48,3 +49,15 @@ def test_a_stream_seed_that_is_not_an_integer_is_refused_at_compose_time():
 
     with pytest.raises(Exception, match="seeds"):
         compose([*ONE, "+seeds.init=abc"])
+
+
+def test_every_seed_follows_one_rule_a_negative_one_is_refused_before_any_run(tmp_path):
+    """seed=-5 is refused; so is a stream's seed and the bootstrap's, in the same words, with nothing written."""
+    for bad, key in (("seed=-5", "seed"), ("+seeds.init=-1", "seeds.init"), ("+seeds.noise=-2", "seeds.noise"),
+                     ("stats.bootstrap_seed=-3", "stats.bootstrap_seed")):
+        overrides = [o for o in ONE if not o.startswith("seed=")] + [bad] + ([] if key == "seed" else ["seed=0"])
+        with pytest.raises(HarnessError) as e:
+            harness.run(overrides, out_dir=tmp_path / key, verbose=False)
+        value = bad.split("=")[1]
+        assert f"{key}={value} must be a non-negative integer" in str(e.value), str(e.value)
+        assert not (tmp_path / key).exists()

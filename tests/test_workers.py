@@ -132,6 +132,9 @@ def test_a_pairing_violation_is_refused_side_by_side_as_in_serial(tmp_path):
     assert "seed 0: arms A and B have different init fingerprints" in b.stderr
     assert a.stderr.split("harness: error:")[1].split(" (")[0] == b.stderr.split("harness: error:")[1].split(" (")[0]
     assert "Traceback" not in b.stderr
+    for proc, folder in ((a, tmp_path / "serial"), (b, tmp_path / "side")):  # kept, and named
+        assert list(folder.glob("runs/seed=0/arm=*/result.json")), proc.stderr[-2000:]
+        assert f"written so far are in {folder}" in proc.stderr
 
 
 # -- a worker that dies -----------------------------------------------------------------------------

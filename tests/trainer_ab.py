@@ -5,7 +5,7 @@ and different across seeds; the arms trained apart; the pairing proven; the cert
 from __future__ import annotations
 
 import harness
-from harness.results import read_json
+from harness.results import load_steps, read_json
 
 
 def run_paired_ab(tmp_path, fn, arms=("A", "B"), seeds=range(3), overrides=(), experiment="loss_ab",
@@ -27,7 +27,12 @@ def run_paired_ab(tmp_path, fn, arms=("A", "B"), seeds=range(3), overrides=(), e
     assert all(fps[(s, first)]["final"] != fps[(s, second)]["final"] for s in seeds)
     a = read_json(tmp_path / "analysis.json")
     assert a["pairing"]["proven"] is True and a["pairing"]["basis"] == "fingerprints"
-    assert a["certificate"]["reproducible"] is True and a["certificate"]["line"].startswith("bitwise reproducible: yes")
+    cert = a["certificate"]
+    assert cert["reproducible"] is True and cert["line"].startswith("bitwise reproducible: yes")
+    # the record covers every step the trainer took, and the line says so
+    certified = results[(int(cert["seed"]), str(cert["arm"]))]
+    n = len(load_steps(certified)["loss"])
+    assert certified["fingerprints"]["steps_trained"] == n and f"yes ({n} of {n} steps, seed" in cert["line"]
     return results
 
 

@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from harness import stats
+from harness.config.metric_spec import PERCENT_UNITS
 from harness.stats import meta, meta_claims, meta_peers
 
 POOLED_LABEL = ("the average effect over these conditions (t test over the K per-condition effects, each one "
@@ -56,9 +57,10 @@ def effects_of(conditions: list[dict]) -> tuple[np.ndarray, np.ndarray, list[str
 
 
 def across(conditions: list[dict], *, direction: str, alpha: float, numeric: bool = False,
-           n_resamples: int = 2000, bootstrap_seed: int = 0) -> dict | None:
+           n_resamples: int = 2000, bootstrap_seed: int = 0, unit: str = "") -> dict | None:
     """The block for one arm: ``conditions`` is a list of {label, value, a, b} (a, b: per-seed values
-    of the baseline and the arm, paired by position). None when fewer than 2 conditions."""
+    of the baseline and the arm, paired by position). None when fewer than 2 conditions. ``unit``:
+    the metric's; a metric in points or percent lies in [0, 100], so an effect in [-100, +100]."""
     if len(conditions) < 2:
         return None
     y, v, notes = effects_of(conditions)
@@ -94,6 +96,7 @@ def across(conditions: list[dict], *, direction: str, alpha: float, numeric: boo
         "prediction_note": "where a new condition run the same way should fall: mean +- t(K-1) sd sqrt(1 + 1/K) of the "
                            "K effects (covers its true effect at >= the level: scripts/bench_stats.py, section 6)",
     }
+    _within_range(block["pooled"], unit)
     values = [c.get("value") for c in conditions]
     if numeric:
         if len({float(x) for x in values}) >= 3:
@@ -134,6 +137,28 @@ def across(conditions: list[dict], *, direction: str, alpha: float, numeric: boo
     return block
 
 
+def _within_range(pooled: dict, unit: str) -> None:
+    """A bounded metric's prediction intervals within the range its effect can take: the t arithmetic
+    knows no bounds, and with few, spread conditions it reaches far past them ([-373, +401] pts for an
+    accuracy). The interval as computed is kept beside, and a note says why it was cut."""
+    if unit not in PERCENT_UNITS:  # no range known: the interval stands as computed
+        return
+    low, high = -100.0, 100.0  # a difference of two values in [0, 100]
+    intervals = {"pooled": pooled["prediction_interval"], "random effects": pooled["random_effects"]["prediction_interval"]}
+    computed = {name: [float(x) for x in pi] for name, pi in intervals.items() if pi}
+    if all(low <= pi[0] and pi[1] <= high for pi in computed.values()):
+        return
+    for pi in intervals.values():
+        if pi:
+            pi[0], pi[1] = max(pi[0], low), min(pi[1], high)
+    pooled["prediction_range"] = {
+        "range": [low, high], "computed": computed,
+        "note": (f"an effect on a metric in [0, 100] {unit} lies in [-100, +100] {unit}: the prediction interval is cut "
+                 "there; as computed it reached past that range, which says these conditions' effects vary too much "
+                 "to predict a new one more narrowly than the whole range"),
+    }
+
+
 def sentence(block: dict, *, arm: str, baseline: str, unit: str = "", kind: str = "conditions") -> str:
     """The claim in words, one line."""
     if not block or "pooled" not in block:
@@ -154,7 +179,13 @@ def sentence(block: dict, *, arm: str, baseline: str, unit: str = "", kind: str 
     parts = [head, spread]
     if p["prediction_interval"]:
         lo, hi = p["prediction_interval"]
-        parts.append(f"on a new {kind[:-1] if kind.endswith('s') else kind} expect [{lo:+.3g}, {hi:+.3g}]{u}")
+        expect = f"on a new {kind[:-1] if kind.endswith('s') else kind} expect [{lo:+.3g}, {hi:+.3g}]{u}"
+        cut = p.get("prediction_range")
+        if cut:
+            c_lo, c_hi = cut["computed"]["pooled"]
+            expect += (f" (the whole range an effect can take: the interval as computed, [{c_lo:+.3g}, {c_hi:+.3g}]{u}, "
+                       "reached past it)")
+        parts.append(expect)
     b = block["better_on"]
     parts.append(f"better on {b['better']} of {b['conditions']}, worse on {b['worse']} (Holm across {kind})")
     return "; ".join(parts) + "."
@@ -188,6 +219,10 @@ def lines(block: dict, *, arm: str, baseline: str, unit: str = "", key: str | No
                f"p = {p['pvalue']:.3g}; random effects (REML, Hartung-Knapp): {_n(p['random_effects']['estimate'])}{u} "
                f"[{_n(p['random_effects']['ci'][0])}, {_n(p['random_effects']['ci'][1])}]; prediction interval "
                + (f"[{_n(pi[0])}, {_n(pi[1])}]{u}" if pi else "n/a") + f". This is {p['label']}.")
+    if p.get("prediction_range"):
+        out.append(f"- prediction interval: {p['prediction_range']['note']} (as computed: "
+                   + "; ".join(f"{name} [{_n(pi[0])}, {_n(pi[1])}]{u}" for name, pi in p["prediction_range"]["computed"].items())
+                   + ")")
     b = block["better_on"]
     out.append(f"- better on {b['better']} of {b['conditions']}, worse on {b['worse']}: {b['multiplicity']}")
     peers = block["peers"]

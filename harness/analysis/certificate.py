@@ -32,7 +32,8 @@ def certificate_for(cert, results):
     return {
         "stale": True,
         "reproducible": None,
-        "line": f"bitwise reproducible: not certified for these results ({why}; rerun with "
-                f"repro.certificate=true to certify them)",
+        "line": f"bitwise reproducible: not certified for these results ({why}; run the same command "
+                f"again with repro.certificate=true, the default: resume keeps every finished unit and "
+                f"reruns the first one for a certificate of these results)",
         "previous": cert,
     }

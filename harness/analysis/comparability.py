@@ -145,7 +145,21 @@ def check(results, *, baseline: str, others, allow_mixed: bool = False) -> dict:
     }
     if block["consistent"] or allow_mixed:
         return block
-    raise IdentityError(describe(groups, differences, by_comparison, problems, baseline))
+    within = {arm: h for arm, h in configs_by_arm(results).items() if len(h) > 1}
+    raise IdentityError(describe(groups, differences, by_comparison, problems, baseline, within))
+
+
+def configs_by_arm(results) -> dict:
+    """arm -> config_hash -> the seeds of that arm's runs with it (hashes recomputed from each result's
+    config block, in the results' order). The config_hash holds the factor's value, so it differs
+    between arms by design; within one arm more than one means runs of other settings are mixed in,
+    which no flag makes comparable."""
+    by_arm: dict[str, dict] = {}
+    for r in results:  # one pass
+        config_hash = hashes(r)[0]
+        if config_hash is not None:
+            by_arm.setdefault(str(r.get("arm")), {}).setdefault(str(config_hash), []).append(r.get("seed"))
+    return by_arm
 
 
 def _group_summary(g, files: bool) -> dict:
@@ -159,7 +173,9 @@ def _group_summary(g, files: bool) -> dict:
     return summary
 
 
-def describe(groups, differences, by_comparison, problems, baseline) -> str:
+def describe(groups, differences, by_comparison, problems, baseline, within=None) -> str:
+    """The refusal in words; ``within``: arm -> config_hash -> seeds for arms whose own runs differ in
+    config, where --allow-mixed-identity would be refused again and so is not offered."""
     parts = []
     if len(groups) > 1:
         lines = []
@@ -188,13 +204,20 @@ def describe(groups, differences, by_comparison, problems, baseline) -> str:
         parts.append("Results whose recorded hash disagrees with their own config block: " + "; ".join(
             f"{where(r)} {p}" for r, p in problems[:6]) + (f" and {len(problems) - 6} more" if len(problems) > 6 else "")
             + ".")
-    parts.append(
-        "Compare only results of one identity: point the analysis at a folder that holds one, rerun "
-        "the odd runs (resume reruns a run whose config or code changed), analyse each configuration "
-        "on its own with --grid, or compare anyway with --allow-mixed-identity (recorded in analysis.json)."
-    )
+    fixes = ("Compare only results of one identity: point the analysis at a folder that holds one, rerun "
+             "the odd runs (resume reruns a run whose config or code changed), analyse each configuration "
+             "on its own with --grid")
+    if within:
+        arms = "; ".join(f"arm {arm}: " + ", ".join(f"{h} for seeds {', '.join(map(str, seeds))}"
+                                                    for h, seeds in sorted(by_hash.items()))
+                         for arm, by_hash in within.items())
+        parts.append(f"{fixes}. Runs of one arm hold different configurations ({arms}), which no flag makes "
+                     "comparable (--allow-mixed-identity compares arms of different identities, never the "
+                     "runs within one arm).")
+    else:
+        parts.append(f"{fixes}, or compare anyway with --allow-mixed-identity (recorded in analysis.json).")
     return " ".join(parts)
 
 
-__all__ = ["IdentityError", "PARTS", "check", "config_differences", "group", "hashes",
+__all__ = ["IdentityError", "PARTS", "check", "config_differences", "configs_by_arm", "group", "hashes",
            "identity", "inputs_digest", "one_per_run"]

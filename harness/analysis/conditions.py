@@ -78,7 +78,7 @@ def analyze_conditions(analyses: dict, declaration, errors: dict | None = None, 
                       for r in rows if arm in r.get("comparisons", {}) and len(r["comparisons"][arm]["a"]) >= 2]
         block = across_conditions.across(conditions, direction=spec.direction, alpha=declaration.alpha,
                                          n_resamples=declaration.bootstrap_resamples,
-                                         bootstrap_seed=declaration.bootstrap_seed)
+                                         bootstrap_seed=declaration.bootstrap_seed, unit=spec.unit)
         if block is None:
             across[arm] = {"not_computed": f"{len(conditions)} condition(s) could be analysed for {arm}: "
                                            "an average across conditions needs at least two"}
@@ -149,7 +149,7 @@ def summary_table(summary: dict, arm: str) -> list[str]:
         k = block["conditions"]
         out += [f"| **average** (t over the {k} effects) | | {k} | **{_n(p['estimate'], u)}** | {_ci(p['ci'])} | {p['pvalue']:.3g} | | |",
                 f"| random effects (REML, Hartung-Knapp) | | {k} | {_n(re['estimate'], u)} | {_ci(re['ci'])} | {re['pvalue']:.3g} | | |",
-                f"| a new condition (prediction interval) | | | | {_ci(pi)} | | | |",
+                f"| a new condition (prediction interval{', cut to the range an effect can take' if p.get('prediction_range') else ''}) | | | | {_ci(pi)} | | | |",
                 f"| tau, between-condition sd (REML, Q-profile) | | | {h['tau']:.3g}{u} | [{h['tau_ci'][0]:.3g}, {h['tau_ci'][1]:.3g}] | | | |",
                 f"| I^2 | | | {100 * h['i2']:.0f}% | [{100 * h['i2_ci'][0]:.0f}%, {100 * h['i2_ci'][1]:.0f}%] | "
                 f"{h['pvalue']:.3g} (Alexander-Govern) | | |"]

@@ -69,9 +69,18 @@ def one_per_run(results) -> tuple[list[dict], list[dict]]:
                             for r in rs)
                 + f", final fingerprint {(rs[0].get('fingerprints') or {}).get('final')}. Different seeds "
                 "cannot end at the same bits; remove the copy and rerun that seed."
+                + (_or_seed_ignored(rs[0]) if len({str(r.get("arm")) for r in rs}) == 1 else "")
             )
         raise IdentityError(" ".join(parts))
     return kept, copies
+
+
+def _or_seed_ignored(r) -> str:
+    """Runs of one arm at the same bits under several seeds are not always copies: the seed may
+    never have reached the training (analysis/seed_reach.py)."""
+    from harness.analysis.seed_reach import how_to_fix
+
+    return f" If they are not copies, {how_to_fix(r)}; then rerun those seeds."
 
 
 def _final_is_evidence(r) -> bool:

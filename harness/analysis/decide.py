@@ -31,9 +31,9 @@ def decide(g: Gathered) -> dict:
     values = {arm: np.array([by_arm[arm][s]["value"] for s in _seed_sorted(by_arm[arm])]) for arm in arms}
     n_test = g.n_test
     try:
-        chosen = stats.resolve_margin(0.0 if decl.margin is None else decl.margin,
-                                      [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
-                                      resolution=spec.example_scale / n_test if n_test else None)
+        chosen = stats.resolve_margin(decl.margin, [v for v in values.values() if len(v)], unit=unit, alpha=alpha,
+                                      resolution=spec.example_scale / n_test if n_test else None,
+                                      declared=decl.margin_declared)
     except ValueError as e:
         raise AnalysisError(f"Bad margin: {e}") from None
     examples, examples_note = g.examples
@@ -89,8 +89,12 @@ def decide(g: Gathered) -> dict:
         "unreadable": g.unreadable,
         "data_unverified": g.data_unverified,  # runs whose data files were trusted without their checksums
     }
+    if g.examples_set_aside:  # only then: every other analysis.json stays byte for byte as it was
+        out["examples_set_aside"] = g.examples_set_aside
     diverged.apply(out, g.diverged, arms=arms, baseline=baseline, alpha=alpha, unit=unit)
-    for key, value in g.extra.items():
+    # in one order whoever added them (a run adds its sequential block, then the certificate; a
+    # re-analysis reads both from disk): the re-analysis rewrites analysis.json byte for byte
+    for key, value in sorted(g.extra.items()):
         if key in out:
             raise AnalysisError(f"extra key {key!r} would overwrite the analysis's own {key!r}; rename it.")
         out[key] = value

@@ -189,7 +189,7 @@ def _across_points(points, swept, first) -> dict:
             conditions.append({"label": _label(p["setting"]), "value": p["setting"].get(key) if key else None,
                                "a": [row[1] for row in c["pairs"]], "b": [row[2] for row in c["pairs"]]})
         block = across_conditions.across(conditions, direction=first.get("direction"), alpha=first["alpha"],
-                                         numeric=key is not None)
+                                         numeric=key is not None, unit=first.get("unit") or "")
         if block is not None:
             block["sentence"] = across_conditions.sentence(block, arm=arm, baseline=first["baseline"],
                                                            unit=first.get("unit") or "", kind="grid points")

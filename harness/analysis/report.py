@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness.results import atomic_write
 from harness.ledger.record import fdr_words  # the level the ledger gave, when stats.fdr set one
 from harness.analysis.summary import Fmt as _Fmt, pairing_line
 
@@ -101,6 +100,11 @@ def sections(analysis: dict) -> list[Section]:
         out.append(Section("Data", [], show_header=False, notes=[
             f"data not verified: {analysis['data_unverified']} run(s) loaded their data files without checking "
             "the official checksums (data.verify=false)"]))
+    if analysis.get("examples_set_aside"):
+        from harness.analysis.summary import set_aside_line
+
+        out.append(Section("Per-example records", [], show_header=False,
+                           notes=[set_aside_line(analysis["examples_set_aside"])]))
     certificate = analysis.get("certificate")
     if isinstance(certificate, dict) and certificate.get("line"):
         out.append(Section("Reproducibility", [], notes=[str(certificate["line"])], show_header=False))
@@ -176,8 +180,11 @@ def _noise_section(analysis: dict, f: _Fmt) -> Section:
         noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}",
                            f"ESTIMATED FROM THE DATA; 'beyond' against ±{f.value(margin['high'])}, "
                            f"'equivalent' against ±{f.value(margin['low'])}"])
+    elif margin["source"] == "none":
+        noise.rows.append(["margin", "none", "better or worse than 0 only; no equivalence claim"])
     else:
-        noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}", "declared before the data"])
+        noise.rows.append(["margin", f"±{f.value(margin['value'])}{f.unit}",
+                           margin.get("declared") or "declared before the data"])
     noise.notes.append(f"margin: {margin['description']}")
     ts = analysis.get("test_set_noise") or {}
     if ts and not ts.get("available"):
@@ -202,7 +209,10 @@ def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
         [f"t {level} CI", f.interval(c["t"]["ci"]),
          c["t"]["note"] or f"paired t, df {_num(c['t']['df'], 'g')}" + (", unadjusted" if k > 1 else "")],
     ]
-    if k > 1 or margin["source"] == "auto":
+    if k > 1 and margin["source"] == "none":  # no margin: the interval against 0 is the one that decides
+        s.rows.append([f"decision CI, vs 0 ({_pct(iv['zero']['level'])})",
+                       f.interval([iv["zero"]["low"], iv["zero"]["high"]]), iv["zero"]["about"]])
+    elif k > 1 or margin["source"] == "auto":
         s.rows += [
             [f"decision CI, vs 0 ({_pct(iv['zero']['level'])})", f.interval([iv["zero"]["low"], iv["zero"]["high"]]),
              iv["zero"]["about"]],
@@ -219,11 +229,17 @@ def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
         ["p, sign-flip permutation", _p(c["permutation"]["pvalue"]), _permutation_detail(c["permutation"])],
         ["p, Welch (unpaired)", _p(c["welch"]["pvalue"]), "what ignoring the pairing would say"],
         ["effect size d_z", _num(c["d_z"]), "mean / sd of the differences"],
-        ["p, beyond the margin (raw)", _p(c["minimum_effect"]["pvalue"]),
-         f"minimum-effect test, H0: |Δ| ≤ {f.value(c['minimum_effect']['margin'])}; decision p {_p(p_dec['beyond'])}"],
-        ["p, within the margin (raw)", _p(c["tost"]["pvalue"]),
-         f"TOST, H0: |Δ| ≥ {f.value(c['tost']['margin'])}; decision p {_p(p_dec['equivalent'])}"],
     ]
+    if margin["source"] == "none":  # its tests ran at 0: better or worse, and no equivalence to test
+        s.rows.append(["p, better or worse (raw)", _p(c["minimum_effect"]["pvalue"]),
+                       f"no margin: the two-sided test against 0 that decides it; decision p {_p(p_dec['beyond'])}"])
+    else:
+        s.rows += [
+            ["p, beyond the margin (raw)", _p(c["minimum_effect"]["pvalue"]),
+             f"minimum-effect test, H0: |Δ| ≤ {f.value(c['minimum_effect']['margin'])}; decision p {_p(p_dec['beyond'])}"],
+            ["p, within the margin (raw)", _p(c["tost"]["pvalue"]),
+             f"TOST, H0: |Δ| ≥ {f.value(c['tost']['margin'])}; decision p {_p(p_dec['equivalent'])}"],
+        ]
     ts = c.get("test_set")
     if ts:
         s.rows += [
@@ -238,7 +254,10 @@ def _comparison_section(analysis: dict, name: str, c: dict, f: _Fmt) -> Section:
     need = c["seeds_needed"]
     sequential = isinstance(analysis.get("sequential"), dict)
     if c["verdict"]["code"] in UNDECIDED and not sequential:  # in sequential mode the design plans the seeds
-        if c["verdict"]["code"] == "differs":
+        if margin["source"] == "none":
+            s.rows.append(["seeds needed", _seed_range(need["at_observed"], need.get("at_observed_range")),
+                           "to detect a difference the size of the observed one (no margin)"])
+        elif c["verdict"]["code"] == "differs":
             s.rows.append(["seeds needed", _seed_range(need["to_settle_margin"], need.get("to_settle_margin_range")),
                            "to settle the margin if the true difference is as observed"])
         else:
@@ -356,41 +375,3 @@ def render_table(analysis: dict, console: Console | None = None, *, tables: bool
             style = "bold" if note.startswith("verdict") else None
             console.print(Text(note, style=style))
         console.print()
-
-
-def _title(analysis: dict) -> str:
-    """One line per comparison with its verdict: the figure's title and the image's alt text."""
-    parts = []
-    f = _Fmt(analysis)
-    for name, c in analysis["comparisons"].items():
-        parts.append(f"{name} vs {c['baseline']}: {c['verdict']['code'].replace('_', ' ')} "
-                     f"({f.signed(c['mean_diff'])}{f.unit})")
-    return "; ".join(parts)
-
-
-# -- figure -------------------------------------------------------------------------------------
-
-
-def write_figure(analysis: dict, path, named=None) -> None:
-    """PNG of the analysis (see harness/analysis/figures.py): verdict in the title, arms vs baseline,
-    differences with their deciding intervals, dose-response, learning curves.
-
-    A figure that fails, for any reason, is a warning naming the file, never the end of an analysis
-    (its verdict, analysis.json and report.md stand); an older figure there is removed, so that it
-    does not look current. ``named``: the file's name in messages when ``path`` is a temporary one."""
-    import logging
-    from pathlib import Path
-
-    from harness.analysis import figures as figures
-
-    try:
-        fig = figures.figure(analysis, title=_title(analysis), fmt=_Fmt(analysis))
-        atomic_write(path, lambda out: fig.savefig(out, format="png"))
-    except Exception as e:  # noqa: BLE001 - the figure is an extra; the analysis is written already
-        try:
-            Path(path).unlink(missing_ok=True)
-        except OSError:
-            pass
-        logging.getLogger("harness").warning(
-            "could not draw the figure %s (%s: %s); the analysis and its report are written without it.",
-            named or path, type(e).__name__, e)

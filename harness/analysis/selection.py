@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 
 from harness.analysis import comparability as comparability
-from harness.results import diverged, digests_version
-from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason
+from harness.results import diverged, digests_version, metric_value
+from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
 
@@ -67,11 +67,7 @@ def _check_duplicates(results) -> tuple[list, list]:
 def _check_one_configuration_per_arm(results, arms) -> None:
     # config_hash leaves out seed and arm but includes the factor's value: it differs between
     # arms by design, and within an arm it must be one value.
-    by_arm: dict[str, dict] = {}
-    for r in results:  # one pass: arm -> config_hash -> seeds, in the results' order
-        config_hash = comparability.hashes(r)[0]  # recomputed from the result's config block
-        if config_hash is not None:
-            by_arm.setdefault(str(r.get("arm")), {}).setdefault(str(config_hash), []).append(r.get("seed"))
+    by_arm = comparability.configs_by_arm(results)
     mixed = []
     for arm in arms:
         hashes = by_arm.get(arm, {})
@@ -130,7 +126,7 @@ def _usable_runs(results, spec):
             excluded.append({"seed": seed, "arm": arm, "reason": _failure(r),
                              **({"diverged": True} if diverged(r, metric) else {})})
             continue
-        value = (r.get("metrics") or {}).get(metric)
+        value = metric_value(r, metric)  # a NaN written to result.json comes back as NaN: a divergence
         record = evidence.record_of(r, spec) if spec.examples else None
         if value is None:
             reason = f"metric {metric} is missing"
@@ -167,11 +163,11 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
     violations = []
     checks = {}
     for key in PAIRED_FINGERPRINTS:
-        required, seeds, equal, differ, missing = False, 0, 0, 0, []
+        required, seeds, equal, differ, missing, partial, batches = False, 0, 0, 0, [], [], set()
         empty = EMPTY_DIGESTS.get(key)
         for seed, runs in paired:
             seeds += 1
-            need, why, prints = False, {}, {}
+            need, why, prints, short = False, {}, {}, None
             for arm, (fp, pairing) in runs.items():  # one pass per seed: 5,000 seeds in a big sweep
                 need = need or bool(pairing.get(key))
                 value = fp.get(key)
@@ -180,11 +176,17 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
                           else missing_reason(key, fp))
                 why[arm] = reason
                 prints[arm] = value if not reason else None
+                if key == "data_order":  # what it covers: the batches, within the steps the trainer took
+                    batches.add(fp.get("batches"))
+                    gap = uncovered(fp)
+                    short = short or (gap and (arm, *gap))
             required = required or need
             if all(why.values()):  # nothing to compare: not equal, not different, missing
                 missing.append((seed, next(iter(why.values()))))
                 continue
-            if len(set(prints.values())) == 1:
+            if len(set(prints.values())) == 1 and short:  # equal, over a record closed before training ended
+                partial.append((seed, *short))
+            elif len(set(prints.values())) == 1:
                 equal += 1
             elif key == "data_order" and len({digests_version(fp) for fp, _ in runs.values()}) > 1:
                 # hashed in two digest versions (a result an older harness wrote): not comparable, so missing
@@ -195,7 +197,7 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
             else:
                 differ += 1
         if seeds:
-            checks[key] = _pairing_check(key, required, seeds, equal, differ, missing)
+            checks[key] = _pairing_check(key, required, seeds, equal, differ, missing, partial, batches)
     if violations:
         raise AnalysisError(
             f"Pairing violated: {'; '.join(violations)}. The results' pairing says arms of one seed "
@@ -205,24 +207,43 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
         )
     black_box = bool(usable) and all((run["result"].get("fingerprints") or {}).get("black_box") for run in usable.values())
     needed = [key for key, c in checks.items() if c["required"]]
-    proven = bool(needed) and not black_box and all(checks[key]["state"] == "equal" for key in needed)
+    # a missing or partial proof unproves the pairing, even one ab.factor would have allowed to differ
+    whole = not any(c["state"] in ("missing", "partial") for c in checks.values())
+    proven = bool(needed) and not black_box and whole and all(checks[key]["state"] == "equal" for key in needed)
     block = {"proven": proven, "basis": BLACK_BOX if black_box else "fingerprints", "checks": checks}
     return (needed if proven else []), block
 
 
-def _pairing_check(key, required, seeds, equal, differ, missing) -> dict:
-    """One fingerprint's state across the seeds, and the sentence the report prints for it."""
+def _pairing_check(key, required, seeds, equal, differ, missing, partial=(), batches=()) -> dict:
+    """One fingerprint's state across the seeds, and the sentence the report prints for it, with
+    what it covers (data_order: the batches of each run)."""
     if missing:
         state = "missing"
         line = (f"{key} MISSING in {len(missing)} of {seeds} seed(s), so not compared: {missing[0][1]}")
+    elif partial:
+        seed, arm, recorded, trained = partial[0]
+        state = "partial"
+        line = (f"{key} PARTIAL in {len(partial)} of {seeds} seed(s): equal across arms, but the records stop "
+                f"before training did (seed {seed} arm {arm}'s covers only {recorded} of the {trained} steps the "
+                f"trainer took), so not verified")
     elif differ:
         state = "differs"
         line = (f"{key} differs across arms in {differ} of {seeds} seed(s), as expected: ab.factor changes it"
                 + (f" (equal in {equal})" if equal else ""))
     else:
         state = "equal"
-        line = f"{key} equal across arms in every seed" + ("" if required else " (not required: ab.factor may change it)")
+        notes = [_batches_words(batches)] if key == "data_order" else []
+        notes += [] if required else ["not required: ab.factor may change it"]
+        line = f"{key} equal across arms in every seed" + (f" ({'; '.join(notes)})" if notes else "")
     return {"state": state, "required": required, "seeds": seeds, "line": line}
+
+
+def _batches_words(batches) -> str:
+    """How many batches each compared run's data_order digest covers."""
+    counts = sorted({b for b in batches if isinstance(b, int) and not isinstance(b, bool)})
+    if not counts or len(counts) < len(set(batches)):
+        return "batches not counted in some runs" if counts else "batches not counted"
+    return f"{counts[0]} batches each" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} batches per run"
 
 
 def _drop_unpaired(usable, baseline, others):

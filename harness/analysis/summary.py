@@ -9,6 +9,8 @@ pairing, the arms, and what was left out. Every table is in report.md (and on th
 
 from __future__ import annotations
 
+from harness.stats import ZERO_END
+
 
 class Fmt:
     """Numbers in the metric's units: accuracy in points to 2 decimals, anything else 4 digits."""
@@ -31,11 +33,24 @@ class Fmt:
         if not ci or (ci[0] is None and ci[1] is None):
             return "—"
         # an end JSON holds as null is infinite (analysis.json writes no inf): said on the same line
-        ends = [self.signed(x) if x is not None else ("-inf" if i == 0 else "+inf") for i, x in enumerate(ci)]
+        # an end at 0 up to the arithmetic that found it reads "0" (stats.words._ends says why)
+        scale = sum(abs(x) for x in ci if x is not None)
+        ends = [("-inf" if i == 0 else "+inf") if x is None else "0" if abs(x) <= ZERO_END * scale else self.signed(x)
+                for i, x in enumerate(ci)]
         text = f"[{ends[0]}, {ends[1]}]{self.unit}"
         if None in ci:
             text += " (infinite end: too few pairs for the exact sign-flip test to bound that side)"
         return text
+
+
+def title(analysis: dict) -> str:
+    """One line per comparison with its verdict: the figure's title and the image's alt text."""
+    parts = []
+    f = Fmt(analysis)
+    for name, c in analysis["comparisons"].items():
+        parts.append(f"{name} vs {c['baseline']}: {c['verdict']['code'].replace('_', ' ')} "
+                     f"({f.signed(c['mean_diff'])}{f.unit})")
+    return "; ".join(parts)
 
 
 SHOW_LEFT_OUT = 6  # runs left out, named on the screen; report.md names them all
@@ -71,11 +86,7 @@ def declaration_line(analysis: dict) -> str:
         shown = ", ".join(looks) if len(looks) <= 6 else f"{', '.join(looks[:3])}, ... {looks[-1]}"
         design = f"; sequential, looks at {shown} seeds, {d.get('spending')} spending"
     else:
-        if m["source"] == "auto":
-            margin = (f"auto, ESTIMATED FROM THE DATA: ±{f.value(m['value'])}{f.unit} ('beyond' against "
-                      f"±{f.value(m['high'])}, 'equivalent' against ±{f.value(m['low'])})")
-        else:
-            margin = f"±{f.value(m['value'])}{f.unit} declared before the data"
+        margin = margin_line(m, f, analysis["metric"])
         alpha, design = analysis["alpha"], ""
     decl = analysis.get("declaration") or {}
     arms = ", ".join(f"{k}={v}" for k, v in (decl.get("arms") or {}).items())
@@ -85,6 +96,16 @@ def declaration_line(analysis: dict) -> str:
     level = fdr_words(decl.get("fdr")) if not analysis.get("departures") else ""
     return (f"{said}: metric {analysis['metric']} ({unit}{words}); margin {margin}; {level or f'alpha {alpha:g}'}; "
             f"baseline {analysis['baseline']}; factor {analysis.get('factor')}" + (f" ({arms})" if arms else "") + design)
+
+
+def margin_line(m: dict, f, metric: str) -> str:
+    """The margin an analysis used, and when it was declared (or that there is none, or it was estimated)."""
+    if m["source"] == "auto":
+        return (f"auto, ESTIMATED FROM THE DATA: ±{f.value(m['value'])}{f.unit} ('beyond' against "
+                f"±{f.value(m['high'])}, 'equivalent' against ±{f.value(m['low'])})")
+    if m["source"] == "none":
+        return f"none for {metric} (better or worse than 0 only; no equivalence claim)"
+    return f"±{f.value(m['value'])}{f.unit} {m.get('declared') or 'declared before the data'}"
 
 
 def lines(analysis: dict) -> list[str]:
@@ -134,23 +155,31 @@ def lines(analysis: dict) -> list[str]:
             out.append(f"  ... and {len(left) - SHOW_LEFT_OUT} more (report.md names each)")
     if analysis.get("data_unverified"):
         out.append(f"data not verified: {analysis['data_unverified']} run(s) (data.verify=false)")
+    if analysis.get("examples_set_aside"):
+        out.append(set_aside_line(analysis["examples_set_aside"]))
     return out
 
 
+def set_aside_line(note: dict) -> str:
+    """Said once for every run whose per-example record no declared metric owns (results.set_aside_note)."""
+    return (f"per-example records set aside in {note['runs']} of {note['of']} runs ({note['why']}): the runs and "
+            f"their metrics are kept, the records are in result.json's examples_set_aside, unused by this "
+            f"analysis; to use them, {note['fix']}")
+
+
 def pairing_line(analysis: dict) -> str:
-    """What the pairing rests on, said as it is: proven by fingerprints that covered something, by
-    seed only for a black box, or not proven (with each missing fingerprint and what fills it)."""
+    """What the pairing rests on, said as it is: proven by fingerprints that covered the whole
+    training, by seed only for a black box, or not proven (each missing or partial fingerprint named,
+    with what fills it). Each fingerprint's own line says what it covers."""
     block = analysis.get("pairing") or {}
     checks = block.get("checks") or {}
     if block.get("basis") and block.get("basis") != "fingerprints":
         return f"pairing: {block['basis']}"
-    pairing = analysis.get("pairing_verified")
-    if pairing:
-        others = [c["line"] for k, c in checks.items() if k not in pairing]
-        return (f"pairing verified ({' and '.join(pairing)} equal across arms in every seed)"
-                + "".join(f"; {line}" for line in others))
-    if any(c["state"] == "missing" and c["required"] for c in checks.values()):
-        return "pairing NOT verified: " + "; ".join(c["line"] for c in checks.values())
+    said = "; ".join(c["line"] for c in checks.values())
+    if analysis.get("pairing_verified"):
+        return f"pairing verified: {said}"
+    if any(c["state"] in ("missing", "partial") for c in checks.values()):
+        return f"pairing NOT verified: {said}"
     # nothing the results say arms must share (results from another tool): what was recorded, as it is
     return "pairing: no shared fingerprints to verify" + "".join(
         f"; {c['line']}" for c in checks.values() if c["state"] != "missing")

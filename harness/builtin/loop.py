@@ -65,6 +65,7 @@ def train(cfg, run: Run) -> dict:
                 run.log(step, train_loss=loss.item())  # the one host sync every log_every steps
             if step >= total_steps:
                 break
+    run.trained(step)  # the loop's own count: what the record's steps are checked against
 
     # -- evaluation: plain cross-entropy and accuracy on the test split --------------------------
     test_loss, test_acc, correct = evaluate(model, ds, eval_batch_size, run)

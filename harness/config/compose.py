@@ -4,10 +4,12 @@ folders are named by what they hold."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Optional
 
 from harness.config.schema import Config
+from harness.results import CHANGES_NO_BIT, REPRO_NOT_IN_IDENTITY
 
 
 def compose_error(e: Exception) -> str:
@@ -103,33 +105,53 @@ def _dirname(override_dirname: str, *job) -> str:
     job holds (either left out when the job runs all of them) instead of Hydra's job number.
     """
     name = re.sub(r"(?<=[=,])(True|False)(?=,|$)", lambda m: m.group(1).lower(), override_dirname).replace("/", "_")
-    name = re.sub(r"(^|,)\+\+(ab\.(arms|conditions)=)", r"\1\2", name)  # as typed (typed_overrides adds ++)
+    name = short_name(re.sub(r"(^|,)\+\+(ab\.(arms|conditions)=)", r"\1\2", name))  # as typed (typed_overrides adds ++)
     if not job:
         return name or "default"
     held = ",".join(f"{key}={value}" for key, value in zip(("seed", "arm"), job) if value is not None)
     return "/".join(part for part in (name, held or "all") if part)
 
 
-# Keys that change no bit of any run and no run's identity (results.NOT_IN_IDENTITY): they never name
-# the output folder, so adding workers=1 or logger=none to a command resumes its folder instead of
-# training every unit again in a new one. seed/arm name a sweep's job folder instead.
-NOT_IN_NAME = ("seed", "arm", "resume", "lock_timeout", "progress", "tables", "workers", "logger", "experiment",
-               "+experiment")
+# A folder name is one path component: at most 255 bytes on the usual filesystems. A longer list of
+# overrides is named by its start and a digest of all of it (Hydra keeps the full list in .hydra/).
+MAX_NAME_BYTES = 160
 
 
-def not_in_name(task_overrides, sequential=False, sweeper="") -> list:
-    """hydra.job.config.override_dirname.exclude_keys for these overrides: NOT_IN_NAME, every
-    ``logger.*`` key, and the analysis-only ``stats.*`` keys where the runs are the same whatever
-    they say (not under a sequential or racing design, which decides from them which runs to make).
+def short_name(name: str) -> str:
+    """``name`` as one path component: itself, or when too long its start and a digest of all of it."""
+    data = name.encode()
+    if len(data) <= MAX_NAME_BYTES:
+        return name
+    head = data[:MAX_NAME_BYTES - 24].decode(errors="ignore")
+    head = head[:head.rfind(",")] if "," in head else head
+    return f"{head},...-{hashlib.sha256(data).hexdigest()[:16]}"
+
+
+# The keys that change no result (results.CHANGES_NO_BIT, the list the identity leaves out too) never
+# name the output folder, so adding workers=1 or ledger.enabled=false to a command resumes its folder
+# instead of training every unit again in a new one. seed/arm name a sweep's job folder instead; an
+# experiment's own name is the folder's parent.
+NOT_IN_NAME = ("seed", "arm", *CHANGES_NO_BIT, "experiment", "+experiment")
+
+
+def not_in_name(task_overrides, sequential=False, sweeper="", _root_=None) -> list:
+    """hydra.job.config.override_dirname.exclude_keys for these overrides: NOT_IN_NAME and every key
+    under one of them (``logger.*``, ``ledger.*``), the ``repro.*`` keys that say how runs are checked
+    (``repro.certificate=true`` on a finished folder certifies it, not a new one), the analysis-only ``stats.*`` keys where the runs
+    are the same whatever they say (not under a sequential or racing design, which decides from them
+    which runs to make), and an override that leaves the composed config ``_root_`` as it was.
     A changed ``stats.*`` key on a finished folder is a changed declaration: re-analysed, not retrained."""
+    from harness.config.unchanged import unchanged_in_hydra
+
     design = bool(sequential) or any(n in str(sweeper) for n in ("Sequential", "Race"))
     keys = list(NOT_IN_NAME)
     for text in task_overrides or ():
         key = str(text).split("=", 1)[0].lstrip("+~")
         root = key.split(".", 1)[0]
-        if (root == "logger" or (root == "stats" and not design)) and key not in keys:
+        checked = key.startswith("repro.") and key.split(".", 1)[1] in REPRO_NOT_IN_IDENTITY  # how a run is checked
+        if (root in CHANGES_NO_BIT or checked or (root == "stats" and not design)) and key not in keys:
             keys.append(key)
-    return keys
+    return keys + unchanged_in_hydra(_root_, task_overrides, named_already=keys)
 
 
 CONFIG_MODULE = "harness.conf"  # the configs shipped inside the package (pkg://harness.conf)
@@ -151,8 +173,13 @@ def compose(overrides=(), config_dirs=(), return_hydra_config: bool = False):
     dirs = [os.path.abspath(os.fspath(d)) for d in config_dirs]
     if dirs:
         overrides = ["hydra.searchpath=[" + ",".join(f"file://{d}" for d in dirs) + "]"] + overrides
+    from contextlib import nullcontext
+
+    from harness.config.unchanged import no_folder_name
+
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        return hydra_compose("config", overrides=overrides, return_hydra_config=return_hydra_config)
+        with nullcontext() if return_hydra_config else no_folder_name():
+            return hydra_compose("config", overrides=overrides, return_hydra_config=return_hydra_config)
 
 
 def register_configs() -> None:

@@ -72,6 +72,10 @@ class Declaration:
     conditions: dict = field(default_factory=dict)
     diverged: str = "worst"  # worst | exclude | fail: how a run with a non-finite loss or metric counts
     fdr: Optional[dict] = None  # stats.fdr: {method, level}, then alpha_t and its place in the ledger (fdr_spec.py)
+    # when this declaration replaced another in a folder that already held results (write()):
+    # {"results": how many, "superseded": the earlier one's file, "margin": its margin}. A record of
+    # when it was made, not a choice: declarations that differ only here are the same declaration.
+    declared_after: Optional[dict] = None
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -173,8 +177,8 @@ class Declaration:
         for key in ("bootstrap_resamples", "bootstrap_seed"):
             value = s.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "bootstrap_resamples" else 0):
-                problems.append(f"stats.{key}={value!r} must be an integer >= "
-                                f"{1 if key == 'bootstrap_resamples' else 0}.")
+                problems.append(f"stats.{key}={value!r} must be " + ("an integer >= 1." if key == "bootstrap_resamples"
+                                                                      else "a non-negative integer."))  # as every seed
         fdr = fdr_spec(s.get("fdr"), problems, sequential=sequential is not None, conditions=bool(ab.get("conditions")))
         if problems:
             raise DeclarationError(" ".join(problems))
@@ -234,6 +238,19 @@ class Declaration:
             changes["baseline"] = str(baseline)
         return replace(self, departures=tuple(departures), **changes)
 
+    @property
+    def margin_declared(self) -> str:
+        """When the margin in use was declared, in words: before the data, after it (declared again on
+        a folder that held results), or chosen for this alternative analysis."""
+        chosen = [d for d in self.departures if d.startswith("margin ")]
+        if chosen:
+            return f"chosen for this alternative analysis, after the data ({chosen[0]})"
+        after = self.declared_after
+        if after and after.get("margin") != self.margin:
+            return (f"declared after the data ({after['results']} results were in the folder; the earlier "
+                    f"declaration, margin {_margin_words(after.get('margin'))}, is {after['superseded']})")
+        return "declared before the data"
+
     def _undeclared(self, name: str, metrics=None) -> str:
         return _undeclared_text(name, self.metrics if metrics is None else metrics)
 
@@ -245,6 +262,8 @@ class Declaration:
         d["departures"] = list(self.departures)
         d["arms"] = {k: _plain(v) for k, v in self.arms.items()}
         d["conditions"] = {k: list(v) for k, v in self.conditions.items()}
+        if d["declared_after"] is None:  # the files of declarations made before any result stay as they were
+            del d["declared_after"]
         return {"schema": SCHEMA, **d}
 
     @classmethod
@@ -269,21 +288,15 @@ class Declaration:
             existing = read(folder)
         except DeclarationError:
             existing = None
-        if existing is not None and existing.to_dict() == self.to_dict():
-            return path
+        if existing is not None and not differences(existing, self):
+            return path  # the same declaration (its record of when it was made kept)
+        written = self
         if existing is not None or path.exists():
-            import os
-            from datetime import datetime, timezone
+            from harness.config.superseded import supersede
 
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-            dest = Path(folder) / "superseded" / f"declaration-{stamp}.json"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, dest)
-            if say is not None:
-                changed = "; ".join(differences(existing, self)) if existing else "unreadable"
-                say(f"the declaration changed ({changed}); the earlier one was moved to "
-                    f"{dest.relative_to(folder).as_posix()}")
-        write_json(path, self.to_dict())
+            changed = "; ".join(differences(existing, self)) if existing else "unreadable"
+            written = supersede(path, existing, self, changed, say)
+        write_json(path, written.to_dict())
         return path
 
 
@@ -365,7 +378,8 @@ def find(folder, results=()) -> Declaration:
 
 def differences(old: Declaration, new: Declaration) -> list:
     a, b = old.to_dict(), new.to_dict()
-    return [f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in b if a.get(k) != b.get(k) and k != "departures"]
+    return [f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in {**a, **b}
+            if a.get(k) != b.get(k) and k not in ("departures", "declared_after")]
 
 
 def _margin_words(m) -> str:

@@ -15,6 +15,7 @@ from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.ledger_spec import ledger_problem
 from harness.training.threads import is_auto
 from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
 from harness.integrations.command_spec import config_cmd_problem, is_command, problems as command_problems
@@ -61,8 +62,11 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
     _int_at_least(p, "repro.keep_step_weights", cfg.repro.keep_step_weights, 0)
     if config_cmd_problem(cfg):  # an empty train.cmd: before the declaration or anything else is written
         p.append(config_cmd_problem(cfg))
+    p += seed_problems(cfg.get("seed"), cfg.get("seeds"))
     if lock_timeout_problem(cfg.get("lock_timeout")):
         p.append(lock_timeout_problem(cfg.get("lock_timeout")))
+    if ledger_problem(cfg.get("ledger")):  # the CLI refused it before Hydra wrote .hydra/ (precheck.py)
+        p.append(ledger_problem(cfg.get("ledger")))
     if _v(cfg.device) == "cuda":
         import torch
 
@@ -248,6 +252,15 @@ def preflight(cfg: DictConfig, arms: dict) -> None:
                                 "the command runs in).")
     _refuse(problems)
     _pin_auto_threads([cfg, *arms.values()])
+
+
+def seed_problems(seed, seeds) -> list[str]:
+    """One rule for every seed a run takes: ``seed`` and each stream's ``seeds.<name>`` (a mapping) are
+    non-negative integers (ab.seeds' own sentence names the list; a negative seed would reach torch,
+    which refuses it, or wrap around into another run's seed)."""
+    given = [("seed", seed)] + [(f"seeds.{k}", v) for k, v in (seeds or {}).items()]
+    return [f"{key}={value} must be a non-negative integer." for key, value in given
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0)]
 
 
 def preflight_cheap(cfg: DictConfig) -> None:

@@ -155,7 +155,8 @@ class LedgerConfig:
     enabled: bool = True
     # null: outputs/ledger.sqlite under the launch directory ($HARNESS_LEDGER when set); a path: that file
     path: Optional[str] = None
-    # A team's ledger in PostgreSQL instead (postgresql://USER@HOST/DB; pip install "psycopg[binary]")
+    # A team's ledger in PostgreSQL instead (postgresql://USER@HOST/DB; pip install "psycopg[binary]"),
+    # without a password: it is recorded; PGPASSWORD, ~/.pgpass or a service file give it (ledger_spec.py)
     url: Optional[str] = None
 
 

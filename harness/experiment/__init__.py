@@ -10,7 +10,8 @@ sequential_diverged.py (a diverged run counted as stats.diverged says) and seque
 (seeds in batches until settled), race_plan.py and race.py (racing K
 configurations: the looks and drops; the race folder's analysis.json, report.md and race.png),
 conditions.py (one A/B under every declared condition of ab.conditions, each in condition=NAME/),
-callbacks.py and precheck.py (the Hydra callbacks of a sweep), watchdog.py (pool workers end with their
+callbacks.py and precheck.py (the Hydra callbacks of a sweep), refused_files.py (what a refused run
+may remove or puts back in its folder: nothing once a unit started), watchdog.py (pool workers end with their
 launcher), progress.py, workers.py (long-lived worker processes for one invocation's units) and
 side_by_side.py (an experiment's units on those workers: the serial path's contract, units at once).
 

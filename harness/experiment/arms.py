@@ -62,8 +62,11 @@ def check_ab(cfg: DictConfig) -> None:
         raise ExperimentError(f"ab.seeds={seeds} must be distinct non-negative integers.")
     if cfg.arm is not None and cfg.arm not in ab.arms:
         raise ExperimentError(f"arm={cfg.arm!r} is not an arm of this experiment; arms: {', '.join(ab.arms)}.")
-    if cfg.seed is not None and cfg.seed < 0:
-        raise ExperimentError(f"seed={cfg.seed} must be a non-negative integer.")
+    from harness.config.preflight import seed_problems
+
+    problems = seed_problems(cfg.seed, cfg.get("seeds"))
+    if problems:
+        raise ExperimentError(problems[0])
 
 
 class _Missing:

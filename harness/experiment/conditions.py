@@ -19,7 +19,7 @@ from typing import Callable, Optional, Sequence
 
 from omegaconf import DictConfig, open_dict
 
-from harness.experiment.units import Executed, ExperimentError, Outcome, arm_configs, run_experiment
+from harness.experiment.units import Executed, ExperimentError, Outcome, arm_configs, run_plan
 from harness.training.threads import is_auto
 
 
@@ -104,18 +104,31 @@ def refuse_narrowed(*, multirun: bool, narrowed: bool) -> None:
 def run_conditions(configs: dict, out_dir: Path, declaration, *, say: Callable[[str], None], tracker,
                    certify: bool, show_table: bool) -> Executed:
     """Run every (condition, seed, arm) not done, analyse each condition, then the average across them.
-    ``configs``: condition_configs' (the entry composed them); each runs through run_experiment, where
-    its config becomes its plan."""
+    ``configs``: condition_configs' (the entry composed them); each config becomes its plan, and every
+    plan is checked (the preflight) before anything is written: a refused condition leaves no other run."""
     from harness.analysis.conditions import CONDITION_DIR, analyze_conditions_dir, render_conditions
     from harness.config.declaration import Declaration
+    from harness.experiment.plan import ALL_DONE, Plan, preflight_or_refuse
 
+    plans, done = {}, {}
+    for name, c in configs.items():  # every condition's preflight before anything is written or run
+        folder = out_dir / CONDITION_DIR.format(name)
+        plans[name] = Plan.from_config(c, folder, certify=certify, certificate_dir=folder)
+        done[name] = plans[name].all_done()
+        if not done[name]:
+            try:
+                preflight_or_refuse(c, plans[name].arms)
+            except ExperimentError as e:
+                raise ExperimentError(f"ab.conditions.{name}={list(declaration.conditions[name])}: {e}") from None
     declaration.write(out_dir, say=say)
     results, skipped, failed, folders = [], [], [], {}
     for name, c in configs.items():
         folder = out_dir / CONDITION_DIR.format(name)
         say(f"condition {name}: {' '.join(declaration.conditions[name])}")
         Declaration.from_config(c).write(folder, say=say)
-        outcome = run_experiment(c, folder, log=say, tracker=tracker, certify=certify, certificate_dir=folder)
+        if done[name]:
+            say(ALL_DONE)
+        outcome = run_plan(plans[name], log=say, tracker=tracker)
         results += outcome.results
         skipped += [(name, *s) for s in outcome.skipped]
         failed += outcome.failed

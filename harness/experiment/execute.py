@@ -19,7 +19,7 @@ from harness.experiment.units import Executed, ExperimentError, recorded_threads
 
 log = logging.getLogger("harness")
 
-# The folder this process is writing results into (for the message after Ctrl-C).
+# The folder this process is writing results into (for the messages after Ctrl-C and a refusal).
 CURRENT: dict = {}
 
 
@@ -41,6 +41,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     """
     from harness.tracking import tracker as tracking
     from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import read as read_declaration
 
     sweep_root = sweep_root or out_dir
     narrowed = cfg.seed is not None or cfg.arm is not None
@@ -94,24 +95,29 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             configs = condition_configs(cfg, declaration, given_overrides(overrides), config_dirs)
             return run_conditions(configs, out_dir, declaration, say=say, tracker=tracker,
                                   certify=bool(cfg.repro.certificate), show_table=show_table)
-        if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
-            declaration = _ledger_level(cfg.get("ledger"), declaration, out_dir)
-            declaration.write(out_dir, say=say)
-        elif declaration.fdr:  # a job of a sweep: the level is the sweep's, taken by its launcher (ledger/record.py)
+        if multirun and declaration.fdr:  # a job of a sweep: the level is the sweep's, taken by its launcher (ledger/record.py)
             from harness.ledger.record import sweep_level_problem
 
             problem = sweep_level_problem(sweep_root, declaration)
             if problem:
                 raise ExperimentError(problem)
-        plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
+        plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun,
+                                certificate_dir=_certificate_dir(out_dir, sweep_root))
+        if pool.side_by_side:
+            # the workers' imports overlap the preflight; none start when every run is done
+            check_unless_done(cfg, plan, say, before_preflight=lambda units: pool.start(units, warm=plan.modules))
+        else:
+            check_unless_done(cfg, plan, say)
+        # The config's refusals are all above: a refused run writes no declaration, reserves no ledger test
+        if not multirun:  # a sweep's declaration is written once, by the launching process (callbacks.py)
+            declaration = _ledger_level(cfg.get("ledger"), declaration, out_dir)
+            declaration.write(out_dir, say=say)
+            declaration = read_declaration(out_dir) or declaration  # as written: with when it was declared
         if pool.side_by_side:
             from harness.experiment.side_by_side import run_side_by_side
 
-            # the workers' imports overlap the preflight; none start when every run is done
-            check_unless_done(cfg, plan, say, before_preflight=lambda units: pool.start(units, warm=plan.modules))
             outcome = run_side_by_side(plan, pool, log=say, tracker=tracker, stop_on_fatal=not multirun)
         else:
-            check_unless_done(cfg, plan, say)
             outcome = run_plan(plan, log=say, tracker=tracker, stop_on_fatal=not multirun)
         pool.close()  # before the analysis: their memory back, nothing left to run
         if narrowed or multirun:
@@ -149,6 +155,12 @@ def _grid_point(out_dir: Path, sweep_root: Path) -> bool:
         return len(Path(out_dir).resolve().relative_to(Path(sweep_root).resolve()).parts) > 1
     except ValueError:
         return False
+
+
+def _certificate_dir(out_dir: Path, sweep_root: Path) -> Path:
+    """Where a job's certificate goes: a grid point is an A/B of its own, certified in its own folder
+    (the parent of its job folders); a sweep of one A/B's seeds and arms, in the sweep folder."""
+    return Path(out_dir).parent if _grid_point(out_dir, sweep_root) else Path(sweep_root)
 
 
 def _ledger_level(settings, declaration, out_dir: Path):

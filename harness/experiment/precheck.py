@@ -97,31 +97,40 @@ def composed_already(config: DictConfig, batch) -> bool:
     return COMPOSED["config"] is config and all(tuple(sorted(job)) in COMPOSED["jobs"] for job in batch)
 
 
+def check_ledger(config: DictConfig) -> None:
+    """The ledger's address (harness/config/ledger_spec.py) before Hydra writes the config anywhere:
+    a password in ledger.url would be in .hydra/ and the folder's name the moment it did."""
+    from harness.config.ledger_spec import ledger_problem
+
+    problem = ledger_problem(config.get("ledger"))
+    if problem:
+        _refuse(f"{problem} Nothing was run.")
+
+
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        from harness.experiment.execute import CURRENT
-
+        from harness.experiment.refused_files import note_run_start
         from harness.integrations.command_spec import config_cmd_problem
 
+        check_ledger(config)
         folder = run_dir(config)
         problem = config_cmd_problem(config)  # before Hydra writes .hydra/ and the log
         if problem:
             _refuse(problem + " Nothing was run.")
         check_writable(folder)
-        # Hydra creates the folder next (.hydra/, the log); a refusal before training removes it again,
-        # with the parents created for it (outputs/<experiment>/): the topmost folder that is new
-        new = folder.resolve()
-        while not new.parent.exists():
-            new = new.parent
-        CURRENT["created"] = None if new.exists() else new
+        # Hydra creates the folder next (.hydra/, the log), or rewrites them in a folder that exists:
+        # a refusal before any unit removes the new folder or puts the old files back (app.refuse)
+        note_run_start(folder, config.hydra.output_subdir)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         from hydra.core.global_hydra import GlobalHydra
 
         from harness.experiment.execute import CURRENT
         from harness.config import factor_override_problem, replace_whole_arms
+        from harness.config.ledger_spec import shown
         from harness.experiment.units import ExperimentError
 
+        check_ledger(config)  # the sweep's own; a job's (a swept ledger.url) by check_job's preflight below
         CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process
         check_writable(Path(config.hydra.sweep.dir))
         if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
@@ -142,4 +151,4 @@ class CheckBeforeRuns(Callback):
                     check_job(job)
                     COMPOSED["jobs"].add(key)
                 except ExperimentError as e:
-                    _refuse(f"the sweep's job {' '.join(overrides)}: {e} No job was launched.")
+                    _refuse(shown(f"the sweep's job {' '.join(overrides)}: {e} No job was launched."))

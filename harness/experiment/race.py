@@ -6,11 +6,11 @@ metric, direction, margin and alpha, race.json's design the looks (checked again
 declaration), and the decisions are race_plan.plan over the result files. Results of more than one
 identity are refused, as by every analysis.
 
-report.md: the winner or the set indistinguishable from the best, each configuration's mean, its
-difference from the leader with the simultaneous interval, seeds spent per configuration, and a
-table of every look and every drop. race.png: per look, each running configuration's mean minus
-that look's leader with its simultaneous interval, and the margin band; a dropped configuration's
-line ends at its drop.
+report.md: the winner, the set indistinguishable from the best, or the survivors at the seed
+limit; each configuration's mean, its difference from the leader with the simultaneous interval,
+seeds spent per configuration, and a table of every look and every drop. race.png: per look, each
+running configuration's mean minus that look's leader with its simultaneous interval, and the
+margin band; a dropped configuration's line ends at its drop.
 """
 
 from __future__ import annotations
@@ -32,6 +32,21 @@ def _f(x, digits=4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
+def look_drops(look: dict) -> list:
+    """Each configuration a look dropped, in words: behind a survivor, or diverged since the last look."""
+    return ([f"{z['config']} (behind {z['by']} by {z['behind']:.4g} > {z['width']:.4g})" for z in look["dropped"]]
+            + [f"{z['config']} (diverged at seed {z['seed']}: {z['reason']})" for z in look.get("diverged") or []])
+
+
+def _counted(block: dict) -> str:
+    """Runs trained that no look counted (a batch runs whole), said beside the seeds spent."""
+    counted = block.get("seeds_counted", block["seeds_spent"])
+    if counted == block["seeds_spent"]:
+        return ""
+    return (f"; every run trained, of which {counted} counted in the looks (a batch runs whole: a configuration "
+            f"dropped within it, or a seed that counted for none, still ran)")
+
+
 def report(block: dict, figure: str = "") -> str:
     d = block["design"]
     unit = f" {d['unit']}" if d.get("unit") else ""
@@ -48,7 +63,8 @@ def report(block: dict, figure: str = "") -> str:
         f"the margin it is kept, every drop on an interval was worse than the best by more than the margin, and a "
         f"set that stopped within the margin is within it.", "",
         f"Seeds spent: {block['seeds_spent']} of {block['seeds_all_to_max']} (every configuration to "
-        f"{d['max_seeds']} seeds): {block['seeds_spent'] / block['seeds_all_to_max']:.2f}x.", "",
+        f"{d['max_seeds']} seeds): {block['seeds_spent'] / block['seeds_all_to_max']:.2f}x"
+        + _counted(block) + ".", "",
         f"| configuration | {d['factor']} | status | seeds | mean | minus leader | interval |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -59,8 +75,7 @@ def report(block: dict, figure: str = "") -> str:
                      + (f"[{_f(iv[0])}, {_f(iv[1])}]" if iv else "-") + " |")
     lines += ["", "| look | seeds | running | dropped |", "|---|---|---|---|"]
     for x in block["looks"]:
-        drops = "; ".join(f"{z['config']} (behind {z['by']} by {z['behind']:.4g} > {z['width']:.4g})"
-                          for z in x["dropped"]) or "-"
+        drops = "; ".join(look_drops(x)) or "-"
         lines.append(f"| {x['look']} | {x['n']} | {', '.join(x['alive'])} | {drops} |")
     if block["failed"]:
         lines += ["", "Failed runs (their seeds count for no configuration): " + "; ".join(
@@ -134,7 +149,7 @@ def analyze_race(folder, *, write: bool = True, ledger=None) -> dict:
     except comparability.IdentityError as e:
         raise RaceAnalysisError(str(e)) from None
     p = rp.plan(design, results, seeds=list(declaration.seeds))
-    status = "stopped" if p.stopped else "settled" if p.outcome else "unsettled"
+    status = rp.final_status(p)
     analysis = {"schema": SCHEMA, "declaration": declaration.to_dict(), "experiment": declaration.experiment,
                 "race": rp.record(design, p, status=status, runs=len(results)),
                 "identity": ident}

@@ -117,6 +117,7 @@ class Race:
     stopped: Optional[str] = None
     batch_seeds: list = field(default_factory=list)
     batch_configs: list = field(default_factory=list)
+    trained: int = 0  # result files of the race's configurations: every run trained, counted or not
 
     @property
     def done(self) -> bool:
@@ -136,6 +137,7 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
     alive = np.ones((1, k), bool)
     rows: list = []  # the counted seeds' values, (n, k), nan for a config already dropped
     counted, failed, looks, diverged = [], [], [], []
+    said = 0  # diverged drops already named at a look
     s2 = None
     outcome = None
     order = seed_order(seeds)
@@ -185,7 +187,8 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
                       "leader": cfgs[top],  # each survivor minus the leader, with its simultaneous interval
                       "versus_leader": {c: [sign * float(est[0, i, top]), float(half[0, i, top])]
                                         for i, c in enumerate(cfgs) if alive[0, i] and i != top},
-                      "dropped": dropped})
+                      "dropped": dropped, "diverged": diverged[said:]})  # (diverged: dropped since the last look)
+        said = len(diverged)
         alive = new
         live = x[:, :, alive[0]]
         if alive.sum() == 1:
@@ -196,7 +199,8 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
             outcome = "max_seeds"
         looks[-1]["outcome"] = outcome
     values = {c: [sign * row[i] for row in rows if not math.isnan(row[i])] for i, c in enumerate(cfgs)}
-    out = Race(looks, [c for c, a in zip(cfgs, alive[0]) if a], counted, values, failed, outcome, diverged=diverged)
+    out = Race(looks, [c for c, a in zip(cfgs, alive[0]) if a], counted, values, failed, outcome, diverged=diverged,
+               trained=sum(1 for _, c in by if c in cfgs))
     if len(failed) > design.max_failures:
         shown = "; ".join(f"seed {f['seed']} config {f['arm']}: {f['reason']}" for f in failed[:5])
         out.stopped = (f"{len(failed)} failed run(s), more than ab.race.max_failures={design.max_failures}: {shown}. "
@@ -230,7 +234,8 @@ def summary(design: RaceDesign, p: Race) -> dict:
     for c in cfgs:
         v = p.values[c]
         row = {"value": design.values[c], "n": len(v), "seeds": p.seeds[:len(v)], "mean": means[c],
-               "status": "dropped" if c in dropped else ("leader" if c == leader else "running"),
+               "status": "dropped" if c in dropped else ("leader" if c == leader else "in the set" if p.outcome
+                                                        else "running"),  # (once over, a survivor runs no more)
                "difference": None, "interval": None}
         if c in dropped:
             row.update(dropped_at_look=dropped[c][0], dropped_by=dropped[c][1]["by"])
@@ -245,23 +250,52 @@ def summary(design: RaceDesign, p: Race) -> dict:
     return {"leader": leader, "configs": out, "interval_error": level}
 
 
+def final_status(p: Race) -> str:
+    """race.json's status once the race is over: settled (one left, or a set within the margin),
+    max_seeds (the set of survivors at the seed limit: not separated, not shown within the margin),
+    stopped (with the reason), unsettled (results missing)."""
+    if p.stopped:
+        return "stopped"
+    return {"one_left": "settled", "within_margin": "settled", "max_seeds": "max_seeds"}.get(p.outcome, "unsettled")
+
+
+def _verdict(design: RaceDesign, p: Race, s: dict) -> str:
+    if p.outcome == "one_left":
+        return f"{p.alive[0]} is the best: every other configuration was dropped."
+    if p.outcome == "within_margin":
+        return (f"{', '.join(p.alive)} are indistinguishable from the best: they are within the margin "
+                f"±{design.margin:g} of each other.")
+    if p.outcome != "max_seeds":
+        return "not settled yet"
+    u = f" {design.unit}" if design.unit else ""
+    leader = s["leader"]
+    shown = []
+    for c in p.alive:
+        row = s["configs"][c]
+        if c == leader or row["difference"] is None:
+            continue
+        iv = row["interval"]
+        shown.append(f"{c} {row['difference']:+.3g}{u} [{iv[0]:+.3g}, {iv[1]:+.3g}]")
+    against = f" against the leader {leader}" if shown else ""
+    return (f"the race reached its maximum of {design.max_seeds} seeds with {', '.join(p.alive)} still in it: not "
+            f"separated ({'; '.join(shown) or 'no interval'}{against}). The set of survivors, not shown within the margin "
+            f"±{design.margin:g}{u} of each other: a configuration better than every other by at least the margin "
+            f"would be in it (docs/racing.md).")
+
+
 def record(design: RaceDesign, p: Race, *, status: str, runs: int) -> dict:
     s = summary(design, p)
-    spent = sum(len(v) for v in p.values.values())
-    if p.outcome == "one_left":
-        verdict = f"{p.alive[0]} is the best: every other configuration was dropped."
-    elif p.outcome in ("within_margin", "max_seeds"):
-        why = ("they are within the margin ±" f"{design.margin:g} of each other" if p.outcome == "within_margin"
-               else f"the race reached the maximum of {design.max_seeds} seeds")
-        verdict = f"{', '.join(p.alive)} are indistinguishable from the best: {why}."
-    else:
-        verdict = "not settled yet"
+    verdict = _verdict(design, p, s)
+    counted = sum(len(v) for v in p.values.values())
     return {
         "schema": SCHEMA, "status": status, "stopped": p.stopped, "outcome": p.outcome, "verdict": verdict,
         "design": design.to_dict(), "looks": p.looks, "alive": list(p.alive), "winner":
         p.alive[0] if p.outcome == "one_left" else None, "set": list(p.alive) if p.outcome else None,
         "leader": s["leader"], "configs": s["configs"], "interval_error": s["interval_error"],
-        "seeds_spent": spent, "seeds_all_to_max": len(design.configs) * design.max_seeds,
+        # every run trained (a batch runs whole: a configuration dropped within it ran its seeds too);
+        # seeds_counted: those the looks counted
+        "seeds_spent": p.trained, "seeds_counted": counted,
+        "seeds_all_to_max": len(design.configs) * design.max_seeds,
         "failed": list(p.failed), "diverged": list(p.diverged), "runs": runs,
     }
 

@@ -85,8 +85,10 @@ def run_units(units: list[tuple], plan: Plan, pool: Workers, *, log, tracker=Non
     """Run ``units`` ((seed, arm, arm_cfg), in the serial order) on the workers, into ``plan``'s
     folder with its resume, lock timeout and progress; skip the ones already done. An Outcome
     without a certificate."""
+    from harness.experiment.refused_files import units_begin
     from harness.experiment.progress import RunProgress
 
+    units_begin()  # a refusal from here on deletes nothing (app.refuse)
     out_dir, progress = plan.out_dir, plan.progress
     how = {"resume": plan.resume, "lock_timeout": plan.lock_timeout}
     results: list[Optional[dict]] = [None] * len(units)

@@ -27,6 +27,7 @@ from harness.experiment.plan import Plan, check_unless_done
 from harness.experiment.runner import code_of, run_one
 from harness.experiment.rerun import rerun_fresh
 from harness.training.threads import is_auto, uses_gpu
+from harness.training.proof import steps_trained, steps_words
 
 # Errors every unit would meet the same way: the first one stops the experiment (its failed result is
 # kept), rather than every unit training only to fail: an op without a deterministic implementation,
@@ -88,8 +89,15 @@ def certificate(first: dict, second: dict) -> dict:
                 break
     same_final = first["fingerprints"]["final"] == second["fingerprints"]["final"]
     reproducible = not diverged and same_final and len(a["loss"]) == len(b["loss"])
-    if reproducible:
-        line = f"bitwise reproducible: yes ({n} steps, seed {first['seed']}, arm {first['arm']} rerun)"
+    trained = steps_trained(first["fingerprints"])
+    short = reproducible and trained is not None and n < trained  # a record closed before training ended
+    if short:
+        reproducible = False  # never "yes" for part of the training
+        line = (f"bitwise reproducible: PARTIAL: the record covers only {n} of the {trained} steps the trainer took "
+                f"(those {n} equal in seed {first['seed']} arm {first['arm']}'s rerun)")
+    elif reproducible:
+        line = (f"bitwise reproducible: yes ({steps_words(n, trained)}, seed {first['seed']}, "
+                f"arm {first['arm']} rerun)")
     else:
         where = min(diverged.values()) if diverged else n
         what = ", ".join(f"{k} from step {v}" for k, v in diverged.items()) or "final weights"
@@ -97,6 +105,8 @@ def certificate(first: dict, second: dict) -> dict:
     return {
         "reproducible": reproducible,
         "steps": n,
+        "steps_trained": trained,  # the trainer's own count (None: unknown)
+        "partial": short,
         "seed": first["seed"],
         "arm": first["arm"],
         "first_divergent_step": diverged or None,
@@ -128,7 +138,8 @@ def _metrics_certificate(first: dict, second: dict) -> dict:
         shown = ", ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in differ) or "train.compare_files differ"
         line = (f"reproducible at the level of the metrics: NO: seed {first['seed']} arm {first['arm']} rerun "
                 f"differs ({shown})")
-    return {"reproducible": same, "level": "metrics", "steps": 0, "seed": first["seed"], "arm": first["arm"],
+    return {"reproducible": same, "level": "metrics", "steps": 0, "steps_trained": None, "seed": first["seed"],
+            "arm": first["arm"],
             "first_divergent_step": None, "final_equal": first["fingerprints"]["final"] == second["fingerprints"]["final"],
             "metrics_differ": differ, "line": line}
 
@@ -148,7 +159,10 @@ class Outcome:
 
 def describe(plan: Plan) -> None:
     """What every way of running the units does first, after the entry's preflight: experiment.json,
-    rewritten only when it changed (read-only media)."""
+    rewritten only when it changed (read-only media). Units run next: a refusal deletes nothing now."""
+    from harness.experiment.refused_files import units_begin
+
+    units_begin()
     described = plan.described()
     if _read_or_none(plan.out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
         write_json(plan.out_dir / "experiment.json", described)
@@ -297,7 +311,8 @@ def _certificate_still_valid(path: Path, first: dict) -> Optional[dict]:
     needs no rerun: the rerun would train the same run again to say the same thing. A "NO" is always
     made again (a flaky divergence is worth a second look)."""
     old = _read_or_none(path)
-    if not isinstance(old, dict) or old.get("reproducible") is not True:
+    if not isinstance(old, dict) or old.get("reproducible") is not True or "steps_trained" not in old:
+        # one written before certificates said how many of the trainer's steps they cover is made again
         return None
     same = (old.get("seed"), old.get("arm"), old.get("config_hash"), old.get("code_version"), old.get("final"))
     this = (first["seed"], first["arm"], first["config_hash"], first.get("code_version"), first["fingerprints"]["final"])

@@ -4,9 +4,10 @@ A command arm (command.py) starts its script with HARNESS_SEED, HARNESS_ARM, HAR
 HARNESS_RUN (the unit's device, precision, determinism, stream seeds and declared metrics, as JSON).
 ``attach()`` builds the unit's Run from them and switches PyTorch into the unit's determinism mode
 and threads, as a train.fn's unit is. What the Run recorded (init, data order, every step) is written
-to ``HARNESS_RUN_DIR/attached.json`` when the script calls ``run.finish(metrics)`` or, failing that,
-when it exits; the command arm adopts it (``Run.adopt``), so the pairing is proven and the
-certificate compares every step's bits, as for a train.fn.
+to ``HARNESS_RUN_DIR/attached.json`` when the script calls ``run.finish(metrics)``, when a trainer's
+callback sees training end, or, failing those, when it exits; the command arm adopts it
+(``Run.adopt``), so the pairing is proven and the certificate compares every step's bits, as for a
+train.fn.
 
 Run on its own (no HARNESS_RUN_DIR), ``attach(seed=...)`` returns a stand-alone Run on that seed
 that records nothing and changes no setting: the script still runs without the harness.
@@ -108,7 +109,8 @@ def _spec() -> dict:
 class AttachedRun(Run):
     """A Run whose record goes to a file (``record_to``) for the command arm that started the script,
     or nowhere (stand-alone). ``finish(metrics)`` is the script's to call, once, at its end; the
-    metrics it is given join those the command arm reads (train.metrics_from wins on a name)."""
+    metrics it is given join those the command arm reads (train.metrics_from wins on a name). A
+    trainer's callback calls ``finish()`` when training ends, never at a validation in between."""
 
     def __init__(self, *args, record_to: Optional[Path] = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -124,9 +126,18 @@ class AttachedRun(Run):
         """Whether the harness launched this script (its record goes to the unit)."""
         return self.record_to is not None
 
+    def add_metrics(self, metrics: Mapping) -> None:
+        """Metrics a trainer reported (a validation, an evaluation, a test): kept for the record. Before
+        training ended they wait for it; after it, the written record is rewritten with them."""
+        self.final_metrics.update(metrics)
+        if self._record is not None:
+            self.finish()
+
     def finish(self, metrics: Optional[Mapping] = None) -> Optional[dict]:
         """Write what this Run recorded for the harness (stand-alone: nothing; returns None). Called
-        again (a trainer's fit, then its test), it writes the same record with the metrics updated."""
+        again (a trainer's fit, then its test), it writes the same record with the metrics, and the
+        trainer's step count, updated: steps taken after the first call are not in the record, and
+        the count says so."""
         if self.record_to is None or self._failed:
             return None
         if self._record is None:
@@ -137,6 +148,8 @@ class AttachedRun(Run):
                 _write(self.record_to, {"error": str(e)})
                 raise
             self._record.pop("weights", None)
+        if self._trained is not None:
+            self._record["fingerprints"]["steps_trained"] = self._trained
         self._record["metrics"] = dict(self.final_metrics if metrics is None else metrics)
         _write(self.record_to, self._record)
         return self._record

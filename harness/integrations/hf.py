@@ -51,6 +51,7 @@ class Callback(transformers.TrainerCallback):
         self.metrics: dict = {}
         self._loss: Optional[torch.Tensor] = None
         self._hooks: list = []
+        self._first_step = 0  # state.global_step when training began (a resumed training counts from there)
         # before the Trainer's WandbCallback opens a run of its own (at the start of training)
         self.wandb = share(run.run_dir if run is not None else None,
                            harnessed=run is not None or bool(os.environ.get("HARNESS_RUN_DIR")))
@@ -65,6 +66,7 @@ class Callback(transformers.TrainerCallback):
             sampler.generator = self.run.generator("data_order")
         if "wandb" in (args.report_to or []):
             self.wandb.say("harness.hf", 'the Trainer\'s report_to="wandb"')
+        self._first_step = state.global_step
         self.run.streams.seed_model()
         self.run.watch(model)
         self._hooks = [model.register_forward_pre_hook(self._batch, with_kwargs=True),
@@ -101,13 +103,15 @@ class Callback(transformers.TrainerCallback):
         if self.run is None:  # evaluated before any training: nothing recorded yet
             return
         if isinstance(self.run, AttachedRun) and self.run.attached and self.run.steps:
-            self.run.final_metrics.update(self.metrics)
-            self.run.finish()  # the record for the command arm, rewritten after a later evaluate
+            self.run.add_metrics(self.metrics)  # written with the record when training ends; rewritten after
 
     def on_train_end(self, args, state, control, **kwargs):
         for hook in self._hooks:
             hook.remove()
         self._hooks = []
+        self.run.trained(state.global_step - self._first_step)  # counted by the Trainer, not by run.step
+        if isinstance(self.run, AttachedRun) and self.run.attached and self.run.steps:
+            self.run.finish()  # the record for the command arm: every step, whatever evaluations ran
         self.wandb.release(keep_run=True)  # trainer.evaluate() may follow: its WandbCallback logs then too
 
 

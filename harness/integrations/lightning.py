@@ -61,6 +61,7 @@ class Callback(pl.Callback):
         self.mode = _torch_mode()  # the harness's, set before the Trainer exists (it may change it)
         self.metrics: dict = {}
         self._last_step = 0
+        self._first_step = 0  # the trainer's global_step when this fit started (a resumed fit counts from there)
         self._loss: Optional[torch.Tensor] = None
         self._watched = False
         print_once()
@@ -95,9 +96,10 @@ class Callback(pl.Callback):
             sampler = getattr(loader, "sampler", None)
             if isinstance(sampler, torch.utils.data.RandomSampler) and sampler.generator is None:
                 sampler.generator = self.run.generator("data_order")  # not the global RNG's
-        if not self._watched:
+        if not self._watched:  # a second fit goes on counting from the first's start
             self.run.watch(pl_module)
             self._watched = True
+            self._first_step = trainer.global_step
         self._last_step = trainer.global_step
 
     # -- every batch and step -------------------------------------------------------------------
@@ -120,12 +122,16 @@ class Callback(pl.Callback):
     # -- metrics --------------------------------------------------------------------------------
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self.run.trained(trainer.global_step - self._first_step)  # counted by the trainer, not by run.step
         scalars = _scalars(trainer.callback_metrics)
         if scalars:
             self.run.log(self.run.steps, **scalars)
 
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.run.trained(trainer.global_step - self._first_step)
+
     def on_fit_end(self, trainer, pl_module) -> None:
-        self._final(trainer)
+        self._final(trainer, ended=True)
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if not trainer.sanity_checking:
@@ -140,11 +146,14 @@ class Callback(pl.Callback):
     def on_exception(self, trainer, pl_module, exception) -> None:
         self.wandb.release()
 
-    def _final(self, trainer) -> None:
+    def _final(self, trainer, ended: bool = False) -> None:
+        """The metrics so far. An attached script's record is written when the fit ends (``ended``),
+        not at a validation during it; a validate or test after the fit rewrites its metrics."""
         self.metrics.update(_scalars(trainer.callback_metrics))
         if isinstance(self.run, AttachedRun) and self.run.attached and self.run.steps:
-            self.run.final_metrics.update(self.metrics)
-            self.run.finish()  # the record for the command arm, rewritten after a later validate/test
+            self.run.add_metrics(self.metrics)
+            if ended:
+                self.run.finish()
 
 
 def fit(cfg, run, module: dict, datamodule: dict, trainer: Optional[dict] = None) -> dict:

@@ -20,6 +20,7 @@ import math
 import sys
 from pathlib import Path
 
+from harness.config.ledger_spec import url_problem
 from harness.ledger.postgres import is_url, open_ledger, shown
 from harness.ledger.store import LedgerError
 from harness.stats.online_fdr import ALL_METHODS, NAMES
@@ -106,6 +107,9 @@ def main(argv=None) -> int:
         from harness.ledger.record import default_path
 
         args.ledger = str(default_path())
+    if "://" in args.ledger and not is_url(args.ledger):  # not a file name either: refused, not made
+        print(f"harness.ledger: {url_problem(args.ledger, key='--ledger')}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if not 0 < args.level < 1:
         parser().error(f"--level {args.level:g} must be between 0 and 1 (an FDR level, e.g. 0.1)")
     try:

@@ -8,20 +8,10 @@ is imported only here.
 
 from __future__ import annotations
 
-import re
-
+from harness.config.ledger_spec import is_url, shown  # noqa: F401 - what a ledger URL is, and its masking
 from harness.ledger.store import Ledger, LedgerError, LedgerRefused
 
 LOCK_KEY = 32_032_032  # pg_advisory_xact_lock's key: the harness ledger's writers
-
-
-def is_url(where) -> bool:
-    return isinstance(where, str) and where.startswith(("postgresql://", "postgres://"))
-
-
-def shown(url: str) -> str:
-    """The URL without its password, for messages and listings."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
 class PostgresLedger(Ledger):
@@ -43,7 +33,10 @@ class PostgresLedger(Ledger):
         try:
             return self.psycopg.connect(self.url, autocommit=True, row_factory=dict_row)
         except self.psycopg.Error as e:
-            raise LedgerError(f"the ledger {self.path} cannot be reached ({str(e).strip()}).") from None
+            raise LedgerError(f"the ledger {self.path} cannot be reached ({self._said(e)}).") from None
+
+    def _said(self, error) -> str:
+        return shown(str(error).strip())  # the server's words, without a password ($PGPASSWORD's included)
 
     def _begin(self, con) -> None:
         con.execute("BEGIN")

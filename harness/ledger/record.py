@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.ledger.claims import _folder, claim_rows, declaration_hash  # noqa: F401 - the ledger's door
-from harness.ledger.postgres import is_url, open_ledger
+from harness.ledger.postgres import is_url, open_ledger, shown
 from harness.ledger.store import LedgerError
 from harness.stats.online_fdr import NAMES
 from harness.stats.online_fdr_async import next_alpha
@@ -68,8 +68,8 @@ def record_analysis(analysis: dict, folder, declaration, ledger_path, warn) -> i
             ledger.settle_test(test, p, p <= declaration.alpha)
         return added
     except (LedgerError, OSError, ValueError) as e:
-        warn(f"the claims were not written to the ledger {ledger_path} ({e}); the analysis in {folder} is complete. "
-             f"They are added when the experiment is run again (it resumes: nothing is retrained).")
+        warn(shown(f"the claims were not written to the ledger {ledger_path} ({e}); the analysis in {folder} is "
+                   "complete. They are added when the experiment is run again (it resumes: nothing is retrained)."))
         return None
 
 

@@ -115,6 +115,10 @@ class Ledger:
     def _sql(self, text: str) -> str:
         return text
 
+    def _said(self, error) -> str:
+        """The database's error as a message quotes it."""
+        return str(error)
+
     @contextmanager
     def _transaction(self, check: bool = False):
         """One write transaction: the write lock first, then reads and writes, then commit; anything
@@ -130,8 +134,8 @@ class Ledger:
             open_ = False
         except self.errors as e:
             if isinstance(e, self.unavailable):  # locked past the timeout, read-only, disk full: not damage
-                raise LedgerError(f"the ledger {self.path} could not be written ({e}).") from None
-            raise LedgerError(f"{self.path} is not a readable harness ledger ({e}); it is left as it is. Move it "
+                raise LedgerError(f"the ledger {self.path} could not be written ({self._said(e)}).") from None
+            raise LedgerError(f"{self.path} is not a readable harness ledger ({self._said(e)}); it is left as it is. Move it "
                               "aside (or restore it from a backup) to start another ledger there.") from None
         finally:
             if open_:

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.results.examples import (  # noqa: F401 - the per-example records, public here too
-    example_correctness, example_record, example_records, pack_example_records, pack_examples, unpack_examples)
+    SET_ASIDE_KEY, example_correctness, example_record, example_records, pack_example_records, pack_examples,
+    set_aside_note, set_aside_records, unpack_examples)
 
 SCHEMA = "harness.result/2"
 SCHEMA_V1 = "harness.result/1"
@@ -34,10 +35,14 @@ RESULT_NAME = "result.json"
 STEPS_FORMAT = "hex-concat/base64"  # the hex digits of every step, concatenated, as bytes, base64
 _STEP_DIGITS = {"loss": 8, "params": 16}
 
-# Config keys that never change a run's numbers: left out of config_hash and base_hash.
-# (The same list as experiment._NOT_IN_HASH; tests/test_identity.py holds the two together.)
-NOT_IN_IDENTITY = ("seed", "arm", "resume", "lock_timeout", "progress", "tables", "workers", "logger", "stats", "ab",
-                   "experiment_name", "ledger")
+# The one list of config keys that change no result: how runs are scheduled, shown, logged and
+# recorded, never what they compute. No run's identity holds them and no output folder is named by
+# them (config.compose.NOT_IN_NAME); tests/test_identity_keys.py proves each changes no bit.
+CHANGES_NO_BIT = ("resume", "lock_timeout", "progress", "tables", "workers", "logger", "ledger")
+# Config keys that never change a run's numbers: left out of config_hash and base_hash. Besides the
+# list above: a run's coordinates (seed, arm: the arm's value is at ab.factor), which runs exist (ab),
+# their analysis (stats) and a label (experiment_name).
+NOT_IN_IDENTITY = ("seed", "arm", *CHANGES_NO_BIT, "stats", "ab", "experiment_name")
 REPRO_NOT_IN_IDENTITY = ("certificate", "code_paths", "code_git")
 
 
@@ -151,6 +156,9 @@ def write_result(path: str | os.PathLike, result: dict) -> None:
     out = dict(result)
     out.pop("_path", None)
     out["schema"] = SCHEMA
+    non_finite = _non_finite(out.get("metrics"))
+    if non_finite:  # JSON writes them as null: the marker keeps a diverged run from reading as "missing"
+        out[NON_FINITE_KEY] = non_finite
     fingerprints = out.get("fingerprints")
     if isinstance(fingerprints, dict) and "steps" in fingerprints:
         out["fingerprints"] = {**fingerprints, "steps": pack_steps(fingerprints["steps"])}
@@ -222,8 +230,29 @@ def diverged(result: dict, metric: str) -> bool:
     other failure: a NonFiniteLoss, or a completed run whose metric is NaN or infinite."""
     if result.get("status") != "completed":
         return (result.get("error") or {}).get("type") == "NonFiniteLoss"
-    value = (result.get("metrics") or {}).get(metric)
+    value = metric_value(result, metric)
     return isinstance(value, float) and not math.isfinite(value)
+
+
+# result.json's record of the metrics that were NaN or infinite ({name: "nan" | "inf" | "-inf"}),
+# written beside them only when there are any: JSON has no such numbers, and a null alone reads as
+# a metric the run never reported.
+NON_FINITE_KEY = "non_finite_metrics"
+
+
+def _non_finite(metrics) -> dict:
+    if not isinstance(metrics, dict):
+        return {}
+    return {str(k): str(float(v)) for k, v in metrics.items()
+            if isinstance(v, float) and not math.isfinite(v)}
+
+
+def metric_value(result: dict, metric: str):
+    """``metric`` of a result as the run reported it: a NaN or infinity written to result.json
+    (null there, named under NON_FINITE_KEY) comes back as that float; anything else as stored."""
+    value = (result.get("metrics") or {}).get(metric)
+    word = (result.get(NON_FINITE_KEY) or {}).get(metric) if value is None else None
+    return float(word) if word in ("nan", "inf", "-inf") else value
 
 
 def config_digest(config: dict, exclude_factor: str | None = None) -> str:

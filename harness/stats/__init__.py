@@ -28,7 +28,7 @@ sign-flip test there (3 such seeds: p = 0.25, undecided).
 The package, bottom to top (each module imports only from those above it in this list):
 
     sign_flip.py the exact one-sided sign-flip test, vectorised (numpy only; imports nothing here)
-    _core.py     constants (MIN_PAIRS, POWER, LARGE_N, SIGNIFICANT_DIGITS), pair checks, differences,
+    _core.py     constants (MIN_PAIRS, POWER, LARGE_N, SIGNIFICANT_DIGITS, ZERO_END), pair checks, differences,
                  seed spreads on the differences' rounding
     paired.py    paired t, Welch, Wilcoxon, sign-flip permutation, bootstrap interval, d_z
     noise.py     seed noise, what pairing removed, the test set's own noise
@@ -59,8 +59,8 @@ ledger's next level), online_fdr_dep.py (LOND and LORD under arbitrary dependenc
 """
 
 from ._core import (
-    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ConfidenceInterval, differences, exact_std, one_sample_t,
-    seed_std,
+    LARGE_N, MIN_PAIRS, POWER, SIGNIFICANT_DIGITS, ZERO_END, ConfidenceInterval, differences, exact_std,
+    one_sample_t, seed_std,
 )
 # The rest is imported on first use (PEP 562): a process that only gathers results (python -m
 # harness.analyze's first process, while a second computes the statistics) needs _core alone, and
@@ -69,7 +69,7 @@ _LAZY = {
     "margins": ("Margin", "MinimumEffectResult", "TOSTResult", "holm", "margin_bound_factors", "minimum_effect_test",
                 "pooled_seed_std", "resolve_margin", "tost"),
     "noise": ("NoiseFloor", "TestSetNoise", "noise_floor", "test_set_floor", "test_set_noise"),
-    "paired": ("BootstrapResult", "PermutationResult", "TTestResult", "WilcoxonResult", "bootstrap_ci", "effect_size_dz",
+    "paired": ("BOOTSTRAP_MIN_PAIRS", "BootstrapResult", "PermutationResult", "TTestResult", "WilcoxonResult", "bootstrap_ci", "effect_size_dz",
                "mean_interval", "paired_t", "sign_flip_permutation", "studentized_bootstrap", "welch_t",
                "wilcoxon_signed_rank"),
     "power": ("SeedsNeeded", "claim_floors", "decision_levels", "fewest_seeds", "paired_t_power", "sd_interval",
@@ -101,7 +101,7 @@ def __dir__():
 
 __all__ = [
     "BootstrapResult", "ConfidenceInterval", "DIFFERS", "DecisionInterval", "TestSetNoise", "beyond_test_set_sentence",
-    "claim_floors", "decision_levels", "decision_pvalues", "exact_sign_flip_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "Margin", "MinimumEffectResult",
+    "BOOTSTRAP_MIN_PAIRS", "claim_floors", "decision_levels", "decision_pvalues", "exact_sign_flip_pvalues", "fewest_seeds", "margin_bound_factors", "sd_interval", "mean_interval", "sign_flip_floor", "studentized_bootstrap", "test_set_noise", "LARGE_N", "MIN_PAIRS", "ZERO_END", "Margin", "MinimumEffectResult",
     "NoiseFloor", "POWER", "PairedComparison", "PermutationResult", "SIGNIFICANT_DIGITS", "SeedsNeeded",
     "TOSTResult", "TTestResult", "VERDICTS", "Verdict", "WilcoxonResult", "bootstrap_ci", "compare",
     "compare_to_baseline", "decide", "differences", "effect_size_dz", "exact_std", "holm", "minimum_effect_test",

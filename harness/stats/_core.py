@@ -19,6 +19,9 @@ SIGNIFICANT_DIGITS = 12
 # at that size it is exact to the digits we print, and enumerating or sampling sign flips of
 # thousands of pairs would take seconds per comparison (scripts/bench_analyze.py).
 LARGE_N = 1000
+# An interval end this close to 0, relative to the interval's size, is 0 up to the arithmetic that
+# found it (the exact test's bound is bisected to within 1e-9 of the differences' scale): said as 0.
+ZERO_END = 1e-6
 
 
 class ConfidenceInterval(NamedTuple):
@@ -59,6 +62,15 @@ def differences(a, b) -> np.ndarray:
     if decimals is None:
         return d
     return np.round(d, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def rounded_differences(d, scale: float) -> np.ndarray:
+    """Differences ``d`` rounded as differences() rounds them, given the inputs' magnitude ``scale``
+    (the largest |value| compared); ±inf stay (a diverged run's pair)."""
+    d = np.asarray(d, dtype=float)
+    if not scale or not math.isfinite(scale):
+        return d
+    return np.round(d, SIGNIFICANT_DIGITS - math.ceil(math.log10(abs(scale)))) + 0.0
 
 
 def seed_std(x, decimals: int | None | str = "auto") -> float:

@@ -40,16 +40,28 @@ class Margin(Result):
     """
 
     value: float  # the point value, in the metric's units
-    source: str  # "auto" (estimated from the data) or "given" (declared before the data)
+    source: str  # "auto" (estimated from the data), "given" (a number) or "none" (no margin: tests against 0)
     description: str
     low: float = math.nan  # the margin "equivalent" is tested against
     high: float = math.nan  # the margin "beyond" is tested against
     df: int | None = None  # degrees of freedom of the chi-square interval (auto)
     bound_alpha: float = 0.0  # one-sided error share of each bound (auto); 0 for a given margin
+    declared: str = ""  # a given margin: when it was declared (before the data, after it, for an alternative)
 
     @property
     def estimated(self) -> bool:
         return self.source == "auto"
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if d["declared"] in ("", "declared before the data"):  # the usual case: analysis.json as it always was
+            del d["declared"]
+        return d
+
+    @property
+    def none(self) -> bool:
+        """No margin: "beyond" is the test against 0 and equivalence cannot be claimed."""
+        return self.source == "none"
 
 
 def margin_bound_factors(df, bound_alpha: float):
@@ -66,8 +78,9 @@ def margin_bound_factors(df, bound_alpha: float):
 
 
 def resolve_margin(margin, groups: Sequence = (), *, unit: str = "", alpha: float = 0.05,
-                   resolution: float | None = None) -> Margin:
-    """A number (the user's margin, declared before the data) or "auto" (the pooled seed std).
+                   resolution: float | None = None, declared: str = "declared before the data") -> Margin:
+    """A number (the user's margin; ``declared`` says when it was declared), "auto" (the pooled seed
+    std) or None (no margin: its tests run at 0, so only better, worse or no detectable difference).
 
     ``resolution``: the metric's smallest step (100/n_test points for accuracy); an auto margin
     below it is flagged, since one changed test prediction already exceeds it.
@@ -99,12 +112,16 @@ def resolve_margin(margin, groups: Sequence = (), *, unit: str = "", alpha: floa
             text += (f". NOTE: the margin is smaller than one test example ({resolution:.3g}{unit}): "
                      f"a single changed prediction exceeds it")
         return Margin(value, "auto", text, low=low, high=high, df=df, bound_alpha=bound_alpha)
+    if margin is None:
+        return Margin(0.0, "none", "none: no margin was declared for this metric, so the verdict is better or worse "
+                                   "by the test against 0, or no detectable difference; equivalence is not claimed",
+                      low=0.0, high=0.0)
     if isinstance(margin, bool) or not isinstance(margin, (int, float, np.integer, np.floating)):
         raise ValueError(f'margin must be "auto" or a number >= 0 in the metric\'s units, got {margin!r}.')
     value = float(margin)
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"margin must be a finite number >= 0, got {margin!r}.")
-    return Margin(value, "given", f"given: {value:g}{unit}, declared before the data", low=value, high=value)
+    return Margin(value, "given", f"given: {value:g}{unit}, {declared}", low=value, high=value, declared=declared)
 
 
 @dataclass(frozen=True)

@@ -234,10 +234,10 @@ def sign_flip_permutation(a, b, *, n_resamples: int = 9999, seed: int = 0) -> Pe
 
 @dataclass(frozen=True)
 class BootstrapResult(Result):
-    low: float
-    high: float
+    low: float | None  # None: not shown (fewer than BOOTSTRAP_MIN_PAIRS pairs in a comparison)
+    high: float | None
     confidence_level: float
-    method: str  # "studentized", "percentile" (n > LARGE_N) or "none" (nothing to resample)
+    method: str  # "studentized", "percentile" (n > LARGE_N) or "none" (nothing to resample, or not shown)
     n_resamples: int
     seed: int
     note: str = ""
@@ -282,6 +282,24 @@ def studentized_bootstrap(d, *, confidence_level: float = 0.95, n_resamples: int
     if d.ndim == 1:
         return float(low[0]), float(high[0])
     return low, high
+
+
+# The studentized bootstrap interval is shown from this many pairs. Its coverage depends on the shape of
+# the differences, which fewer pairs cannot check: scripts/bench_stats.py (section 3) measures it on
+# normal, skewed and heavy-tailed differences at 6 to 30 pairs. With n pairs there are C(2n-1, n)
+# distinct resamples, 462 at 6 (fewer than the 9,999 drawn) against 92,378 at 10, so at a few pairs one
+# outlying pair decides both tails: 6 differences all below -56 gave [-145, +25].
+BOOTSTRAP_MIN_PAIRS = 10
+
+
+def bootstrap_not_shown(n: int, confidence_level: float, seed: int) -> BootstrapResult:
+    """The bootstrap block of a comparison of fewer than BOOTSTRAP_MIN_PAIRS pairs: no interval, and why."""
+    return BootstrapResult(
+        None, None, confidence_level, "none", 0, seed,
+        note=(f"not shown with {n} pairs: the studentized bootstrap interval is shown from {BOOTSTRAP_MIN_PAIRS} "
+              f"pairs, where scripts/bench_stats.py measures its coverage; with fewer, its ends depend on one or two "
+              f"pairs and on a shape of the differences that {n} pairs cannot check. Read the t interval (and the "
+              f"exact sign-flip test's) instead"))
 
 
 def bootstrap_ci(a, b, *, confidence_level: float = 0.95, n_resamples: int = 9999, seed: int = 0) -> BootstrapResult:

@@ -22,7 +22,8 @@ from ._core import ConfidenceInterval, Result, _is_constant, _pairs, difference_
 from .margins import Margin, MinimumEffectResult, TOSTResult, minimum_effect_test, resolve_margin, tost
 from .noise import NoiseFloor, TestSetNoise, noise_floor, test_set_noise
 from .paired import (
-    BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci, effect_size_dz,
+    BOOTSTRAP_MIN_PAIRS, BootstrapResult, PermutationResult, TTestResult, WilcoxonResult, bootstrap_ci,
+    bootstrap_not_shown, effect_size_dz,
     paired_t, sign_flip_permutation, welch_t, wilcoxon_signed_rank,
 )
 from .decision_p import (  # noqa: F401 - public here too
@@ -207,7 +208,8 @@ def _compare_unadjusted(a, b, *, arm: str, baseline: str, margin: Margin, alpha:
         t=paired_t(a, b, confidence_level=level),
         wilcoxon=wilcoxon_signed_rank(a, b, n_resamples=n_resamples, seed=seed),
         permutation=sign_flip_permutation(a, b, n_resamples=n_resamples, seed=seed),
-        bootstrap=bootstrap_ci(a, b, confidence_level=level, n_resamples=n_resamples, seed=seed),
+        bootstrap=(bootstrap_ci(a, b, confidence_level=level, n_resamples=n_resamples, seed=seed)
+                   if len(d) >= BOOTSTRAP_MIN_PAIRS or _is_constant(d) else bootstrap_not_shown(len(d), level, seed)),
         welch=welch_t(a, b, confidence_level=level),
         d_z=effect_size_dz(a, b), margin=margin,
         minimum_effect=minimum_effect_test(d, margin.high),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from ._core import ZERO_END
+
 
 def _p(p: float) -> str:
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}"
@@ -12,6 +14,15 @@ def _p(p: float) -> str:
 
 def _num(x: float) -> str:
     return f"{x:+.3g}"
+
+
+
+
+def _ends(low: float, high: float) -> tuple[str, str]:
+    """The two ends of an interval in words: an end at 0 up to rounding reads "0", not "+7.11e-09"."""
+    scale = sum(abs(x) for x in (low, high) if x is not None and math.isfinite(x))
+    return tuple("0" if x is not None and math.isfinite(x) and abs(x) <= ZERO_END * scale else _num(x)
+                 for x in (low, high))
 
 
 def _seeds(n: int | None) -> str:
@@ -24,7 +35,8 @@ def _level(level: float) -> str:
 
 
 def _interval(iv, u: str) -> str:
-    text = f"{_level(iv.level)} CI {_num(iv.low)} to {_num(iv.high)}{u}"
+    low, high = _ends(iv.low, iv.high)
+    text = f"{_level(iv.level)} CI {low} to {high}{u}"
     if any(x is not None and math.isinf(x) for x in (iv.low, iv.high)):  # said here, not only in report.md
         text += ("; an infinite end: with so few pairs the exact sign-flip test rejects no effect on that side "
                  "at this level, so nothing bounds it")
@@ -104,7 +116,9 @@ def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = T
             f"identical results: the factor did not change the numerics ({arm} and {base} gave "
             f"exactly the same value in all {c.n} seeds)."
         )
-    if code in ("better", "worse"):
+    if m.none and code in ("better", "worse", "differs", "undecided"):
+        s = _without_margin(c, code, word, effect, u)
+    elif code in ("better", "worse"):
         s = (f"{arm} is {word} than {base} beyond the margin: {effect} ({_interval(iv['beyond'], u)}), "
              f"more than {beyond_m} (minimum-effect test {_pvalues(c, 'beyond', c.minimum_effect.pvalue)}).")
     elif code == "smaller_than_margin":
@@ -172,6 +186,31 @@ def verdict_sentence(c, code: str, *, unit: str = "", higher_is_better: bool = T
     return s
 
 
+def _without_margin(c, code: str, word: str, effect: str, u: str) -> str:
+    """The verdicts that need no margin: better or worse by the test against 0 (the minimum-effect
+    test at 0), or no detectable difference; no equivalence claim."""
+    arm, base, iv = c.arm, c.baseline, c.intervals
+    none = "no margin was declared for this metric, so no claim of equivalence can be made"
+    if code in ("better", "worse"):
+        return (f"{arm} is {word} than {base}: {effect} ({_interval(iv['beyond'], u)}), a difference from 0 "
+                f"(two-sided test against 0 {_pvalues(c, 'beyond', c.minimum_effect.pvalue)}); {none}.")
+    if code == "differs":
+        return (f"{arm} is {word} than {base} by the t test against 0, {effect} ({_interval(iv['zero'], u)}; "
+                f"{_pvalues(c, 'zero', c.t.pvalue)}), but the two-sided test against 0 that decides better or worse "
+                f"({_pvalues(c, 'beyond', c.minimum_effect.pvalue)}) does not confirm it; {none}.")
+    need = c.seeds_needed
+    if c.exact:
+        plan = "seeds needed cannot be planned from differences that do not vary"
+    elif c.mean_diff == 0:
+        plan = "an observed difference of exactly 0 gives no effect size to plan for"
+    else:
+        plan = (f"about {_seed_range(need.at_observed, need.at_observed_range)} seeds would give {need.power:.0%} "
+                f"power to detect a true difference as large as the observed {_num(c.mean_diff)}{u}")
+    return (f"no detectable difference: {effect} ({_interval(iv['zero'], u)}; t test against 0 "
+            f"{_pvalues(c, 'zero', c.t.pvalue)}); a non-significant test is not evidence of no effect, and {none}; "
+            f"{plan}." + _floor_note(c))
+
+
 def beyond_test_set_sentence(c, *, unit: str = "", higher_is_better: bool = True) -> str:
     """Would the effect hold on a new test set from the same distribution? From TestSetNoise."""
     ts = c.test_set
@@ -182,7 +221,7 @@ def beyond_test_set_sentence(c, *, unit: str = "", higher_is_better: bool = True
     u = unit
     numbers = (
         f"test-set SE {ts.se_test_set:.3g}{u} beside seed SE {ts.se_seeds:.3g}{u}; for the data distribution "
-        f"(seeds x test examples) {_level(level)} CI {_num(low)} to {_num(high)}{u}, df {ts.df:.3g}"
+        f"(seeds x test examples) {_level(level)} CI {' to '.join(_ends(low, high))}{u}, df {ts.df:.3g}"
     )
     code = c.verdict.code if c.verdict is not None else ""
     if code in ("identical", "equivalent", "undecided"):

@@ -47,8 +47,6 @@ def more_seeds(first: dict, n: int, run) -> list:
 
 def check_request(n: int, declaration) -> None:
     """--seeds N against the declaration: a margin to be equivalent within, and enough seeds."""
-    from harness.stats import fewest_seeds
-
     if declaration is None:
         raise StatsInputError("--seeds: the config declares no readable metrics (stats.metrics, stats.metric), "
                               "so there is nothing to record; declare them as for python -m harness.")
@@ -56,10 +54,26 @@ def check_request(n: int, declaration) -> None:
         raise StatsInputError(
             "--seeds: stats.margin is null, so no run can be shown equivalent to the golden. Declare the smallest "
             "difference that matters, e.g. stats.margin=0.5 (in the primary metric's units), or stats.margin=auto.")
-    floor = fewest_seeds(declaration.alpha, two_sided=False)
-    if n < floor:
-        raise StatsInputError(f"--seeds {n}: an equivalence claim at alpha {declaration.alpha} needs at least {floor} "
-                              f"seeds (the exact sign-flip test cannot reach alpha with fewer); use --seeds {floor} or more.")
+    estimated = isinstance(declaration.margin, str)  # "auto": the margin comes from the seeds' spread
+    need = seeds_for_both_outcomes(declaration.alpha, estimated)
+    if n < need:
+        margin = ("a margin estimated from the data (stats.margin=auto), whose bounds take half of alpha"
+                  if estimated else f"the declared margin {declaration.margin:g}")
+        other = ("; with a declared margin (e.g. stats.margin=0.5) it needs "
+                 f"{seeds_for_both_outcomes(declaration.alpha, False)}" if estimated else "")
+        raise StatsInputError(
+            f"--seeds {n}: check must be able to say both 'changed' and 'equivalent', and with {margin} at "
+            f"alpha {declaration.alpha:g} the exact sign-flip test reaches both only with {need} or more seeds "
+            f"(with fewer a planted regression could only ever be 'undecided'); use --seeds {need} or more{other}.")
+
+
+def seeds_for_both_outcomes(alpha: float, estimated: bool) -> int:
+    """The fewest seeds with which check can reach both 'changed' (beyond the margin) and 'equivalent'
+    at the levels compare() decides them at (an estimated margin's bounds take half of alpha)."""
+    from harness.stats import claim_floors
+
+    floors = claim_floors(alpha, 1, margin_share=0.5 if estimated else 1.0)
+    return max(floors["beyond"], floors["equivalent"])
 
 
 def record(results: list, declaration) -> dict:

@@ -150,9 +150,12 @@ def _short(target: str) -> str:
     return str(target).rsplit(".", 1)[-1]
 
 
-def default_out(overrides: list[str]) -> Path:
+def default_out(overrides: list[str], tool: str = "noise_audit") -> Path:
+    """outputs/<tool>/<the overrides>: one path component however long the list (compose.short_name)."""
+    from harness.config.compose import short_name
+
     name = ",".join(sorted(overrides)).replace("/", "_") or "default"
-    return Path("outputs") / "noise_audit" / name
+    return Path("outputs") / tool / short_name(name)
 
 
 def parser() -> argparse.ArgumentParser:

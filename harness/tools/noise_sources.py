@@ -39,11 +39,13 @@ from pathlib import Path
 
 import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 
+from harness.config.schema import BUILTIN_LOOP
 from harness.results import example_correctness, write_json
 from harness.stats.sources import read_sources, spread
 from harness.tools.diff import parse_args
 from harness.tools.golden import BadInput, add_config_dir, compose_config, stack_summary
 from harness.tools.noise_sources_table import TABLE_COLUMNS, figure, render, table_rows
+from harness.tools.noise_audit import default_out
 from harness.tools.noise_runs import audited_metric, thread_counts
 from harness.tools.noise_sources_runs import Runner, jobs_of, plan
 
@@ -90,8 +92,8 @@ def main(argv=None) -> int:
         load = measure_load()  # once: the workers this tool starts must not count as others' load
         workers = _resolve_threads(cfg, load, runs=2 * (1 + args.repeats * (len(sources) + 1)))
         arms = _two_arms(cfg, declaration)
-        out_dir = Path(args.out) if args.out else Path("outputs") / "noise_sources" / (
-            ",".join(sorted(args.overrides)).replace("/", "_") or "default")
+        own_streams(sources, arms)
+        out_dir = Path(args.out) if args.out else default_out(args.overrides, "noise_sources")
         seed = int(cfg.seed if cfg.seed is not None else cfg.ab.seeds[0])
         text = measure(arms, seed, sources, args.repeats, declaration.spec(metric), out_dir,
                        margin=declaration.margin, overrides=args.overrides, workers=workers, free=load.free)
@@ -121,6 +123,28 @@ def _two_arms(cfg, declaration) -> dict:
     except (ExperimentError, PreflightError) as e:
         raise BadInput(str(e)) from None
     return chosen
+
+
+def _listed() -> str:
+    return f"the streams {', '.join(STREAMS)} and the numerical sources {', '.join(NUMERICAL)}"
+
+
+def own_streams(sources: list, arms: dict) -> list:
+    """The sources that are no stream of ours (a name a training of one's own gives run.generator),
+    refused where no training could draw from them: the built-in loop draws from ours only."""
+    own = [s for s in sources if s not in STREAMS + NUMERICAL + ("all",)]
+    builtin = all(str(c.train.fn) == BUILTIN_LOOP and c.train.get("cmd") is None for c in arms.values())
+    if own and builtin:
+        raise BadInput(_not_used(own[0], "the built-in training loop draws from no stream of that name"))
+    return own
+
+
+def _not_used(name: str, why: str) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(name, STREAMS + NUMERICAL, n=1)
+    return (f"--sources: {name!r} is not used by this training ({why}); nothing was measured. Give "
+            f"{_listed()}, or a name your training gives run.generator" + (f"; did you mean {near[0]}?" if near else "."))
 
 
 def _resolve_threads(cfg, load, *, runs: int) -> int:
@@ -165,12 +189,15 @@ def measure(arms: dict, seed: int, sources: list, k: int, spec, out_dir: Path, *
     with Runner(workers, free, int(a_cfg.determinism.threads), log=log, gpus=visible() if uses_gpu(a_cfg) else (), warm=modules_of(arms)) as runner:
         # first the reference and one run of each stream a training may never draw from: that run
         # tells whether the stream is used (the same bits as the reference: not used, no K runs)
-        probes = [s for s in measured if s in PROBED and runs[s]]
+        own = [s for s in measured if s not in STREAMS + NUMERICAL + ("all",)]
+        probes = [s for s in measured if (s in PROBED or s in own) and runs[s]]
         first = jobs_of(arms, "reference", [({}, seed, None, None)]) + [j for s in probes for j in jobs_of(arms, s, runs[s][:1])]
         totals = {"reference": 1, **{s: len(r) for s, r in runs.items()}}
         results = dict(zip(_runs_of(first), _pairs(runner.run(first, _progress(first, metric, arms, totals, log)))))
         ref = results.pop(("reference", 1))
         unused = [s for s in probes if all(_same(r, q) for r, q in zip(results[(s, 1)], ref))]
+        for s in (s for s in own if s in unused):  # a name no code draws from: a typo, never a reading
+            raise BadInput(_not_used(s, f"one run per arm with seeds.{s} moved changed no weight or metric"))
         done = {s: int(s in probes) for s in measured}  # runs of each source already trained
         rest = [j for s in measured if s not in unused for j in jobs_of(arms, s, runs[s][done[s]:], 1 + done[s])]
         results.update(zip(_runs_of(rest), _pairs(runner.run(rest, _progress(rest, metric, arms, totals, log)))))

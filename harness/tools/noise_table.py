@@ -30,7 +30,7 @@ def verdict(summary: dict, metric: str, k: int) -> list[str]:
         if s["identical_to_reference"] == s["compared_with_reference"]:
             lines.append(f"{name}: no effect at all: every run is bit-identical to the reference.")
         elif r["ratio"] is None:
-            lines.append(f"{name}: the seeds show no spread in {metric}, so there is nothing to compare with.")
+            lines.append(_no_ratio(name, s["metrics"][metric], summary["seeds"]["metrics"][metric], metric))
         elif r["low"] is None:
             lines.append(f"{name}: the runs differ in their weights but not in {metric} (std 0).")
         else:
@@ -42,6 +42,19 @@ def verdict(summary: dict, metric: str, k: int) -> list[str]:
             else:
                 lines.append(f"{name}: {ci}: larger than seed noise.")
     return lines
+
+
+def _no_ratio(name: str, src: dict, seeds: dict, metric: str) -> str:
+    """Why a source has no std ratio, saying what was compared: a source of one run has no spread
+    of its own (the seeds may well have one); seeds that agree exactly leave nothing to compare with."""
+    if src["n"] < 2:
+        reference = seeds["values"][0]  # the reference run is the seeds' first
+        seeds_std = "unknown" if seeds["std"] is None else format(seeds["std"], ".3g")
+        return (f"{name}: {src['n']} run only, so it has no spread of its own to set against the seeds' "
+                f"(std {seeds_std} over {seeds['n']} runs): its {metric} {src['mean']:.4g} against the reference "
+                f"run's {reference:.4g} ({src['mean'] - reference:+.3g}).")
+    return (f"{name}: the {seeds['n']} seeds show no spread in {metric} (std {_num(seeds['std'])}), so there is "
+            "nothing to compare its spread with.")
 
 
 # -- showing ------------------------------------------------------------------------------------

@@ -33,3 +33,38 @@ def missing_reason(key: str, fingerprints: dict) -> str | None:
     if EMPTY_DIGESTS.get(key) == value:
         return f"covered nothing (zero batches drawn through the Run): {HOW_TO_FILL[key]}"
     return None
+
+
+# -- coverage: how much of the training a record's proofs cover ----------------------------------
+
+
+def steps_recorded(fingerprints: dict) -> int | None:
+    """The number of per-step fingerprints a record holds (packed or as lists), None when unknown."""
+    steps = fingerprints.get("steps") if isinstance(fingerprints, dict) else None
+    if not isinstance(steps, dict):
+        return None
+    if isinstance(steps.get("n"), int):  # packed (results.pack_steps)
+        return steps["n"]
+    loss = steps.get("loss")
+    return len(loss) if isinstance(loss, list) else None
+
+
+def steps_trained(fingerprints: dict) -> int | None:
+    """The optimizer steps the trainer itself counted (``run.trained``), None when nothing said it."""
+    n = fingerprints.get("steps_trained") if isinstance(fingerprints, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def uncovered(fingerprints: dict) -> tuple[int, int] | None:
+    """(recorded, trained) when the record covers fewer steps than the trainer took, else None."""
+    n, trained = steps_recorded(fingerprints), steps_trained(fingerprints)
+    return (n, trained) if n is not None and trained is not None and n < trained else None
+
+
+def steps_words(recorded: int, trained: int | None) -> str:
+    """How many steps a whole proof covers, said against the trainer's own count where it is known."""
+    if trained is None:
+        return f"{recorded} steps as recorded by run.step"
+    if recorded == trained:
+        return f"{recorded} of {trained} steps"
+    return f"{recorded} steps recorded, {trained} counted by the trainer"

@@ -44,8 +44,8 @@ class HarnessBasicSweeper(BasicSweeper):
         self.overrides = self.split_arguments(parser.parse_overrides(params_conf), self.max_batch_size)
         root = Path(str(self.config.hydra.sweep.dir))
         root.mkdir(parents=True, exist_ok=True)
+        write_declaration(self.config, root)  # may refuse (the ledger's level): before multirun.yaml is replaced
         OmegaConf.save(self.config, root / "multirun.yaml")
-        write_declaration(self.config, root)
 
         returns, lost, idx = [], [], 0
         while not self.is_done():

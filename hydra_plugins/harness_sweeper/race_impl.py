@@ -57,7 +57,7 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         from harness.config.declaration import Declaration, DeclarationError
         from harness.config.preflight import PreflightError, preflight
         from harness.experiment import race_plan as rp
-        from harness.experiment.race import analyze_race
+        from harness.experiment.race import analyze_race, look_drops
         from harness.experiment.sequential import IdentityWatch, refresh
         from harness.experiment.units import arm_configs
         from harness.results import load_tree, read_json, write_json
@@ -90,6 +90,7 @@ class RaceSweeperImpl(SequentialSweeperImpl):
 
         idx = self._next_job_idx(root)
         returns, job_failures, lost, last, p = [], [], [], None, None
+        looks_said, diverged_said = 0, 0
         folder = self._job_folder_overrides(base + extra, root)
         while True:
             loaded = load_tree(root).results
@@ -107,11 +108,14 @@ class RaceSweeperImpl(SequentialSweeperImpl):
                              + "; check the jobs' logs (a job folder per job).")
             last = len(loaded)
             write_json(root / rp.RACE_NAME, rp.record(design, p, status="running", runs=len(loaded)))
-            for x in p.looks[-1:]:
+            for x in p.looks[looks_said:]:  # each look once, with every configuration it dropped
                 log.info(f"race look {x['look']} at {x['n']} seeds: " + ", ".join(
-                    f"{c} {m:.4g}" for c, m in x["means"].items()) + "".join(
-                    f"; dropped {d['config']} (behind {d['by']} by {d['behind']:.4g} > {d['width']:.4g})"
-                    for d in x["dropped"]))
+                    f"{c} {m:.4g}" for c, m in x["means"].items()) + "".join(f"; dropped {d}" for d in look_drops(x)))
+            looks_said = len(p.looks)
+            in_looks = sum(len(x.get("diverged") or []) for x in p.looks)
+            for d in p.diverged[max(in_looks, diverged_said):]:  # after the last look (the race may end there)
+                log.info(f"race: dropped {d['config']} (diverged at seed {d['seed']}: {d['reason']})")
+            diverged_said = len(p.diverged)
             if p.stopped or p.done:
                 break
             jobs = [base + extra + folder + [f"seed={s}", f"arm={c}"] for s in p.batch_seeds for c in p.batch_configs]
@@ -119,7 +123,7 @@ class RaceSweeperImpl(SequentialSweeperImpl):
                      f"{', '.join(p.batch_configs)}")
             idx = self._launch_batch(jobs, idx, root, returns, job_failures, lost)
 
-        block = rp.record(design, p, status="stopped" if p.stopped else "settled", runs=len(loaded))
+        block = rp.record(design, p, status=rp.final_status(p), runs=len(loaded))
         write_json(root / rp.RACE_NAME, block)
         analysis = analyze_race(root, ledger=cfg.get("ledger"))
         self._track(cfg, root, analysis)
