@@ -113,6 +113,7 @@ def test_units_side_by_side_each_write_and_read_their_own_files_and_relative_rea
     (launch / "data").mkdir(parents=True)
     (launch / "data" / "x.txt").write_text("inside\n")
     (launch.parent / "up.txt").write_text("above\n")
+    (launch / "model.pt").write_text("left by a run by hand")  # what pytorch/examples' main.py leaves behind
     sync = tmp_path / "sync"
     sync.mkdir()
     out = tmp_path / "out"
@@ -131,20 +132,32 @@ def test_units_side_by_side_each_write_and_read_their_own_files_and_relative_rea
         assert (seen[arm]["data"], seen[arm]["up"]) == ("inside", "above")  # ./data/x.txt and ../up.txt resolved
         kept = out / "runs" / "seed=0" / f"arm={arm}" / "work" / "proj" / "model.pt"
         assert kept.read_text() == arm and not kept.is_symlink()  # the unit's output stays in its folder
-    assert not (launch / "model.pt").exists()
+    assert (launch / "model.pt").read_text() == "left by a run by hand"  # the user's file, untouched
     # after the unit, its folder holds what the script wrote, not links into the launch folder
     assert not [p for p in (out / "runs").rglob("*") if p.is_symlink()]
 
 
-def test_a_file_of_the_launch_folder_written_through_its_link_is_named(tmp_path, caplog):
-    # a file already in the launch folder is reached through a link (a script may read it): a script
-    # that writes it writes the user's file, which units side by side would share; that is said
+def test_a_file_of_the_launch_folder_is_the_units_own_copy_and_a_large_one_written_through_is_named(
+        tmp_path, caplog, monkeypatch):
+    # a small file already in the launch folder is copied into each unit's folder: a script that writes
+    # it writes its own copy; a large one is reached through a link, and a write to it is said
+    from harness.integrations import workdir
+
     launch = tmp_path / "proj"
     launch.mkdir()
     (launch / "model.txt").write_text("left by a run by hand\n")
+    harness.run([*BASE, f"train.cmd=[python,{TOY}]", f"train.cwd={launch}", "+train.args.save=model.txt",
+                 "ab.seeds=[0]", "repro.certificate=false"], out_dir=tmp_path / "out", config_dir=TEST_CONF,
+                verbose=False)
+    assert (launch / "model.txt").read_text() == "left by a run by hand\n"
+    for arm in ("A", "B"):
+        own = tmp_path / "out" / "runs" / "seed=0" / f"arm={arm}" / "work" / "proj" / "model.txt"
+        assert own.read_text() != "left by a run by hand\n" and not own.is_symlink()
+
+    monkeypatch.setattr(workdir, "COPY_BYTES", 4)  # model.txt counts as large now: linked, not copied
     with caplog.at_level("WARNING"):
         harness.run([*BASE, f"train.cmd=[python,{TOY}]", f"train.cwd={launch}", "+train.args.save=model.txt",
-                     "ab.seeds=[0]", "repro.certificate=false"], out_dir=tmp_path / "out", config_dir=TEST_CONF,
+                     "ab.seeds=[0]", "repro.certificate=false"], out_dir=tmp_path / "out2", config_dir=TEST_CONF,
                     verbose=False)
     said = [r.getMessage() for r in caplog.records if "units side by side share that file" in r.getMessage()]
     assert len(said) == 2 and all(str(launch / "model.txt") in m for m in said)

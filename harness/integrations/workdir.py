@@ -10,10 +10,13 @@ when the unit ends: the folder keeps what the script wrote, and no link into the
 for a copy or a walk of the results to follow. A script's own files are still read from the launch
 folder (its code identity, command_spec.code_files).
 
-Not mirrored: the entry that holds the unit's folder (the output folder under the launch folder: a
-link to it would be a cycle). A file or folder already in the launch folder is reached through its
-link, so a script that writes into one (a model.pt left by a run by hand, an existing ./checkpoints/)
-writes the user's file; ``written_through`` names the top-level files whose content changed.
+The launch folder's own files up to COPY_BYTES (scripts, a model.pt left by a run by hand) are
+copied, not linked: a script that saves over one writes its own copy, never the user's file or the
+other units'. A copy the script left as it was is removed with the links; one it wrote stays with
+the unit. Not mirrored: the entry that holds the unit's folder (the output folder under the launch
+folder: a link to it would be a cycle). A larger file or a folder already in the launch folder is
+reached through its link, so a script that writes into one (an existing ./checkpoints/) writes the
+user's file; ``changed`` names the linked top-level files whose content changed.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 WORK = "work"
+COPY_BYTES = 16 * 2**20  # a top-level file up to this size is copied into each unit's folder
 
 
 @contextlib.contextmanager
@@ -35,25 +39,43 @@ def unit_workdir(launch: Path, unit: Path, changed: list) -> Iterator[Path]:
     work = unit / WORK
     cwd = work if launch.parent == launch else work / launch.name
     levels = [(launch, cwd)] if cwd == work else [(launch.parent, work), (launch, cwd)]
-    made: list[tuple[Path, str]] = []
+    made: list[tuple[Path, str | None]] = []
+    copies: dict = {}
     try:
         for source, place in levels:
             _clear(place, source)  # links a unit killed with the harness left behind
         cwd.mkdir(parents=True, exist_ok=True)
         for source, place in levels:
-            made += _mirror(source, place, unit, keep=cwd)
-        own = [target for link, target in made if link.parent == cwd]  # the launch folder's files
+            made += _mirror(source, place, unit, keep=cwd, copy=place == cwd)
+        copies = {link: (st.st_size, st.st_mtime_ns) for link, st in
+                  ((link, _stat(link)) for link, target in made if target is None) if st is not None}
+        own = [target for link, target in made if link.parent == cwd and target is not None]  # linked files
         before = _files_state(own)
         yield cwd
         changed += [target for target, state in _files_state(own).items() if before.get(target) != state]
     finally:
         for link, target in made:
             with contextlib.suppress(OSError):
-                if os.readlink(link) == target:  # the script may have replaced it with a file of its own
+                if target is None:  # a copy: removed unless the script wrote it (then it is the unit's)
+                    st = os.lstat(link)
+                    if stat.S_ISREG(st.st_mode) and copies.get(link) == (st.st_size, st.st_mtime_ns):
+                        os.unlink(link)
+                elif os.readlink(link) == target:  # the script may have replaced it with a file of its own
                     os.unlink(link)
 
 
-def _mirror(source: Path, place: Path, unit: Path, keep: Path) -> list[tuple[Path, str]]:
+def _stat(path: Path):
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _mirror(source: Path, place: Path, unit: Path, keep: Path, copy: bool) -> list[tuple[Path, str | None]]:
+    """(entry made, the target it links to; None for a copy) for each entry of ``source`` put in
+    ``place``; with ``copy``, regular files up to COPY_BYTES are copied rather than linked."""
+    import shutil
+
     made = []
     try:
         entries = sorted(os.scandir(source), key=lambda e: e.name)
@@ -61,9 +83,19 @@ def _mirror(source: Path, place: Path, unit: Path, keep: Path) -> list[tuple[Pat
         return made
     for entry in entries:
         target, link = source / entry.name, place / entry.name
-        if link == keep or target == unit or target in unit.parents or os.path.lexists(link):
-            continue  # our own folder, the one holding the unit (a cycle), or the script's earlier output
+        if link == keep or target == unit or target in unit.parents:
+            continue  # our own folder, or the one holding the unit (a cycle)
         try:
+            if copy and entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= COPY_BYTES:
+                # a fresh copy of the launch folder's file, over what an interrupted run left there (never
+                # written through: a link left there is removed first)
+                if os.path.islink(link) or os.path.isfile(link):
+                    os.unlink(link)
+                shutil.copy2(target, link)  # its own copy: a write to it stays with this unit
+                made.append((link, None))
+                continue
+            if os.path.lexists(link):
+                continue  # the script's earlier output
             os.symlink(target, link)
         except OSError:
             continue
