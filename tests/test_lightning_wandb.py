@@ -81,3 +81,25 @@ def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert not list(tmp_path.rglob("*.wandb")) and (tmp_path / "unit" / "attached.json").is_file()
     assert done.stderr.count("Lightning's WandbLogger is turned off for this unit") == 1
+
+
+def test_a_logger_turned_off_in_workers_is_said_once_and_its_project_kept(tmp_path):
+    """workers=2: each unit runs in a worker, where the user's WandbLogger(project=...) is turned off and
+    the main process logs the unit. The terminal says so once (not once per unit, not only in a
+    worker's stderr), naming the user's project, and the harness's runs go to that project."""
+    out = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "harness", "+experiment=loss_ab", "ab.seeds=[0,1,2]", f"hydra.run.dir={out}",
+           "progress=false", "determinism.threads=1", "workers=2", "repro.certificate=false",
+           "train.fn=tests.lightning_fns.fit_with_wandb"]
+    done = subprocess.run(cmd, cwd=REPO, env=subprocess_env(HOME=str(tmp_path / "home")), capture_output=True,
+                          text=True, timeout=600)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 0, "\n".join(lines[-60:])
+
+    said = [line for line in lines if "WandbLogger" in line]
+    assert len(said) == 1, "\n".join(said)
+    assert "'my-lightning-project'" in said[0] and "turned off in 6 units" in said[0], said[0]
+    runs = wandb_reader.read_runs(out / "wandb")
+    units = {f"seed={s} arm={a}" for s in SEEDS for a in "AB"}
+    assert {r.name for r in runs} == units | {"analysis"}
+    assert {r.project for r in runs} == {"my-lightning-project"}  # the analysis's run with them
