@@ -5,6 +5,7 @@ offline ``.wandb`` files; where the harness logs the unit elsewhere the logger i
 from __future__ import annotations
 
 import collections
+import json
 import subprocess
 import sys
 
@@ -41,10 +42,12 @@ def test_a_wandb_logger_in_the_users_trainer_logs_into_the_units_one_run(tmp_pat
             assert [row["harness/step"] for row in harness_rows] == list(range(1, 9))
             assert run.summary["fingerprints/data_order"]
 
-    said = [line for line in lines if "WandbLogger logs into the harness's wandb run of this unit" in line]
-    assert len(said) == len(units)
+    # said once for the six units, with why the runs are not in the logger's project
+    said = [line for line in lines if "WandbLogger (project 'my-lightning-project') logged into" in line]
+    assert len(said) == 1 and "each of 6 units, in project 'harness', not 'my-lightning-project': " in said[0]
+    assert "set logger.wandb.project=my-lightning-project" in said[0]
     # the certificate's rerun: Lightning's logger off (no seventh unit run above), said
-    assert sum("WandbLogger is turned off for this unit" in line for line in lines) == 1
+    assert sum("WandbLogger (project 'my-lightning-project') is turned off for this unit" in line for line in lines) == 1
     # each Lightning line once per Trainer (6 units and the certificate's rerun), never twice
     assert sum("GPU available" in line for line in lines) == len(units) + 1
     assert not [line for line in lines if "There is a wandb run already in progress" in line]
@@ -58,7 +61,7 @@ def test_a_unit_written_nowhere_turns_the_loggers_run_off(tmp_path, capsys):
     logger = WandbLogger(project="mine", save_dir=str(tmp_path))
     L.trainer(callback, logger=logger).fit(L.MLP(), datamodule=L.Digits())
     assert not list(tmp_path.rglob("*.wandb"))
-    assert "WandbLogger is turned off for this unit" in capsys.readouterr().err
+    assert "WandbLogger (project 'mine') is turned off for this unit" in capsys.readouterr().err
 
 
 def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
@@ -80,7 +83,11 @@ def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert not list(tmp_path.rglob("*.wandb")) and (tmp_path / "unit" / "attached.json").is_file()
-    assert done.stderr.count("Lightning's WandbLogger is turned off for this unit") == 1
+    assert done.stderr.count("Lightning's WandbLogger (project 'mine') is turned off for this unit") == 1
+    # and noted in the unit's record, for the harness to say once and log the unit in that project
+    record = json.loads((tmp_path / "unit" / "attached.json").read_text())
+    assert record["notices"] == [{"who": "harness.lightning", "logger": "Lightning's WandbLogger", "wandb": "off",
+                                  "project": "mine"}]
 
 
 def test_a_logger_turned_off_in_workers_is_said_once_and_its_project_kept(tmp_path):

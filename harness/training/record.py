@@ -76,4 +76,6 @@ def adopted_record(record: Mapping, metrics: Mapping, rows: Mapping, seconds: fl
     out["fingerprints"]["attached"] = True
     if record.get("examples") is not None:
         out["examples"] = record["examples"]
+    if record.get("notices"):  # what the script's trainer callbacks noted (wandb_hook.py)
+        out["notices"] = list(record["notices"])
     return out

@@ -96,6 +96,8 @@ class Run:
         self._examples: dict[str, Any] = {}  # metric -> per-example outcomes, in recording order
         self._in_init = False
         self._t0 = time.perf_counter()
+        # what the harness says once for all units (a trainer's wandb logger turned off: wandb_hook.py)
+        self.notices: list[dict] = []
 
     # -- randomness ------------------------------------------------------------------------------
 
@@ -331,6 +333,8 @@ class Run:
             out["examples"] = pack_example_records(self._examples)
         if self._save_weights or self._keep:
             out["weights"] = self._watched.weights()
+        if self.notices:
+            out["notices"] = list(self.notices)
         return out
 
     @property
