@@ -110,3 +110,26 @@ def test_a_logger_turned_off_in_workers_is_said_once_and_its_project_kept(tmp_pa
     units = {f"seed={s} arm={a}" for s in SEEDS for a in "AB"}
     assert {r.name for r in runs} == units | {"analysis"}
     assert {r.project for r in runs} == {"my-lightning-project"}  # the analysis's run with them
+
+
+def test_a_command_arms_logger_turned_off_is_said_once_and_its_project_kept(tmp_path):
+    """A command arm's script with WandbLogger(project="userproj"): each unit's stderr.txt says it was
+    turned off there; the terminal says it once for all units; the harness logs them in userproj."""
+    out = tmp_path / "exp"
+    script = REPO / "tests" / "command_scripts" / "lightning_wandb.py"
+    cmd = [sys.executable, "-m", "harness", "--config-dir", str(REPO / "examples" / "lightning" / "conf"),
+           "+experiment=lightning_ab", "ab.seeds=[0,1,2]", f"hydra.run.dir={out}", "progress=false", "workers=1",
+           "determinism.threads=1", "repro.certificate=false", "logger=wandb", f"train.cmd=[{sys.executable},{script}]"]
+    done = subprocess.run(cmd, cwd=REPO, env=subprocess_env(HOME=str(tmp_path / "home")), capture_output=True,
+                          text=True, timeout=600)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 0, "\n".join(lines[-60:])
+
+    said = [line for line in lines if "WandbLogger" in line]
+    assert len(said) == 1 and "(project 'userproj') was turned off in 6 units" in said[0], "\n".join(said)
+    assert said[0].endswith("in project 'userproj' (the logger's).")
+    unit = out / "runs" / "seed=0" / "arm=low"
+    assert "Lightning's WandbLogger (project 'userproj') is turned off for this unit" in (unit / "stderr.txt").read_text()
+    runs = wandb_reader.read_runs(out / "wandb")
+    assert {r.name for r in runs} == {f"seed={s} arm={a}" for s in SEEDS for a in ("low", "high")} | {"analysis"}
+    assert {r.project for r in runs} == {"userproj"}
