@@ -3,7 +3,7 @@ wandb logger turned off, or logging into the harness's run of the unit), said on
 for all its units, and the project the user's logger names kept where the harness can.
 
 A unit's result carries its notices (``result["notices"]``); the tracker reads them as it logs the
-unit (``Notices.heed``) and says each distinct one once when it closes (``Notices.lines``), with the
+unit (``Notices.heed``) and says each distinct one once when it closes (``Notices.said``), with the
 number of units. The harness's wandb runs go to the project the user's logger names when the
 harness's own project is its default (neither ``logger.wandb.project`` nor ``$WANDB_PROJECT``) and
 no run has been opened yet: one experiment's runs stay in one project. Otherwise the line says why
@@ -38,10 +38,12 @@ class Notices:
                     tracker.options["project_from"] = "the trainer's logger"
                 self.why_not[project] = why or ""
 
-    def lines(self, project: Optional[str]) -> list[str]:
-        """One line per distinct notice. ``project``: the harness's wandb project (None: logger=none)."""
+    def said(self, project: Optional[str]) -> list[str]:
+        """One line per distinct notice, each said once (counted afresh after). ``project``: the
+        harness's wandb project (None: logger=none)."""
         out = []
-        for (logger, mode, named), n in self.counts.items():
+        counts, self.counts = self.counts, Counter()
+        for (logger, mode, named), n in counts.items():
             units = f"{n} unit{'s' if n != 1 else ''}"
             head = f"{logger}" + (f" (project {named!r})" if named else "")
             if mode == "shared":

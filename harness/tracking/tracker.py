@@ -85,8 +85,7 @@ class NullTracker:
         pass
 
     def close(self) -> list[str]:
-        warnings, self._warnings = self._warnings + self.notices.lines(None), []
-        self.notices = Notices()
+        warnings, self._warnings = self._warnings + self.notices.said(None), []
         return warnings
 
 
@@ -185,7 +184,7 @@ class WandbTracker:
         for var, value in self._env_set.items():
             if os.environ.get(var) == value:
                 del os.environ[var]
-        return self._warnings()
+        return closing_words(self) + self.notices.said(self.options["project"])
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -386,9 +385,6 @@ class WandbTracker:
         finally:
             # ends wandb's service process: no leftover processes, also in a reused joblib worker
             wandb.teardown()
-
-    def _warnings(self) -> list[str]:
-        return closing_words(self) + self.notices.lines(self.options["project"])
 
 
 # -- small helpers -------------------------------------------------------------------------------
