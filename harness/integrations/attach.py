@@ -151,6 +151,8 @@ class AttachedRun(Run):
         if self._trained is not None:
             self._record["fingerprints"]["steps_trained"] = self._trained
         self._record["metrics"] = dict(self.final_metrics if metrics is None else metrics)
+        if self.notices:  # a later trainer's too (a test after the fit)
+            self._record["notices"] = list(self.notices)
         _write(self.record_to, self._record)
         return self._record
 

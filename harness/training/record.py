@@ -80,4 +80,6 @@ def adopted_record(record: Mapping, metrics: Mapping, rows: Mapping, seconds: fl
         out["env"] = dict(record["env"])
     if record.get("examples_set_aside"):  # kept apart as the script's Run kept them
         out["examples_set_aside"] = record["examples_set_aside"]
+    if record.get("notices"):  # what the script's trainer callbacks noted (wandb_hook.py)
+        out["notices"] = list(record["notices"])
     return out

@@ -97,6 +97,8 @@ class Run:
         self._set_aside: list[tuple] = []  # (outcomes, why, fix) of records no declared metric can own
         self._in_init = False
         self._t0 = time.perf_counter()
+        # what the harness says once for all units (a trainer's wandb logger turned off: wandb_hook.py)
+        self.notices: list[dict] = []
 
     # -- randomness ------------------------------------------------------------------------------
 
@@ -339,6 +341,8 @@ class Run:
             out["examples_set_aside"] = set_aside_records(self._set_aside, self.run_dir is None)
         if self._save_weights or self._keep:
             out["weights"] = self._watched.weights()
+        if self.notices:
+            out["notices"] = list(self.notices)
         return out
 
     @property
