@@ -20,6 +20,7 @@ import _results_factory as F  # noqa: E402
 
 from harness import stats
 from harness.analysis import report as report  # noqa: E402
+from harness.analysis import summary  # noqa: E402
 from harness.analysis import markdown  # noqa: E402
 from harness.analysis.analyze import SCHEMA, AnalysisError, analyze, analyze_dir  # noqa: E402
 from harness.tools.analyze import main  # noqa: E402
@@ -543,7 +544,7 @@ def test_the_figure_with_three_numeric_arms_has_verdict_title_pairs_dose_respons
     from harness.analysis.figures import figure
 
     a = analyze(_with_examples(arms=("A", "B", "C")), **FAST)
-    fig = figure(a, title=report._title(a), fmt=report._Fmt(a))
+    fig = figure(a, title=summary.title(a), fmt=report._Fmt(a))
     pairs_ax, diffs_ax, dose_ax, curves_ax = fig.axes
     assert "B vs A: " in fig._suptitle.get_text() and a["comparisons"]["C"]["verdict"]["code"].replace("_", " ") in fig._suptitle.get_text()
     # each arm's lines stay within its own pair of columns: none passes through another arm

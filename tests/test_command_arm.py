@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +68,8 @@ def test_a_unit_gets_its_flags_seed_placeholders_and_environment(tmp_path):
     assert seen["argv"] == ["--out", str(folder / "seen.json"), "--mode", "ok", "--flag", "--shift", "0.25", "--seed", "4"]
     assert seen["env"] == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HARNESS_SEED": "4", "HARNESS_ARM": "B",
                            "HARNESS_RUN_DIR": str(folder), "CUBLAS_WORKSPACE_CONFIG": seen["env"]["CUBLAS_WORKSPACE_CONFIG"]}
-    assert seen["env"]["CUBLAS_WORKSPACE_CONFIG"] and seen["cwd"] == os.getcwd()
+    # the unit's working folder: its own, mirroring the launch folder (integrations/workdir.py)
+    assert seen["env"]["CUBLAS_WORKSPACE_CONFIG"] and seen["cwd"] == str(folder.resolve() / "work" / Path.cwd().name)
     assert _result(tmp_path, 4, "B")["metrics"] == {"score": float(f"{50.0 + 0.25 * 1.1 + 4 * 7919 % 13 / 10 + 0.5:.4f}")}
 
 
@@ -237,7 +239,10 @@ def test_command_units_never_import_torch_serial_or_side_by_side_and_both_give_t
         for arm in ("A", "B"):
             a, b = _result(tmp_path / "serial", seed, arm), _result(tmp_path / "sbs", seed, arm)
             assert b["status"] == "completed" and (b["metrics"], b["curve"]) == (a["metrics"], a["curve"])
-            assert a["env"]["torch"] == b["env"]["torch"] == identity.torch_version()  # torch's own text
+            # the interpreter's torch, read without importing it (torch's own text); which torch the
+            # script imported only the script can say: unknown
+            assert a["code"]["interpreter"]["packages"]["torch"] == b["code"]["interpreter"]["packages"]["torch"] \
+                == identity.torch_version() and a["env"]["torch"] is b["env"]["torch"] is None
             for folder in ("serial", "sbs"):  # the unit's runner, as the script saw its parent
                 seen = read_json(tmp_path / folder / "runs" / f"seed={seed}" / f"arm={arm}" / "seen.json")
                 assert seen["parent_torch"] is False, (folder, seed, arm)

@@ -17,7 +17,7 @@ import _results_factory as F  # noqa: E402
 from harness.analysis import evidence  # noqa: E402
 from harness.analysis.analyze import analyze  # noqa: E402
 from harness.analysis.markdown import markdown  # noqa: E402
-from harness.analysis.report import write_figure  # noqa: E402
+from harness.analysis.figures import write_figure  # noqa: E402
 from harness.stats.trend import dose_trend, linearity_rows, per_seed_slopes  # noqa: E402
 
 

@@ -26,7 +26,7 @@ from harness.tools import golden as golden
 from harness.tools import noise_audit as noise_audit
 from harness import results as results_io
 from harness.analysis.analyze import analyze, analyze_dir
-from harness.training.run import Run, RunUsageError, TensorBatches
+from harness.training.run import Run, TensorBatches
 from harness.config.declaration import MetricSpec
 from harness.analysis.selection import _usable_runs
 
@@ -146,12 +146,17 @@ def test_a_record_names_its_metric_and_without_a_name_belongs_to_the_one_declare
     ({"a": {"direction": "max", "unit": "pts", "examples": True}, "b": {"direction": "max", "unit": "pts", "examples": True}}, "a, b"),
     (None, "no metrics were declared"),
 ])
-def test_a_record_without_a_name_and_not_one_declared_examples_metric_is_refused(declared, which):
+def test_a_record_without_a_name_and_not_one_declared_examples_metric_is_set_aside_with_the_fix(declared, which):
+    """Found after training, the slip never fails the run: the record is kept apart, unused, with
+    the line that fixes it (a Run outside a harness run also warns: no analysis will say it)."""
     run = Run(0, metrics=declared)
-    with pytest.raises(RunUsageError) as e:
-        run.record_examples(torch.ones(3, dtype=torch.bool))
-    text = str(e.value)
-    assert "stats.metrics" in text and "metric=" in text and which in text
+    run.record_examples(torch.ones(3, dtype=torch.bool))
+    with pytest.warns(FutureWarning, match="examples: true") as caught:
+        out = _finished(run, {"val_score": 100.0})
+    assert "examples" not in out and results_io.example_correctness(out, "val_score") is None
+    (aside,) = out["examples_set_aside"]
+    assert which in aside["why"] and "stats.metrics" in aside["fix"] and "metric=" in aside["fix"] and aside["n"] == 3
+    assert len(caught) == 1
 
 
 def test_records_of_two_metrics_are_both_kept_and_each_is_read_by_its_name():
@@ -167,11 +172,14 @@ def test_records_of_two_metrics_are_both_kept_and_each_is_read_by_its_name():
     assert {r["metric"] for r in results_io.example_records(out)} == {"top1", "top5"}
 
 
-def test_a_record_of_a_metric_the_function_did_not_return_fails_the_run():
+def test_a_record_of_a_metric_the_function_did_not_return_is_set_aside_not_a_failed_run():
     run = Run(0, metrics={"val_score": {"direction": "max", "unit": "pts", "examples": True}})
     run.record_examples(torch.ones(3, dtype=torch.bool), metric="val_scor")
-    with pytest.raises(RunUsageError, match="val_scor.*returned no such metric"):
-        _finished(run, {"val_score": 100.0})
+    with pytest.warns(FutureWarning, match="val_scor.*returned no such metric"):
+        out = _finished(run, {"val_score": 100.0})
+    assert out["metrics"] == {"val_score": 100.0} and "examples" not in out
+    (aside,) = out["examples_set_aside"]
+    assert "return val_scor" in aside["fix"] and "metric=" in aside["fix"]
 
 
 def test_the_builtin_loop_records_test_accuracy(tmp_path):

@@ -192,3 +192,29 @@ def test_the_ledger_row_of_a_rank_decided_claim_says_its_direction_not_the_finis
     assert row["verdict"] == "worse" and row["p_decision"] == a["diverged"]["tests"]["B"]["pvalue"]
     assert (row["effect"], row["ci_low"], row["ci_high"]) == (None, None, None)  # a diverged run has no size
     assert "diverged runs counted as worst" in row["claim"]
+
+
+def test_worst_ranks_the_differences_rounded_as_every_other_test_rounds_them():
+    """+1 test example is 0.27777777777777146 from 300/360 and 0.2777777777777857 from 302/360: the
+    same difference, which the signed-rank test must rank as a tie (mid-ranks), as Wilcoxon's test
+    on the differences rounded to 12 significant digits does."""
+    from scipy import stats
+
+    unit = 100.0 / F.N_TEST
+    base = [300, 302, 301, 304, 303, 306, 305, 308, 307, 310]  # A's correct examples per seed
+    step = [1, 1, 1, 1, -1, 2, -1, None, 3, 1]  # B - A in examples; None: B diverged
+    a = [k * unit for k in base]
+    b = [None if s is None else (k + s) * unit for k, s in zip(base, step)]
+    raw = [y - x for x, y in zip(a, b) if y is not None]
+    assert len({d for d in raw if d > 0 and d < 0.3}) == 2  # the float noise this test is about
+    results = []
+    for r in F.make_results({"A": a, "B": [0.0 if v is None else v for v in b]}):
+        if r["arm"] == "B" and b[r["seed"]] is None:
+            r = F.make_result(r["seed"], "B", None, status="failed", error=NAN)
+        results.append(r)
+    test = analyze(results)["diverged"]["tests"]["B"]
+
+    decimals = 12 - math.ceil(math.log10(max(a + [v for v in b if v is not None])))
+    d = [-1e9 if y is None else round(y - x, decimals) for x, y in zip(a, b)]  # the diverged run: the worst
+    want = stats.wilcoxon(d, method=stats.PermutationMethod()).pvalue  # 2^10 sign patterns: exact
+    assert test["pvalue"] == pytest.approx(want, rel=0, abs=1e-12)

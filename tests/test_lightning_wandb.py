@@ -5,6 +5,7 @@ offline ``.wandb`` files; where the harness logs the unit elsewhere the logger i
 from __future__ import annotations
 
 import collections
+import json
 import subprocess
 import sys
 
@@ -41,10 +42,12 @@ def test_a_wandb_logger_in_the_users_trainer_logs_into_the_units_one_run(tmp_pat
             assert [row["harness/step"] for row in harness_rows] == list(range(1, 9))
             assert run.summary["fingerprints/data_order"]
 
-    said = [line for line in lines if "WandbLogger logs into the harness's wandb run of this unit" in line]
-    assert len(said) == len(units)
+    # said once for the six units, with why the runs are not in the logger's project
+    said = [line for line in lines if "WandbLogger (project 'my-lightning-project') logged into" in line]
+    assert len(said) == 1 and "each of 6 units, in project 'harness', not 'my-lightning-project': " in said[0]
+    assert "set logger.wandb.project=my-lightning-project" in said[0]
     # the certificate's rerun: Lightning's logger off (no seventh unit run above), said
-    assert sum("WandbLogger is turned off for this unit" in line for line in lines) == 1
+    assert sum("WandbLogger (project 'my-lightning-project') is turned off for this unit" in line for line in lines) == 1
     # each Lightning line once per Trainer (6 units and the certificate's rerun), never twice
     assert sum("GPU available" in line for line in lines) == len(units) + 1
     assert not [line for line in lines if "There is a wandb run already in progress" in line]
@@ -58,7 +61,7 @@ def test_a_unit_written_nowhere_turns_the_loggers_run_off(tmp_path, capsys):
     logger = WandbLogger(project="mine", save_dir=str(tmp_path))
     L.trainer(callback, logger=logger).fit(L.MLP(), datamodule=L.Digits())
     assert not list(tmp_path.rglob("*.wandb"))
-    assert "WandbLogger is turned off for this unit" in capsys.readouterr().err
+    assert "WandbLogger (project 'mine') is turned off for this unit" in capsys.readouterr().err
 
 
 def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
@@ -80,4 +83,53 @@ def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert not list(tmp_path.rglob("*.wandb")) and (tmp_path / "unit" / "attached.json").is_file()
-    assert done.stderr.count("Lightning's WandbLogger is turned off for this unit") == 1
+    assert done.stderr.count("Lightning's WandbLogger (project 'mine') is turned off for this unit") == 1
+    # and noted in the unit's record, for the harness to say once and log the unit in that project
+    record = json.loads((tmp_path / "unit" / "attached.json").read_text())
+    assert record["notices"] == [{"who": "harness.lightning", "logger": "Lightning's WandbLogger", "wandb": "off",
+                                  "project": "mine"}]
+
+
+def test_a_logger_turned_off_in_workers_is_said_once_and_its_project_kept(tmp_path):
+    """workers=2: each unit runs in a worker, where the user's WandbLogger(project=...) is turned off and
+    the main process logs the unit. The terminal says so once (not once per unit, not only in a
+    worker's stderr), naming the user's project, and the harness's runs go to that project."""
+    out = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "harness", "+experiment=loss_ab", "ab.seeds=[0,1,2]", f"hydra.run.dir={out}",
+           "progress=false", "determinism.threads=1", "workers=2", "repro.certificate=false",
+           "train.fn=tests.lightning_fns.fit_with_wandb"]
+    done = subprocess.run(cmd, cwd=REPO, env=subprocess_env(HOME=str(tmp_path / "home")), capture_output=True,
+                          text=True, timeout=600)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 0, "\n".join(lines[-60:])
+
+    said = [line for line in lines if "WandbLogger" in line]
+    assert len(said) == 1, "\n".join(said)
+    assert "'my-lightning-project'" in said[0] and "turned off in 6 units" in said[0], said[0]
+    runs = wandb_reader.read_runs(out / "wandb")
+    units = {f"seed={s} arm={a}" for s in SEEDS for a in "AB"}
+    assert {r.name for r in runs} == units | {"analysis"}
+    assert {r.project for r in runs} == {"my-lightning-project"}  # the analysis's run with them
+
+
+def test_a_command_arms_logger_turned_off_is_said_once_and_its_project_kept(tmp_path):
+    """A command arm's script with WandbLogger(project="userproj"): each unit's stderr.txt says it was
+    turned off there; the terminal says it once for all units; the harness logs them in userproj."""
+    out = tmp_path / "exp"
+    script = REPO / "tests" / "command_scripts" / "lightning_wandb.py"
+    cmd = [sys.executable, "-m", "harness", "--config-dir", str(REPO / "examples" / "lightning" / "conf"),
+           "+experiment=lightning_ab", "ab.seeds=[0,1,2]", f"hydra.run.dir={out}", "progress=false", "workers=1",
+           "determinism.threads=1", "repro.certificate=false", "logger=wandb", f"train.cmd=[{sys.executable},{script}]"]
+    done = subprocess.run(cmd, cwd=REPO, env=subprocess_env(HOME=str(tmp_path / "home")), capture_output=True,
+                          text=True, timeout=600)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 0, "\n".join(lines[-60:])
+
+    said = [line for line in lines if "WandbLogger" in line]
+    assert len(said) == 1 and "(project 'userproj') was turned off in 6 units" in said[0], "\n".join(said)
+    assert said[0].endswith("in project 'userproj' (the logger's).")
+    unit = out / "runs" / "seed=0" / "arm=low"
+    assert "Lightning's WandbLogger (project 'userproj') is turned off for this unit" in (unit / "stderr.txt").read_text()
+    runs = wandb_reader.read_runs(out / "wandb")
+    assert {r.name for r in runs} == {f"seed={s} arm={a}" for s in SEEDS for a in ("low", "high")} | {"analysis"}
+    assert {r.project for r in runs} == {"userproj"}

@@ -18,3 +18,11 @@ def _dependencies() -> set[str]:
 def test_pandas_is_a_dependency_since_to_pandas_is_documented():
     assert "to_pandas()" in (REPO / "README.md").read_text()
     assert "pandas" in _dependencies()
+
+
+def test_the_hf_extra_brings_accelerate_which_the_trainer_needs():
+    """`pip install -e ".[hf]"` is what docs name for harness.hf; transformers' Trainer refuses to
+    start without accelerate, so the extra brings both."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    hf = {re.split(r"[\s<>=!~;\[]", dep, maxsplit=1)[0].lower() for dep in extras["hf"]}
+    assert {"transformers", "accelerate"} <= hf

@@ -177,3 +177,21 @@ def test_null_claims_stay_within_alpha_when_both_arms_diverge_alike(rate):
     rate_claimed = _sim_rank_claims(design, rate, n, np.random.default_rng(17)) / n
     se = math.sqrt(design.alpha * (1 - design.alpha) / n)
     assert rate_claimed <= design.alpha + 2 * se, (rate_claimed, se)
+
+
+def test_a_counted_look_ranks_the_differences_rounded_as_every_other_test_rounds_them():
+    """+1 test example is 0.27777777777777146 from 300/360 and 0.2777777777777857 from 302/360: a tie
+    for Wilcoxon's mid-ranks on the differences rounded to 12 significant digits, and so here."""
+    from scipy import stats
+
+    unit = 100.0 / F.N_TEST
+    base = [300, 302, 301, 304, 303, 306, 305, 308]
+    step = [1, 1, 1, 1, -1, 2, -1, None]  # None: B diverged at the last seed
+    values = {"A": [k * unit for k in base], "B": [(k + (s or 0)) * unit for k, s in zip(base, step)]}
+    x = _plan(_results(values, down_b=[7])).history["B"][-1]
+    assert x.rule == "worst" and x.n == 8
+    top = max(values["A"] + values["B"][:7])
+    decimals = 12 - math.ceil(math.log10(top))
+    d = [round(b - a, decimals) for a, b in zip(values["A"][:7], values["B"][:7])] + [-1e9]
+    want = stats.wilcoxon(d, method=stats.PermutationMethod()).pvalue  # 2^8 sign patterns: exact
+    assert x.sign_flip_p == pytest.approx(want, rel=0, abs=1e-12)

@@ -186,7 +186,7 @@ def write_outputs(analysis: dict, folder: Path) -> None:
     """analysis.json, report.md and analysis.png in folder, replaced together or not at all
     (outputs.write_together; a failure raises OutputsNotWritten, which says nothing was replaced)."""
     from harness.analysis.markdown import write_markdown
-    from harness.analysis.report import write_figure  # matplotlib is only needed when writing
+    from harness.analysis.figures import write_figure  # matplotlib is only needed when writing
 
     write_together(folder, {ANALYSIS_NAME: lambda path: results_io.write_json(path, analysis),
                             REPORT_NAME: lambda path: write_markdown(analysis, path),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 
+from harness.analysis.seed_reach import final_is_evidence, how_to_fix
 from harness.analysis.run_identity import IdentityError, _canonical, _short, hashes, identity, where
 from harness.results import key_bytes
 
@@ -53,7 +54,7 @@ def one_per_run(results) -> tuple[list[dict], list[dict]]:
     finals: dict[str, list] = {}
     for r in kept:
         final = (r.get("fingerprints") or {}).get("final")
-        if final and r.get("status") == "completed" and _final_is_evidence(r):
+        if final and r.get("status") == "completed" and final_is_evidence(r):
             finals.setdefault(final, []).append(r)
     relabelled = [rs for rs in finals.values() if len(rs) > 1 and len({r.get("seed") for r in rs}) > 1]
     if conflicts or relabelled:
@@ -69,21 +70,16 @@ def one_per_run(results) -> tuple[list[dict], list[dict]]:
                             for r in rs)
                 + f", final fingerprint {(rs[0].get('fingerprints') or {}).get('final')}. Different seeds "
                 "cannot end at the same bits; remove the copy and rerun that seed."
+                + (_or_seed_ignored(rs[0]) if len({str(r.get("arm")) for r in rs}) == 1 else "")
             )
         raise IdentityError(" ".join(parts))
     return kept, copies
 
 
-def _final_is_evidence(r) -> bool:
-    """Whether equal finals under two seeds prove a copy: weights do; a black box's digest of
-    its printed metrics does not (results before final_covers was recorded covered metrics alone
-    unless train.compare_files was set, which their config says)."""
-    fingerprints = r.get("fingerprints") or {}
-    if not fingerprints.get("black_box"):
-        return True
-    if "final_covers" in fingerprints:
-        return fingerprints["final_covers"] != "metrics"
-    return bool(((r.get("config") or {}).get("train") or {}).get("compare_files"))
+def _or_seed_ignored(r) -> str:
+    """Runs of one arm at the same bits under several seeds are not always copies: the seed may
+    never have reached the training (analysis/seed_reach.py)."""
+    return f" If they are not copies, {how_to_fix(r)}; then rerun those seeds."
 
 
 def _what(r) -> str:

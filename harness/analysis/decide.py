@@ -89,6 +89,8 @@ def decide(g: Gathered) -> dict:
         "unreadable": g.unreadable,
         "data_unverified": g.data_unverified,  # runs whose data files were trusted without their checksums
     }
+    if g.examples_set_aside:  # only then: every other analysis.json stays byte for byte as it was
+        out["examples_set_aside"] = g.examples_set_aside
     diverged.apply(out, g.diverged, arms=arms, baseline=baseline, alpha=alpha, unit=unit)
     # in one order whoever added them (a run adds its sequential block, then the certificate; a
     # re-analysis reads both from disk): the re-analysis rewrites analysis.json byte for byte

@@ -55,7 +55,10 @@ def pairs(usable: dict, runs: list[dict], baseline: str, others: list, higher_is
             finished = [(s, sign * (usable[(s, arm)]["value"] - usable[(s, baseline)]["value"]))
                         for s in seeds if (s, arm) in usable and (s, baseline) in usable]
             rows = sorted(rows + finished, key=lambda r: _seed_key(r[0]))
+            scale = max((abs(usable[(s, a)]["value"]) for s in seeds for a in (arm, baseline)
+                         if (s, arm) in usable and (s, baseline) in usable), default=0.0)
             out[arm] = {"seeds": [s for s, _ in rows], "d": [d for _, d in rows], "both": both,
+                        "scale": scale,  # the finished values' magnitude: the differences' rounding
                         "finished": [sign * d for _, d in finished]}  # arm - baseline, for the size
     return out
 
@@ -81,7 +84,7 @@ def decide_worst(p: dict, *, arm: str, baseline: str, alpha: float, k: int, unit
     comparison's own block on the finished pairs (its mean difference and pair count)."""
     from harness.stats.diverged import diverged_pairs_test
 
-    test = diverged_pairs_test(np.array(p["d"]), both=p["both"])
+    test = diverged_pairs_test(np.array(p["d"]), both=p["both"], scale=p["scale"])
     level = alpha / k
     if test.pvalue < level and test.statistic != 0:
         code = "differs"

@@ -207,6 +207,9 @@ def examples(compared, by_arm, baseline, spec):
     }
 
 
+UNKNOWN = "unknown"
+
+
 def setup(usable) -> dict:
     """Distinct values across the analysed runs of what decides their bits and speed."""
     found: dict[str, set] = {"determinism": set(), "device": set(), "precision": set(), "threads": set()}
@@ -215,13 +218,15 @@ def setup(usable) -> dict:
         r = run["result"]
         env = r.get("env") or {}
         ident = r.get("_identity")
-        if ident is not None and env.get("mode"):  # its config's determinism.mode is not read: env's decides
+        if ident is not None and "mode" in env:  # its config's determinism.mode is not read: env's decides
             if id(ident) in seen:
                 continue
             seen.add(id(ident))
         config = r.get("config") or {}
-        mode = env.get("mode") or (config.get("determinism") or {}).get("mode")
-        device = env.get("device")
+        # a command that did not report them (command_env.py) records its mode and device as null:
+        # unknown, never the mode its config asked for, which nothing applied in the script
+        mode = (env["mode"] or UNKNOWN) if "mode" in env else (config.get("determinism") or {}).get("mode")
+        device = (env["device"] or UNKNOWN) if "device" in env else None
         if env.get("device_name"):
             device = f"{device} ({env['device_name']})"
         for key, value in (("determinism", mode), ("device", device), ("precision", _precision(config, env)),
@@ -234,6 +239,8 @@ def setup(usable) -> dict:
 def _precision(config, env):
     """The precision as a reader should take it: "fp32" only when float32 math was float32
     (env.math_modes, harness/training/math_modes.py), else what was allowed inside it."""
+    if "precision" in env and env["precision"] is None:  # a command that did not report it (command_env.py)
+        return UNKNOWN
     precision, modes = config.get("precision"), env.get("math_modes") or {}
     cuda = str(env.get("device", "")).startswith("cuda")
     inside = [what for what, on in (

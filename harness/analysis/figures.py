@@ -9,13 +9,16 @@ Panels, left to right, top to bottom:
      against the factor value; otherwise the arms' means with intervals side by side;
   4. learning curves per arm: mean and ±1 sd band over seeds, from the stored curves (evidence.curves:
      sparse, logged at any steps, or from the per-step losses); points without a value are left out.
-The suptitle carries the verdict(s). report.write_figure turns a figure that fails into a warning.
+The suptitle carries the verdict(s). write_figure writes the PNG and turns a figure that fails into a warning.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+
+from harness.analysis.summary import Fmt, title
+from harness.results import atomic_write
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
 
@@ -226,3 +229,26 @@ def forest(ax, rows, block, *, title: str, unit: str = "", margin: float | None 
     ax.set_yticks(ticks, labels, fontsize=7)
     ax.set_xlabel("effect (arm - baseline)" + (f" ({unit})" if unit else ""))
     ax.set_title(title, fontsize=8)
+
+
+def write_figure(analysis: dict, path, named=None) -> None:
+    """PNG of the analysis (see harness/analysis/figures.py): verdict in the title, arms vs baseline,
+    differences with their deciding intervals, dose-response, learning curves.
+
+    A figure that fails, for any reason, is a warning naming the file, never the end of an analysis
+    (its verdict, analysis.json and report.md stand); an older figure there is removed, so that it
+    does not look current. ``named``: the file's name in messages when ``path`` is a temporary one."""
+    import logging
+    from pathlib import Path
+
+    try:
+        fig = figure(analysis, title=title(analysis), fmt=Fmt(analysis))
+        atomic_write(path, lambda out: fig.savefig(out, format="png"))
+    except Exception as e:  # noqa: BLE001 - the figure is an extra; the analysis is written already
+        try:
+            Path(path).unlink(missing_ok=True)
+        except OSError:
+            pass
+        logging.getLogger("harness").warning(
+            "could not draw the figure %s (%s: %s); the analysis and its report are written without it.",
+            named or path, type(e).__name__, e)

@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from harness import stats
+from harness import results as results_io
 from harness.analysis import comparability as comparability
 from harness.analysis import diverged as diverged
 from harness.analysis import evidence as evidence
+from harness.analysis.seed_reach import seed_ignored
 from harness.analysis.selection import (
     AnalysisError, _arm_order, _check_duplicates, _check_metric_exists, _check_one_configuration_per_arm,
     _check_options, _check_pairing, _common_n_test, _describe_excluded, _drop_unpaired, _names,
@@ -55,6 +57,7 @@ class Gathered:
     unreadable: list
     extra: dict
     diverged: dict = field(default_factory=dict)  # diverged.gathered(): the rule, the runs, the counted pairs
+    examples_set_aside: dict | None = None  # results.set_aside_note: per-example records no metric owns
 
 
 def gather(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
@@ -97,6 +100,9 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     spec = decl.primary
 
     usable, excluded = _usable_runs(results, spec)
+    ignored = seed_ignored(usable, arms, metric)  # seeds that all ran the same training measure no noise
+    if ignored:
+        raise AnalysisError(ignored)
     div = diverged.gathered(decl.diverged, usable, excluded, baseline, others, spec.higher_is_better)
     verified, pairing = _check_pairing(usable)
     usable, unpaired = _drop_unpaired(usable, baseline, others)
@@ -153,7 +159,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         # runs whose data files were trusted without their checksums (data.verify=false): the report says so
         data_unverified=sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results),
         unreadable=[{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
-        extra=dict(extra or {}), diverged=div,
+        extra=dict(extra or {}), diverged=div, examples_set_aside=results_io.set_aside_note(results),
     )
 
 

@@ -5,7 +5,8 @@ The same sections as the terminal (report.py), written as markdown.
 
 from __future__ import annotations
 
-from harness.analysis.report import Section, _Fmt, _title, headline, sections
+from harness.analysis.report import Section, _Fmt, headline, sections
+from harness.analysis.summary import title as _title
 from harness.results import atomic_write
 
 

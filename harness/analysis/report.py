@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness.results import atomic_write
 from harness.ledger.record import fdr_words  # the level the ledger gave, when stats.fdr set one
 from harness.analysis.summary import Fmt as _Fmt, pairing_line
 
@@ -101,6 +100,11 @@ def sections(analysis: dict) -> list[Section]:
         out.append(Section("Data", [], show_header=False, notes=[
             f"data not verified: {analysis['data_unverified']} run(s) loaded their data files without checking "
             "the official checksums (data.verify=false)"]))
+    if analysis.get("examples_set_aside"):
+        from harness.analysis.summary import set_aside_line
+
+        out.append(Section("Per-example records", [], show_header=False,
+                           notes=[set_aside_line(analysis["examples_set_aside"])]))
     certificate = analysis.get("certificate")
     if isinstance(certificate, dict) and certificate.get("line"):
         out.append(Section("Reproducibility", [], notes=[str(certificate["line"])], show_header=False))
@@ -371,41 +375,3 @@ def render_table(analysis: dict, console: Console | None = None, *, tables: bool
             style = "bold" if note.startswith("verdict") else None
             console.print(Text(note, style=style))
         console.print()
-
-
-def _title(analysis: dict) -> str:
-    """One line per comparison with its verdict: the figure's title and the image's alt text."""
-    parts = []
-    f = _Fmt(analysis)
-    for name, c in analysis["comparisons"].items():
-        parts.append(f"{name} vs {c['baseline']}: {c['verdict']['code'].replace('_', ' ')} "
-                     f"({f.signed(c['mean_diff'])}{f.unit})")
-    return "; ".join(parts)
-
-
-# -- figure -------------------------------------------------------------------------------------
-
-
-def write_figure(analysis: dict, path, named=None) -> None:
-    """PNG of the analysis (see harness/analysis/figures.py): verdict in the title, arms vs baseline,
-    differences with their deciding intervals, dose-response, learning curves.
-
-    A figure that fails, for any reason, is a warning naming the file, never the end of an analysis
-    (its verdict, analysis.json and report.md stand); an older figure there is removed, so that it
-    does not look current. ``named``: the file's name in messages when ``path`` is a temporary one."""
-    import logging
-    from pathlib import Path
-
-    from harness.analysis import figures as figures
-
-    try:
-        fig = figures.figure(analysis, title=_title(analysis), fmt=_Fmt(analysis))
-        atomic_write(path, lambda out: fig.savefig(out, format="png"))
-    except Exception as e:  # noqa: BLE001 - the figure is an extra; the analysis is written already
-        try:
-            Path(path).unlink(missing_ok=True)
-        except OSError:
-            pass
-        logging.getLogger("harness").warning(
-            "could not draw the figure %s (%s: %s); the analysis and its report are written without it.",
-            named or path, type(e).__name__, e)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from harness.analysis import comparability as comparability
-from harness.results import diverged, digests_version
+from harness.results import diverged, digests_version, metric_value
 from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
@@ -126,7 +126,7 @@ def _usable_runs(results, spec):
             excluded.append({"seed": seed, "arm": arm, "reason": _failure(r),
                              **({"diverged": True} if diverged(r, metric) else {})})
             continue
-        value = (r.get("metrics") or {}).get(metric)
+        value = metric_value(r, metric)  # a NaN written to result.json comes back as NaN: a divergence
         record = evidence.record_of(r, spec) if spec.examples else None
         if value is None:
             reason = f"metric {metric} is missing"

@@ -43,6 +43,16 @@ class Fmt:
         return text
 
 
+def title(analysis: dict) -> str:
+    """One line per comparison with its verdict: the figure's title and the image's alt text."""
+    parts = []
+    f = Fmt(analysis)
+    for name, c in analysis["comparisons"].items():
+        parts.append(f"{name} vs {c['baseline']}: {c['verdict']['code'].replace('_', ' ')} "
+                     f"({f.signed(c['mean_diff'])}{f.unit})")
+    return "; ".join(parts)
+
+
 SHOW_LEFT_OUT = 6  # runs left out, named on the screen; report.md names them all
 
 
@@ -145,7 +155,16 @@ def lines(analysis: dict) -> list[str]:
             out.append(f"  ... and {len(left) - SHOW_LEFT_OUT} more (report.md names each)")
     if analysis.get("data_unverified"):
         out.append(f"data not verified: {analysis['data_unverified']} run(s) (data.verify=false)")
+    if analysis.get("examples_set_aside"):
+        out.append(set_aside_line(analysis["examples_set_aside"]))
     return out
+
+
+def set_aside_line(note: dict) -> str:
+    """Said once for every run whose per-example record no declared metric owns (results.set_aside_note)."""
+    return (f"per-example records set aside in {note['runs']} of {note['of']} runs ({note['why']}): the runs and "
+            f"their metrics are kept, the records are in result.json's examples_set_aside, unused by this "
+            f"analysis; to use them, {note['fix']}")
 
 
 def pairing_line(analysis: dict) -> str:

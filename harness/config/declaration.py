@@ -292,23 +292,10 @@ class Declaration:
             return path  # the same declaration (its record of when it was made kept)
         written = self
         if existing is not None or path.exists():
-            import os
-            from datetime import datetime, timezone
+            from harness.config.superseded import supersede
 
-            from harness.results import find_result_files
-
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
-            dest = Path(folder) / "superseded" / f"declaration-{stamp}.json"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, dest)
-            held = len(find_result_files(folder))
-            if held:  # declared again after results: the analysis says so (margin_declared)
-                written = replace(self, declared_after={"results": held, "superseded": dest.relative_to(folder).as_posix(),
-                                                        "margin": existing.margin if existing else None})
-            if say is not None:
-                changed = "; ".join(differences(existing, self)) if existing else "unreadable"
-                say(f"the declaration changed ({changed}); the earlier one was moved to "
-                    f"{dest.relative_to(folder).as_posix()}")
+            changed = "; ".join(differences(existing, self)) if existing else "unreadable"
+            written = supersede(path, existing, self, changed, say)
         write_json(path, written.to_dict())
         return path
 

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config.ledger_spec import ledger_problem
 from harness.training.threads import is_auto
 from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
-from harness.integrations.command_spec import is_command, problems as command_problems
+from harness.integrations.command_spec import config_cmd_problem, is_command, problems as command_problems
 
 BUILTIN_LOOP = "harness.builtin.loop.train"
 
@@ -60,6 +60,8 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
         p.append(f"determinism.cudnn_benchmark=true is not allowed with determinism.mode={_v(d.mode)}: it picks "
                  "convolution algorithms by timing, which changes the bits. Use determinism.mode=off.")
     _int_at_least(p, "repro.keep_step_weights", cfg.repro.keep_step_weights, 0)
+    if config_cmd_problem(cfg):  # an empty train.cmd: before the declaration or anything else is written
+        p.append(config_cmd_problem(cfg))
     p += seed_problems(cfg.get("seed"), cfg.get("seeds"))
     if lock_timeout_problem(cfg.get("lock_timeout")):
         p.append(lock_timeout_problem(cfg.get("lock_timeout")))

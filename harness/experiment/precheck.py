@@ -110,9 +110,13 @@ def check_ledger(config: DictConfig) -> None:
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         from harness.experiment.refused_files import note_run_start
+        from harness.integrations.command_spec import config_cmd_problem
 
         check_ledger(config)
         folder = run_dir(config)
+        problem = config_cmd_problem(config)  # before Hydra writes .hydra/ and the log
+        if problem:
+            _refuse(problem + " Nothing was run.")
         check_writable(folder)
         # Hydra creates the folder next (.hydra/, the log), or rewrites them in a folder that exists:
         # a refusal before any unit removes the new folder or puts the old files back (app.refuse)

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf, flag_override
 
 from harness.config.declaration import declared_metrics
 from harness.training.components import ComponentError, resolve_callable, targets
-from harness.integrations.command_spec import code_files, training_fn
+from harness.integrations.command_spec import code_files, is_command, training_fn
 from harness.experiment.identity import code_identity, config_digest, plain
 # torch is imported by the first run, not here: a bad value is refused before that (execute.py).
 from harness.results import SCHEMA
@@ -40,8 +40,13 @@ def code_of(cfg) -> dict:
     """The code identity of an arm's config (cached per process)."""
     # a command arm's script and the .py files beside it are its code, like a train.fn's package
     files = code_files(cfg)  # with repro.code_git, the git tree of their repository too (one folder)
-    return code_identity(targets(cfg), [*cfg.repro.code_paths, *files], bool(cfg.repro.code_git),
+    code = code_identity(targets(cfg), [*cfg.repro.code_paths, *files], bool(cfg.repro.code_git),
                          git_folders=[os.path.dirname(os.path.abspath(p)) for p in files[:1]])
+    if not is_command(cfg):
+        return code
+    from harness.integrations.command_env import command_code
+
+    return command_code(cfg, code)  # with the interpreter that runs the script, and its packages
 
 
 def check_metrics(metrics) -> dict:
@@ -106,15 +111,18 @@ def _train_pinned(cfg, seed, settings, device, pinned, *, progress, init_hook, s
         out["determinism_warnings"] = kept  # mode=warn ran ops that may change the bits: which ones
     if memory is not None:
         out["timing"]["gpu_memory"] = gpu_memory.after(device, memory)
-    out["env"] = capture_environment(settings, device, pinned)
+    if is_command(cfg):  # the script ran in a process of its own: this process's torch state decided nothing
+        out["env"] = _command_env(cfg, settings, out.pop("env", None))
+    else:
+        out["env"] = capture_environment(settings, device, pinned)
     return out
 
 
 def _train_command(cfg, seed, settings, *, progress, folder, arm) -> dict:
     """train_one for a command arm on the CPU, without torch (integrations/command_run.py): the same
-    door, metrics, records and curve; the environment the command was given (black_box_environment)."""
+    door, metrics, records and curve; the environment as far as it is known (_command_env)."""
     from harness.integrations.command_run import CommandRun
-    from harness.training.determinism import black_box_environment, check_settings
+    from harness.training.determinism import check_settings
 
     check_settings(settings)
     run = CommandRun(seed, _value(cfg.precision), progress=progress, run_dir=folder)
@@ -122,8 +130,18 @@ def _train_command(cfg, seed, settings, *, progress, folder, arm) -> dict:
     with _frozen(cfg, arm) as frozen:
         metrics = fn(frozen, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))
     out = run.finish(check_metrics(metrics))
-    out["env"] = black_box_environment(settings)
+    out["env"] = _command_env(cfg, settings, out.pop("env", None))
     return out
+
+
+def _command_env(cfg, settings, reported) -> dict:
+    """A command unit's env (integrations/command_env.py): what the harness set for the command (its
+    threads, its interpreter), and what the script reported of its own process (harness.attach()),
+    else unknown."""
+    from harness.integrations.command_env import command_environment
+    from harness.integrations.command_spec import CommandSpec
+
+    return command_environment(settings.threads, CommandSpec.from_config(cfg).interpreter(), reported)
 
 
 @contextlib.contextmanager

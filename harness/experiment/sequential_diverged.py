@@ -56,14 +56,15 @@ def spent(design, k: int) -> float:
     return float(cum[k + 1] - cum[k])
 
 
-def counted_look(design, k: int, d, finished, both, arm) -> CountedLook:
+def counted_look(design, k: int, d, finished, both, arm, scale=None) -> CountedLook:
     """Look ``k`` on pairs ``d`` (arm - baseline in the metric's units; -inf/+inf for "max" where only
-    the arm/the baseline diverged, the signs swapped for "min"; 0 where both did)."""
+    the arm/the baseline diverged, the signs swapped for "min"; 0 where both did). ``scale``: the
+    largest |value| of the pairs where both finished, by which the differences are rounded before ranking."""
     from harness.stats.diverged import diverged_pairs_test
 
     d, finished, both = np.asarray(d, float), np.asarray(finished, bool), np.asarray(both, bool)
     g = d if design.direction == "max" else -d  # positive: the arm better
-    test = diverged_pairs_test(g, both=int(both.sum()))
+    test = diverged_pairs_test(g, both=int(both.sum()), scale=scale)
     level = spent(design, k)
     last = k == len(design.looks) - 1
     if test.pvalue <= level and test.statistic != 0:
@@ -83,10 +84,11 @@ def counted_look(design, k: int, d, finished, both, arm) -> CountedLook:
                        both=test.both, method=test.method)
 
 
-def replay_pairs(design, d, finished, *, both=None, arm=None) -> tuple:
+def replay_pairs(design, d, finished, *, both=None, arm=None, magnitude=None) -> tuple:
     """Every look the pairs reach, up to the settling one: the design's own looks while every pair so
     far finished, then counted looks. ``finished[i]``: both runs of pair i finished; ``both[i]``: both
-    diverged (d[i] is then 0)."""
+    diverged (d[i] is then 0); ``magnitude[i]``: the largest |value| of pair i where both finished (0
+    otherwise), which says how the differences are rounded."""
     d, finished = np.asarray(d, float), np.asarray(finished, bool)
     both = np.zeros(d.size, bool) if both is None else np.asarray(both, bool)
     first = int(np.argmin(finished)) if not finished.all() else d.size
@@ -98,7 +100,8 @@ def replay_pairs(design, d, finished, *, both=None, arm=None) -> tuple:
             continue
         if n > d.size:
             break
-        history.append(counted_look(design, k, d[:n], finished[:n], both[:n], arm))
+        scale = None if magnitude is None else max(magnitude[:n], default=0.0)
+        history.append(counted_look(design, k, d[:n], finished[:n], both[:n], arm, scale))
         if history[-1].settled:
             break
     return tuple(history)

@@ -71,7 +71,9 @@ def _value(r, metric):
     if r.get("status") != "completed":
         err = r.get("error") or {}
         return None, f"failed: {err.get('type', 'error')}: {err.get('message', 'no message')}"
-    v = (r.get("metrics") or {}).get(metric)
+    from harness.results import metric_value
+
+    v = metric_value(r, metric)  # a NaN written as null comes back as NaN: a divergence, not "None"
     if not _number(v):
         return None, f"metric {metric} is {v!r}"
     return float(v), None
@@ -93,6 +95,7 @@ def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_
     diffs = {a: [] for a in arms}
     finished = {a: [] for a in arms}  # per pair: both runs finished
     both = {a: [] for a in arms}  # per pair: both runs diverged
+    mags = {a: [] for a in arms}  # per pair where both finished: its largest |value| (the rounding's scale)
     used = {a: [] for a in arms}
     failed: list = []
     down_runs: list = []
@@ -117,8 +120,8 @@ def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_
             elif why:
                 failed.append({"seed": s, "arm": a, "reason": why})
         if down and diverged == "fail":
-            out = Plan({a: sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a) for a in arms},
-                       used, active, failed,
+            out = Plan({a: sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a, magnitude=mags[a])
+                        for a in arms}, used, active, failed,
                        diverged=down_runs, rule=diverged, ran=ran)
             out.stopped = sd.fail_message(down_runs)
             return out
@@ -130,13 +133,14 @@ def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_
             else:
                 diffs[a].append(values[a] - values[baseline])
             finished[a].append(a not in down and baseline not in down)
+            mags[a].append(0.0 if a in down or baseline in down else max(abs(values[a]), abs(values[baseline])))
             both[a].append(a in down and baseline in down)
             used[a].append(s)
             if len(diffs[a]) in looks:
-                h = sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a)
+                h = sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a, magnitude=mags[a])
                 if h and h[-1].settled:
                     active.remove(a)
-    history = {a: sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a) for a in arms}
+    history = {a: sd.replay_pairs(design, diffs[a], finished[a], both=both[a], arm=a, magnitude=mags[a]) for a in arms}
     pair_seeds = {a: used[a][: (history[a][-1].n if history[a] else len(used[a]))] for a in arms}
     out = Plan(history, pair_seeds, active, failed, diverged=down_runs, rule=diverged, ran=ran)
     if diverged == "exclude" and len({e["seed"] for e in down_runs}) > design.max_seeds:

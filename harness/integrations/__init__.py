@@ -7,7 +7,11 @@ reads its metrics), command_run.py (the Run of a command unit on the CPU, torch-
 process that runs it never imports torch), process.py (the child process: its environment, its
 output files, a timeout, and a process group that dies with the harness), group_guard.py (the small
 process that kills a unit's group when the harness is killed), interrupts.py (a Ctrl-C held while a
-child process starts; the test seam that sends one at a named point), attach.py (``harness.attach()``: the unit's Run
+child process starts; the test seam that sends one at a named point), workdir.py (a unit's
+working folder of its own, mirroring the launch folder through links), command_env.py (what a
+command unit's record says of its process: what the harness set, what the script reported, else
+unknown; the code identity's interpreter), interpreter_probe.py (an interpreter's Python and package
+versions, read by running that interpreter; stdlib only), attach.py (``harness.attach()``: the unit's Run
 from inside the script a command arm starts, its record written for the command arm to adopt; a
 stand-alone Run that records nothing when the script runs on its own), lightning.py (the
 Callback for a user's own Lightning Trainer, ``harness.lightning``; the only importer of lightning),

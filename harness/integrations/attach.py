@@ -24,6 +24,7 @@ from typing import Mapping, Optional
 # the names the command arm shares with the script live with the child's environment (process.py),
 # which a command unit imports without torch; public here too
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, run_settings  # noqa: F401
+from harness.integrations.command_env import ATTACHED_ENV_NAME
 from harness.training.run import Run, RunUsageError
 
 
@@ -51,10 +52,42 @@ def _unit_run(folder: str) -> "AttachedRun":
     from harness.training.determinism import Settings, configure
 
     device = torch.device(spec["device"])  # the unit's, as the harness resolved it (cpu, cuda:0)
-    configure(Settings(**spec["determinism"]), device)
+    settings = Settings(**spec["determinism"])
+    configure(settings, device)
+    _report_environment(Path(folder), settings, device)
     return AttachedRun(int(os.environ["HARNESS_SEED"]), device, spec["precision"], check_every=spec["check_every"],
                        metrics=spec["metrics"], stream_seeds=spec["stream_seeds"] or None, run_dir=folder,
                        record_to=Path(folder) / ATTACHED_NAME)
+
+
+def _report_environment(folder: Path, settings, device) -> None:
+    """What this process's torch is set to, for the unit's record (command_env.py: the harness knows
+    it only from here): written once attach() has switched the modes, and again at the script's exit
+    (what held at its end: a script may switch a mode off after attaching)."""
+    import sys
+
+    import torch
+
+    from harness.training import math_modes
+    from harness.training.determinism import capture_environment
+
+    pinned = math_modes.read()
+
+    def write() -> None:
+        env = capture_environment(settings, device, pinned)
+        on = torch.are_deterministic_algorithms_enabled()  # the mode in force, not the one asked for
+        env["mode"] = "off" if not on else ("warn" if torch.is_deterministic_algorithms_warn_only_enabled() else "strict")
+        env["interpreter"] = sys.executable
+        _write(folder / ATTACHED_ENV_NAME, env)
+
+    def at_exit() -> None:
+        try:
+            write()
+        except Exception:  # noqa: BLE001 - at exit, what attach() wrote stands
+            pass
+
+    write()
+    atexit.register(at_exit)
 
 
 def _spec() -> dict:
@@ -118,6 +151,8 @@ class AttachedRun(Run):
         if self._trained is not None:
             self._record["fingerprints"]["steps_trained"] = self._trained
         self._record["metrics"] = dict(self.final_metrics if metrics is None else metrics)
+        if self.notices:  # a later trainer's too (a test after the fit)
+            self._record["notices"] = list(self.notices)
         _write(self.record_to, self._record)
         return self._record
 

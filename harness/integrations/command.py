@@ -2,8 +2,9 @@
 
 ``train(cfg, run)`` is what a unit calls when ``train.cmd`` is set (command_spec.training_fn): it
 renders the command for the Run's seed and the arm, runs it with the unit's environment
-(process.py), and reads the metrics from its stdout or a file it wrote. A command is a black box:
-the Run records no init, data order or steps, so the pairing rests on the seed alone and the
+(process.py) in a working folder of its own that mirrors the launch folder (workdir.py), and reads
+the metrics from its stdout or a file it wrote. A command is a black box: the Run records no init,
+data order or steps, so the pairing rests on the seed alone and the
 certificate compares what the run produced, metrics bit for bit and train.compare_files byte for
 byte (``run.black_box(final)``) -- unless the script called ``harness.attach()`` (attach.py): then
 what its Run recorded is adopted (``run.adopt``) and the unit proves what a train.fn's does.
@@ -13,15 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shlex
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from omegaconf import OmegaConf
 
+from harness.integrations.command_env import ATTACHED_ENV_NAME, read_reported
 from harness.integrations.command_spec import CommandSpec, fill
 from harness.integrations import process
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed, run_settings
+from harness.integrations.workdir import unit_workdir
+
+log = logging.getLogger(__name__)
 
 
 def train(cfg, run) -> dict:
@@ -40,22 +47,30 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     env = process.environment(run.seed, arm, folder, int(cfg.determinism.threads))
     env[RUN_ENV] = _attach_settings(cfg, run)
-    attached = folder / ATTACHED_NAME
-    attached.unlink(missing_ok=True)  # a record left by an earlier run of this unit is not this run's
-    try:
-        code = process.run(argv, spec.workdir(), env, out, err, spec.timeout_s)
-    except CommandFailed as e:  # the timeout: said with the unit and what it printed last
-        raise CommandFailed(f"{who}: {e}: {shlex.join(argv)}\nlast lines of stdout ({out}):\n"
-                            f"{process.tail(out) or '(stdout is empty)'}") from None
-    if code != 0:
-        shown = process.tail(err) or "(stderr is empty)"
-        raise CommandFailed(f"{who}: the command {process.ending(code)}: {shlex.join(argv)}\n"
-                            f"last lines of stderr ({err}):\n{shown}")
-    metrics = _read_metrics(spec, run, arm, folder, out, who)
-    if attached.exists():  # the script called harness.attach(): what its Run recorded is this run's
-        return _adopt(run, attached, metrics, who)
-    run.black_box(final=_digest(metrics, spec, run.seed, arm, folder, who),
-                  covers="metrics and train.compare_files" if spec.compare_files else "metrics")
+    attached, reported = folder / ATTACHED_NAME, folder / ATTACHED_ENV_NAME
+    for left in (attached, reported):  # a record left by an earlier run of this unit is not this run's
+        left.unlink(missing_ok=True)
+    shared: list = []  # the launch folder's files the script wrote through its links (workdir.py)
+    # a working folder of its own (mirroring the launch folder): units side by side never share a file
+    with unit_workdir(spec.workdir(), folder, shared) as cwd:
+        try:
+            code = process.run(argv, cwd, env, out, err, spec.timeout_s)
+        except CommandFailed as e:  # the timeout: said with the unit and what it printed last
+            raise CommandFailed(f"{who}: {e}: {shlex.join(argv)}\nlast lines of stdout ({out}):\n"
+                                f"{process.tail(out) or '(stdout is empty)'}") from None
+        if code != 0:
+            shown = process.tail(err) or "(stderr is empty)"
+            raise CommandFailed(f"{who}: the command {process.ending(code)}: {shlex.join(argv)}\n"
+                                f"last lines of stderr ({err}):\n{shown}")
+        metrics = _read_metrics(spec, run, arm, folder, out, who, cwd)
+        digest = None if attached.exists() else _digest(metrics, spec, run.seed, arm, folder, who, cwd)
+    if shared:
+        log.warning(f"{who}: the script wrote into {', '.join(shared)}, a file of the launch folder that its "
+                    "working folder reaches through a link: units side by side share that file. Move it out of "
+                    f"{spec.workdir()}, or have the script write under {{run_dir}}.")
+    if digest is None:  # the script called harness.attach(): what its Run recorded is this run's
+        return _adopt(run, attached, metrics, who, read_reported(folder))
+    run.black_box(final=digest, covers="metrics and train.compare_files" if spec.compare_files else "metrics")
     return metrics
 
 
@@ -73,7 +88,7 @@ def _attach_settings(cfg, run) -> str:
                         int(cfg.train.log_every))
 
 
-def _adopt(run, path: Path, metrics: dict, who: str) -> dict:
+def _adopt(run, path: Path, metrics: dict, who: str, reported: Optional[dict]) -> dict:
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -82,14 +97,17 @@ def _adopt(run, path: Path, metrics: dict, who: str) -> dict:
     if isinstance(record, dict) and record.get("error"):
         raise CommandFailed(f"{who}: the script attached (harness.attach()) but its Run recorded no proof: "
                             f"{record['error']}")
+    if reported is not None:  # what the script's own process said of its torch (command_env.py)
+        record["env"] = reported
     run.adopt(record)
     path.unlink()  # result.json holds it from here on
+    (path.parent / ATTACHED_ENV_NAME).unlink(missing_ok=True)
     # the metrics the script handed run.finish join those read from its output (which win on a name)
     return {**{k: v for k, v in (record.get("metrics") or {}).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}, **metrics}
 
 
-def _read_metrics(spec: CommandSpec, run, arm: str, folder: Path, out: Path, who: str) -> dict:
+def _read_metrics(spec: CommandSpec, run, arm: str, folder: Path, out: Path, who: str, cwd: Path) -> dict:
     metrics: dict = {}
     if spec.patterns:
         text = out.read_text(errors="replace")
@@ -105,7 +123,7 @@ def _read_metrics(spec: CommandSpec, run, arm: str, folder: Path, out: Path, who
                 for i, v in enumerate(values, start=1):
                     run.log(i, **{name: v})
     if spec.metrics_file:
-        path = _under(spec, fill(spec.metrics_file, run.seed, arm, folder))
+        path = _under(cwd, fill(spec.metrics_file, run.seed, arm, folder))
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as e:
@@ -125,17 +143,18 @@ def _number(text: str, name: str, who: str) -> float:
         raise CommandFailed(f"{who}: train.metrics_from.stdout.{name} captured {text!r}, not a number.") from None
 
 
-def _under(spec: CommandSpec, path: str) -> Path:
+def _under(cwd: Path, path: str) -> Path:
+    """A path the script wrote, relative to its working folder (the unit's own)."""
     p = Path(path).expanduser()
-    return p if p.is_absolute() else spec.workdir() / p
+    return p if p.is_absolute() else cwd / p
 
 
-def _digest(metrics: dict, spec: CommandSpec, seed: int, arm: str, folder: Path, who: str) -> str:
+def _digest(metrics: dict, spec: CommandSpec, seed: int, arm: str, folder: Path, who: str, cwd: Path) -> str:
     """What the certificate compares: every metric's exact value, and the bytes of train.compare_files."""
     h = hashlib.blake2b(digest_size=8)
     h.update(json.dumps({k: float(v).hex() for k, v in sorted(metrics.items())}).encode())
     for name in spec.compare_files:
-        path = _under(spec, fill(name, seed, arm, folder))
+        path = _under(cwd, fill(name, seed, arm, folder))
         try:
             h.update(hashlib.sha256(path.read_bytes()).digest())
         except OSError as e:

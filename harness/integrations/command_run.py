@@ -6,7 +6,7 @@ seconds of import in each worker or sweep job.
 is the CPU, known without torch (device=cpu, or device=auto where CUDA sees no GPU: gpus.py). A
 command on a GPU records its device through torch as before. ``CommandRun`` is the part of the Run a
 command arm uses (seed, device, precision, run_dir, log, black_box, adopt, finish), with the same
-records (training/record.py); the unit's environment is determinism.black_box_environment.
+records (training/record.py); the unit's environment is command_env.command_environment.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -20,6 +21,7 @@ from omegaconf import OmegaConf
 COMMAND_FN = "harness.integrations.command.train"
 BUILTIN_LOOP = "harness.builtin.loop.train"
 PLACEHOLDERS = ("{seed}", "{arm}", "{run_dir}")
+HARNESS_PYTHON = ("python", "python3")  # a command's first word meaning the harness's own interpreter
 _FLAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
@@ -64,8 +66,11 @@ class CommandSpec:
         return _read(cfg)
 
     def render(self, seed: int, arm: str, run_dir: Path) -> list[str]:
-        """The arguments of one unit: the command, the flags of train.args, then the seed."""
+        """The arguments of one unit: the command, the flags of train.args, then the seed. A bare
+        ``python``/``python3`` is the interpreter running the harness (see interpreter_of)."""
         out = [fill(a, seed, arm, run_dir) for a in self.argv]
+        if out and out[0] in HARNESS_PYTHON:
+            out[0] = sys.executable
         for key, value in self.args:
             if value is True:
                 out.append(f"--{key}")
@@ -79,8 +84,28 @@ class CommandSpec:
             out += [self.seed_arg, str(seed)]
         return out
 
+    def interpreter(self) -> Optional[str]:
+        return interpreter_of(list(self.argv), self.workdir())
+
     def workdir(self) -> Path:
         return Path(self.cwd).expanduser().resolve() if self.cwd else Path.cwd()
+
+
+def interpreter_of(argv: list[str], workdir: Path) -> Optional[str]:
+    """The Python that runs a command: for a bare ``python`` or ``python3``, the interpreter running
+    the harness (sys.executable: the one with the packages the harness itself was installed with,
+    whichever python is first on PATH); for another word or path named python*, that program; None
+    when the command is not a Python (a shell script picks its own)."""
+    if not argv:
+        return None
+    program = argv[0]
+    if program in HARNESS_PYTHON:
+        return sys.executable
+    if not re.fullmatch(r"python[0-9.]*", Path(program).name):
+        return None
+    if "/" in program:
+        return str((workdir / Path(program).expanduser()).absolute())
+    return shutil.which(program)
 
 
 def fill(text: str, seed: int, arm: str, run_dir: Path) -> str:
@@ -117,18 +142,10 @@ def problems(cfg) -> list[str]:
     if dict(plain.get("kwargs") or {}):
         out.append("train.kwargs is set with train.cmd: keyword arguments go to a train.fn. Pass a command's "
                    "options as train.args (rendered as flags: true -> --key, false/null -> omitted, else --key value).")
-    if isinstance(cmd, str):
-        try:
-            argv = shlex.split(cmd)
-        except ValueError as e:
-            return out + [f"train.cmd={cmd!r} cannot be split like a shell line ({e}). Close the quote, or give a list."]
-    elif isinstance(cmd, list) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in cmd):
-        argv = [str(a) for a in cmd]
-    else:
-        return out + [f"train.cmd={cmd!r} is not a command: give a string (split like a shell line, e.g. "
-                      "'python main.py --epochs 1') or a list of arguments."]
-    if not argv:
-        return out + ["train.cmd is empty: give the command that trains one run, e.g. 'python main.py'."]
+    problem = cmd_problem(cmd)
+    if problem is not None:
+        return out + [problem]
+    argv = _argv(cmd)
     cwd = plain.get("cwd")
     workdir = Path(cwd).expanduser() if cwd else Path.cwd()
     if cwd is not None and not workdir.is_dir():
@@ -146,9 +163,46 @@ def problems(cfg) -> list[str]:
     return out
 
 
+def cmd_problem(cmd) -> Optional[str]:
+    """Why the value of train.cmd is not a command (None: it is one), from its shape alone: checked
+    before anything is written (experiment/precheck.py), and again with the other keys."""
+    if isinstance(cmd, str):
+        try:
+            argv = shlex.split(cmd)
+        except ValueError as e:
+            return f"train.cmd={cmd!r} cannot be split like a shell line ({e}). Close the quote, or give a list."
+    elif isinstance(cmd, (list, tuple)) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
+                                                for a in cmd):
+        argv = [str(a) for a in cmd]
+    else:
+        return (f"train.cmd={cmd!r} is not a command: give a string (split like a shell line, e.g. "
+                "'python main.py --epochs 1') or a list of arguments.")
+    if not argv or not argv[0].strip():
+        return (f"train.cmd is empty ({cmd!r}): it must name the command that trains one run, as a string split "
+                "like a shell line (e.g. 'python main.py --epochs 5') or a list of arguments (e.g. [python, "
+                "main.py]), whose first word is the program. To call a training function instead, leave "
+                "train.cmd unset (null) and set train.fn.")
+    return None
+
+
+def config_cmd_problem(cfg) -> Optional[str]:
+    """cmd_problem of a config's train.cmd, unless the arms give it (ab.factor under train.cmd: each
+    arm's value is checked with the arm)."""
+    try:
+        cmd = OmegaConf.select(cfg, "train.cmd", default=None)
+        factor = str(OmegaConf.select(cfg, "ab.factor", default="") or "")
+    except Exception:  # noqa: BLE001 - an interpolation that fails here fails, named, in the preflight
+        return None
+    if cmd is None or factor == "train.cmd" or factor.startswith("train.cmd."):
+        return None
+    return cmd_problem(OmegaConf.to_container(cmd, resolve=True) if OmegaConf.is_config(cmd) else cmd)
+
+
 def _program_problems(argv: list[str], workdir: Path) -> list[str]:
     program = argv[0]
-    if "/" in program:
+    if program in HARNESS_PYTHON:
+        pass  # the harness's own interpreter (interpreter_of): it exists
+    elif "/" in program:
         found = (workdir / program).expanduser()
         if not (found.is_file() and os.access(found, os.X_OK)):
             return [f"train.cmd: the command {program!r} is not an executable file (looked in {workdir})."]
@@ -158,12 +212,38 @@ def _program_problems(argv: list[str], workdir: Path) -> list[str]:
     if script is not None and not script.is_file():
         return [f"train.cmd: the script {script} does not exist (relative paths are taken from train.cwd, "
                 f"here {workdir})."]
-    return []
+    return _torch_problems(argv, workdir, script)
+
+
+_IMPORTS_TORCH = re.compile(r"^\s*(?:from|import)\s+torch\b", re.M)
+
+
+def _torch_problems(argv: list[str], workdir: Path, script: Optional[Path]) -> list[str]:
+    """A script that imports torch, given an interpreter known to have none (every unit would fail
+    with ModuleNotFoundError after starting)."""
+    interpreter = interpreter_of(argv, workdir)
+    if interpreter is None or script is None:
+        return []
+    try:
+        if not _IMPORTS_TORCH.search(script.read_text(errors="replace")):
+            return []
+    except OSError:
+        return []
+    from harness.integrations.interpreter_probe import interpreter_identity
+
+    packages = interpreter_identity(interpreter).get("packages")
+    if packages is None or "torch" in packages:  # unreadable: not known to lack it
+        return []
+    return [f"train.cmd: the script {script} imports torch, but the interpreter that would run it, {interpreter}, "
+            f"has no torch installed. Write the path of a Python that has it (e.g. your virtual environment's "
+            f"bin/python), or 'python' for the one running the harness ({sys.executable})."]
 
 
 def script_of(argv: list[str], workdir: Path) -> Optional[Path]:
     """The file the command runs: `python main.py` -> main.py, `./train.sh` -> train.sh, `python -m pkg.mod`
     -> pkg/mod.py (or pkg/mod/__main__.py) under the working folder; None when it is not a file there."""
+    if not argv:
+        return None
     program = Path(argv[0]).name
     if re.fullmatch(r"python[0-9.]*", program):
         rest = [a for a in argv[1:] if a not in ("-u", "-O", "-B")]

@@ -65,7 +65,7 @@ class Callback(transformers.TrainerCallback):
         elif isinstance(sampler, torch.utils.data.RandomSampler) and sampler.generator is None:
             sampler.generator = self.run.generator("data_order")
         if "wandb" in (args.report_to or []):
-            self.wandb.say("harness.hf", 'the Trainer\'s report_to="wandb"')
+            self.wandb.say("harness.hf", 'the Trainer\'s report_to="wandb"', _project(), self.run)
         self._first_step = state.global_step
         self.run.streams.seed_model()
         self.run.watch(model)
@@ -154,11 +154,12 @@ def fit(cfg, run, model: dict, train_dataset: dict, eval_dataset: Optional[dict]
     with run.init():
         net = instantiate(model)
     callback = Callback(run)
-    reporters = [r for r in _as_list(given.pop("report_to", None)) if r not in ("wandb", "all", "none")]
+    asked = _as_list(given.pop("report_to", None))
+    reporters = [r for r in asked if r not in ("wandb", "all", "none")]
     if callback.wandb.mode == "shared":
         reporters.append("wandb")
-    else:
-        _say_no_wandb()
+    elif {"wandb", "all"} & set(asked):  # asked for, turned off: noted, said once
+        callback.wandb.say("harness.hf.fit", 'train.kwargs.args.report_to="wandb"', _project(), run)
     metrics_fn = resolve_callable(compute_metrics, "train.kwargs.compute_metrics") if isinstance(compute_metrics, str) \
         else (instantiate(compute_metrics) if compute_metrics else None)
     with tempfile.TemporaryDirectory() as scratch:
@@ -181,12 +182,9 @@ def _as_list(value) -> list:
     return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
-def _say_no_wandb() -> None:
-    from harness.integrations.wandb_hook import _say
-
-    _say("harness.hf.fit: report_to=none: no wandb run of the harness's is open for this unit in this process "
-         "(logger=none, a worker process, or the certificate's rerun); the harness logs the unit's run when it "
-         "ends (none with logger=none).")
+def _project() -> Optional[str]:
+    """The project the Trainer's WandbCallback names: $WANDB_PROJECT (None: its default)."""
+    return os.environ.get("WANDB_PROJECT") or None
 
 
 def _torch_mode() -> str:

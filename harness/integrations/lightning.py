@@ -82,7 +82,7 @@ class Callback(pl.Callback):
         _restore(self.mode)  # deterministic=True under mode=warn would otherwise make warn strict
         for logger in trainer.loggers:
             if type(logger).__name__ == "WandbLogger":
-                self.wandb.say("harness.lightning", "Lightning's WandbLogger")
+                self.wandb.say("harness.lightning", "Lightning's WandbLogger", _project(logger), self.run)
                 if self.wandb.mode == "off" and not getattr(logger.experiment, "disabled", True):
                     logging.getLogger("harness.integrations").warning(
                         "harness.lightning: Lightning's WandbLogger opened a wandb run of its own (its mode= or "
@@ -200,6 +200,14 @@ def print_once() -> None:
             if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
                 logger.removeHandler(handler)
         logger.propagate = True
+
+
+def _project(logger) -> Optional[str]:
+    """The project a WandbLogger names (its project= or $WANDB_PROJECT), None for Lightning's default."""
+    project = getattr(logger, "_project", None)
+    if not project or (project == "lightning_logs" and not os.environ.get("WANDB_PROJECT")):
+        return None
+    return str(project)
 
 
 def _torch_mode() -> str:

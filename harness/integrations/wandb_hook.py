@@ -66,15 +66,24 @@ class Sharing:
             self._noop = wandb.init(mode="disabled")
         return self
 
-    def say(self, who: str, logger: str) -> None:
-        """Once: what happened to the trainer's wandb logger (called when the trainer has one)."""
+    def say(self, who: str, logger: str, project: Optional[str] = None, run=None) -> None:
+        """Once: what happened to the trainer's wandb logger (called when the trainer has one).
+        ``project``: the project the logger names, if it names one. The notice goes into ``run``'s
+        record where the harness reads it (a Run with a unit folder: the harness says it once for all
+        its units, at the end, and logs the unit in that project where it can, tracking/notices.py);
+        it is printed here where no harness process will say it (no unit folder), and in an attached
+        script, whose stderr is the unit's own log (stderr.txt)."""
         if self._said or self.mode == "own":
             return
         self._said = True
+        carried = _carry(run, {"who": who, "logger": logger, "wandb": self.mode, "project": project})
+        if carried and getattr(run, "record_to", None) is None:
+            return
+        named = f" (project {project!r})" if project else ""
         if self.mode == "shared":
-            _say(f"{who}: {logger} logs into the harness's wandb run of this unit ({self.where}): one run per unit.")
+            _say(f"{who}: {logger}{named} logs into the harness's wandb run of this unit ({self.where}): one run per unit.")
         else:
-            _say(f"{who}: {logger} is turned off for this unit (wandb disabled while the trainer runs): the "
+            _say(f"{who}: {logger}{named} is turned off for this unit (wandb disabled while the trainer runs): the "
                  "unit's one wandb run is the harness's, logged when the unit ends (none with logger=none).")
 
     def release(self, keep_run: bool = False) -> None:
@@ -111,6 +120,16 @@ def share(run_dir, harnessed: bool) -> Sharing:
             if where:
                 return Sharing("shared", where)
     return Sharing("off").turn_off()
+
+
+def _carry(run, notice: dict) -> bool:
+    """Put ``notice`` in the record of ``run`` (a Run with a unit folder); whether it went there."""
+    notices = getattr(run, "notices", None)
+    if getattr(run, "run_dir", None) is None or not isinstance(notices, list):
+        return False
+    if notice not in notices:
+        notices.append(notice)
+    return True
 
 
 def _finish_if_open(run) -> None:

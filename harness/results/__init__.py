@@ -3,7 +3,8 @@
 ``runs/seed=<S>/arm=<NAME>/result.json`` is a contract that users' scripts rely on: its keys are
 listed in docs/result-format.md.
 
-The per-example records (one bit per test example) are in examples.py.
+The per-example records (one bit per test example) are in examples.py; a run's identity (which config
+keys count, config_hash) in identity.py.
 
 A reader never sees a half-written file: writes go to a temporary file in the same folder, are
 flushed to disk, then renamed over the target (atomic on POSIX). Written files get the mode the
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import gc
-import hashlib
 import json
 import math
 import os
@@ -24,8 +24,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.results.identity import (  # noqa: F401 - a run's identity, public here too
+    CHANGES_NO_BIT, NOT_IN_IDENTITY, REPRO_NOT_IN_IDENTITY, config_digest, differences, flatten)
 from harness.results.examples import (  # noqa: F401 - the per-example records, public here too
-    example_correctness, example_record, example_records, pack_example_records, pack_examples, unpack_examples)
+    SET_ASIDE_KEY, example_correctness, example_record, example_records, pack_example_records, pack_examples,
+    set_aside_note, set_aside_records, unpack_examples)
 
 SCHEMA = "harness.result/2"
 SCHEMA_V1 = "harness.result/1"
@@ -34,15 +37,6 @@ RESULT_NAME = "result.json"
 STEPS_FORMAT = "hex-concat/base64"  # the hex digits of every step, concatenated, as bytes, base64
 _STEP_DIGITS = {"loss": 8, "params": 16}
 
-# The one list of config keys that change no result: how runs are scheduled, shown, logged and
-# recorded, never what they compute. No run's identity holds them and no output folder is named by
-# them (config.compose.NOT_IN_NAME); tests/test_identity_keys.py proves each changes no bit.
-CHANGES_NO_BIT = ("resume", "lock_timeout", "progress", "tables", "workers", "logger", "ledger")
-# Config keys that never change a run's numbers: left out of config_hash and base_hash. Besides the
-# list above: a run's coordinates (seed, arm: the arm's value is at ab.factor), which runs exist (ab),
-# their analysis (stats) and a label (experiment_name).
-NOT_IN_IDENTITY = ("seed", "arm", *CHANGES_NO_BIT, "stats", "ab", "experiment_name")
-REPRO_NOT_IN_IDENTITY = ("certificate", "code_paths", "code_git")
 
 
 class ResultsError(ValueError):
@@ -155,6 +149,9 @@ def write_result(path: str | os.PathLike, result: dict) -> None:
     out = dict(result)
     out.pop("_path", None)
     out["schema"] = SCHEMA
+    non_finite = _non_finite(out.get("metrics"))
+    if non_finite:  # JSON writes them as null: the marker keeps a diverged run from reading as "missing"
+        out[NON_FINITE_KEY] = non_finite
     fingerprints = out.get("fingerprints")
     if isinstance(fingerprints, dict) and "steps" in fingerprints:
         out["fingerprints"] = {**fingerprints, "steps": pack_steps(fingerprints["steps"])}
@@ -218,7 +215,7 @@ def load_steps(result_or_path) -> dict:
     return out
 
 
-_FLOAT32_MATH = {("float32_matmul_precision", "highest"), ("tf32_cudnn", False)}
+
 
 
 def diverged(result: dict, metric: str) -> bool:
@@ -226,38 +223,29 @@ def diverged(result: dict, metric: str) -> bool:
     other failure: a NonFiniteLoss, or a completed run whose metric is NaN or infinite."""
     if result.get("status") != "completed":
         return (result.get("error") or {}).get("type") == "NonFiniteLoss"
-    value = (result.get("metrics") or {}).get(metric)
+    value = metric_value(result, metric)
     return isinstance(value, float) and not math.isfinite(value)
 
 
-def config_digest(config: dict, exclude_factor: str | None = None) -> str:
-    """config_hash (and, with exclude_factor, base_hash) of a plain resolved config dict.
-
-    The rule experiment.config_hash applies to an arm's config, on the plain dict a result's
-    ``config`` block holds: without the keys that never change the numbers (NOT_IN_IDENTITY) and
-    how a run is checked (repro.certificate, code_paths, code_git: the code itself is identified by
-    code_version); without everything under ``exclude_factor`` when given.
-    """
-    d = {k: v for k, v in config.items() if k not in NOT_IN_IDENTITY}
-    if not any(v is not None for v in (d.get("seeds") or {}).values()):
-        d.pop("seeds", None)  # no stream set apart: the identity (and bits) of a run before seeds.* existed
-    if isinstance(d.get("determinism"), dict):  # float32 math, as before these keys: a CPU run's hash and bits
-        d["determinism"] = {k: v for k, v in d["determinism"].items() if (k, v) not in _FLOAT32_MATH}
-    if isinstance(d.get("repro"), dict):
-        d["repro"] = {k: v for k, v in d["repro"].items() if k not in REPRO_NOT_IN_IDENTITY}
-    if exclude_factor:
-        d = {k: v for k, v in flatten(d).items() if not (k == exclude_factor or k.startswith(exclude_factor + "."))}
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+# result.json's record of the metrics that were NaN or infinite ({name: "nan" | "inf" | "-inf"}),
+# written beside them only when there are any: JSON has no such numbers, and a null alone reads as
+# a metric the run never reported.
+NON_FINITE_KEY = "non_finite_metrics"
 
 
-def flatten(obj, prefix="") -> dict:
-    """{"a": {"b": 1}} -> {"a.b": 1}: config paths as keys (an empty mapping stays a key)."""
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-        return out or {prefix[:-1]: {}}
-    return {prefix[:-1]: obj}
+def _non_finite(metrics) -> dict:
+    if not isinstance(metrics, dict):
+        return {}
+    return {str(k): str(float(v)) for k, v in metrics.items()
+            if isinstance(v, float) and not math.isfinite(v)}
+
+
+def metric_value(result: dict, metric: str):
+    """``metric`` of a result as the run reported it: a NaN or infinity written to result.json
+    (null there, named under NON_FINITE_KEY) comes back as that float; anything else as stored."""
+    value = (result.get("metrics") or {}).get(metric)
+    word = (result.get(NON_FINITE_KEY) or {}).get(metric) if value is None else None
+    return float(word) if word in ("nan", "inf", "-inf") else value
 
 
 def _finite(obj):
@@ -366,24 +354,3 @@ def save_weights(path: Path, weights: dict) -> None:
     import torch
 
     atomic_write(path, lambda f: torch.save(weights, f))
-
-
-def _leaves(obj, prefix: str = "") -> dict:
-    """Like flatten, but an empty mapping has no leaves: what two configs' values are compared on."""
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(_leaves(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: obj}
-
-
-def differences(a: dict, b: dict, ignore=()) -> list[tuple[str, object, object]]:
-    """(key, value in a, value in b) for every flattened key whose values differ."""
-    fa, fb = _leaves(a or {}), _leaves(b or {})
-    missing = "(absent)"
-    return [
-        (k, fa.get(k, missing), fb.get(k, missing))
-        for k in sorted(set(fa) | set(fb))
-        if fa.get(k, missing) != fb.get(k, missing) and not any(k == i or k.startswith(i + ".") for i in ignore)
-    ]

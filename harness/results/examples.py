@@ -25,6 +25,38 @@ def pack_example_records(by_metric: dict, split: str = "test"):
     return records[0] if len(records) == 1 else records
 
 
+# What a record no declared metric can own needs: one line in the declaration or in the call.
+SET_ASIDE_FIX = ("add `examples: true` under the metric they belong to in stats.metrics (stats.metrics.NAME: "
+                 "{direction: max, unit: pts, examples: true}), or name it in the call: "
+                 "run.record_examples(correct, metric=\"NAME\")")
+SET_ASIDE_KEY = "examples_set_aside"
+
+
+def set_aside_records(items, warn: bool = False) -> list:
+    """result.json's ``examples_set_aside``: per-example records whose metric cannot be told, each
+    with why and the line that fixes it, kept beside the run and never read by the analysis.
+    ``items``: (correctness, why, fix or None for SET_ASIDE_FIX). ``warn``: also a FutureWarning
+    (a Run outside a harness run: no analysis will say it)."""
+    records = [{**pack_examples(correct), "why": why, "fix": fix or SET_ASIDE_FIX} for correct, why, fix in items]
+    if warn:
+        import warnings
+
+        for r in records:
+            warnings.warn(f"{r['why']}. The run is kept and the record set aside ({SET_ASIDE_KEY}), unused by "
+                          f"the analysis; to use it, {r['fix']}.", FutureWarning, stacklevel=3)
+    return records
+
+
+def set_aside_note(results) -> dict | None:
+    """What the analysis says once of the records set aside in ``results``: in how many runs, why
+    (the first run's) and the fix; None when none was."""
+    hit = [r for r in results if isinstance(r.get(SET_ASIDE_KEY), list) and r[SET_ASIDE_KEY]]
+    if not hit:
+        return None
+    first = hit[0][SET_ASIDE_KEY][0]
+    return {"runs": len(hit), "of": len(results), "why": str(first.get("why")), "fix": str(first.get("fix"))}
+
+
 def example_records(result: dict) -> list:
     """Every well-formed per-example record of a result (``metric`` is absent in older files)."""
     ex = result.get("examples")

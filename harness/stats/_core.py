@@ -64,6 +64,15 @@ def differences(a, b) -> np.ndarray:
     return np.round(d, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
+def rounded_differences(d, scale: float) -> np.ndarray:
+    """Differences ``d`` rounded as differences() rounds them, given the inputs' magnitude ``scale``
+    (the largest |value| compared); ±inf stay (a diverged run's pair)."""
+    d = np.asarray(d, dtype=float)
+    if not scale or not math.isfinite(scale):
+        return d
+    return np.round(d, SIGNIFICANT_DIGITS - math.ceil(math.log10(abs(scale)))) + 0.0
+
+
 def seed_std(x, decimals: int | None | str = "auto") -> float:
     """Std (ddof=1) of one arm's values across seeds, on the values rounded as the differences are.
 

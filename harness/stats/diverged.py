@@ -60,13 +60,17 @@ def _two_sided(r) -> np.ndarray:
     return np.minimum(1.0, 2 * np.minimum(_tail(r), _tail(-r)))
 
 
-def diverged_pairs_test(d, *, both: int = 0) -> DivergedPairsTest:
+def diverged_pairs_test(d, *, both: int = 0, scale: float | None = None) -> DivergedPairsTest:
     """The test above on one experiment's pair differences ``d`` (positive = the arm better): +inf
     where only the baseline diverged, -inf where only the arm did, 0 where both did (``both``: how
-    many of the zeros are such pairs)."""
+    many of the zeros are such pairs). ``scale``: the largest |value| of the finished runs compared;
+    given, the differences are ranked rounded as every other test rounds them, so that two equal
+    differences with different float noise (+1 example is 0.27777777777777146 or 0.2777777777777857)
+    tie."""
+    from ._core import rounded_differences
     from .sign_flip import sign_flip_method
 
-    d = np.asarray(d, dtype=float)
+    d = np.asarray(d, dtype=float) if scale is None else rounded_differences(d, scale)
     r = signed_ranks(d)
     return DivergedPairsTest(
         n_pairs=int(d.size), arm_only=int(np.sum(d == -np.inf)), baseline_only=int(np.sum(d == np.inf)),

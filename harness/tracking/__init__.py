@@ -3,7 +3,8 @@
 Owns: tracker.py (the only importer of wandb), content.py (what a run or an analysis becomes in
 wandb: rows, tables, summary), options.py (settings, groups, WANDB_* precedence, OnlineGate),
 closing.py (what the tracker says when it closes: runs not logged, the one ``wandb sync`` hint),
-shared.py (a unit's run opened before it trains, for a trainer's own wandb logger to log into). May
+shared.py (a unit's run opened before it trains, for a trainer's own wandb logger to log into),
+notices.py (a trainer's logger turned off, said once for all units; the project its logger names). May
 import: harness.results, and harness.integrations.wandb_hook (where the tracker offers that opener). Computes no statistics: it logs the analysis dict as it is.
 
 tracker.py is the one module that imports wandb, and only inside functions: with ``logger=none`` the

@@ -129,6 +129,9 @@ def resolve_options(cfg, out_dir: Path, environ=os.environ, sweep_root=None) -> 
     mode = str(mode or "offline").lower()
     mode = _MODE_ALIASES.get(mode, mode)
     project = _select(cfg, "logger.wandb.project") or environ.get("WANDB_PROJECT") or "harness"
+    # given, it wins over the project a trainer's own logger names (tracking/notices.py)
+    project_from = ("logger.wandb.project" if _select(cfg, "logger.wandb.project")
+                    else "$WANDB_PROJECT" if environ.get("WANDB_PROJECT") else None)
     tags = _select(cfg, "logger.wandb.tags")
     root = Path(environ.get("WANDB_DIR") or out_dir).absolute()
     folder = Path(sweep_root if sweep_root is not None else out_dir)
@@ -137,6 +140,7 @@ def resolve_options(cfg, out_dir: Path, environ=os.environ, sweep_root=None) -> 
     return {
         "mode": mode,
         "project": str(project),
+        "project_from": project_from,
         "entity": _select(cfg, "logger.wandb.entity"),  # None: WANDB_ENTITY, or the account's default
         "tags": [str(t) for t in tags] if tags else None,  # None: WANDB_TAGS, if set
         "group": str(group),

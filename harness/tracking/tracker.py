@@ -20,6 +20,7 @@ from harness.tracking.content import (  # noqa: F401 - the public names stay imp
 )
 from harness.integrations import wandb_hook
 from harness.tracking.closing import closing_words
+from harness.tracking.notices import Notices
 from harness.tracking.shared import log_at_step, open_unit_run
 from harness.tracking.options import (  # noqa: F401
     MAX_GROUP, MAX_TAG, MODES, SWEEP_ENV, OnlineGate, TrackingConfigError, _describe, _is_number, _select,
@@ -65,9 +66,10 @@ class NullTracker:
 
     def __init__(self, warnings: list[str] | None = None):
         self._warnings = list(warnings or [])
+        self.notices = Notices()
 
     def log_run(self, result: dict) -> None:
-        pass
+        self.notices.heed(result)
 
     def log_analysis(self, analysis: dict, out_dir) -> None:
         pass
@@ -83,7 +85,7 @@ class NullTracker:
         pass
 
     def close(self) -> list[str]:
-        warnings, self._warnings = self._warnings, []
+        warnings, self._warnings = self._warnings + self.notices.said(None), []
         return warnings
 
 
@@ -107,6 +109,7 @@ class WandbTracker:
         self._early: dict = {}  # run name -> a unit's run opened before it trained (open_unit_run)
         self._env_set: dict[str, str] = {}
         self._closed = False
+        self.notices = Notices()  # what the units' trainer callbacks noted: said once, at close
         if self.mode not in MODES:
             self.broken = f"logger.wandb.mode={self.mode!r} is not one of {', '.join(MODES)}"
             return
@@ -132,6 +135,7 @@ class WandbTracker:
 
     def log_run(self, result: dict) -> None:
         name = _run_name(result)
+        self.notices.heed(result, self)  # before its run opens: the user's project, where it can be kept
         try:
             self._log_run(result, name)
         except Exception as e:  # noqa: BLE001 - a wandb failure never stops the experiment
@@ -180,7 +184,7 @@ class WandbTracker:
         for var, value in self._env_set.items():
             if os.environ.get(var) == value:
                 del os.environ[var]
-        return self._warnings()
+        return closing_words(self) + self.notices.said(self.options["project"])
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -381,9 +385,6 @@ class WandbTracker:
         finally:
             # ends wandb's service process: no leftover processes, also in a reused joblib worker
             wandb.teardown()
-
-    def _warnings(self) -> list[str]:
-        return closing_words(self)
 
 
 # -- small helpers -------------------------------------------------------------------------------

@@ -202,41 +202,6 @@ def capture_environment(settings: Settings, device: torch.device, pinned: dict |
     return env
 
 
-def black_box_environment(settings: Settings) -> dict:
-    """capture_environment for a unit that trained in a command's own process on the CPU (a command
-    arm, integrations/command_run.py), torch-free: the installed torch (torch.version's text), the
-    machine, and the settings the harness gave the command (its threads, and the mode an attached
-    script's Run is switched into). The harness process's own torch state (its cuDNN, CPU kernels,
-    interop threads, math modes) decided nothing there and is not recorded; the CPU capability, which
-    decides the command's own kernels, is read from the machine as torch would read it."""
-    build = installed_torch()
-    deterministic = settings.mode != "off"
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": _cpu_name(),
-        "torch": build["__version__"],
-        "numpy": _version("numpy") or _installed("numpy"),  # what a torch process would have imported
-        "harness": harness.__version__,
-        "device": "cpu",
-        "device_name": _cpu_name(),
-        "cuda": build.get("cuda"),
-        "threads": settings.threads,
-        "mode": settings.mode,
-        "deterministic_algorithms": deterministic,
-        "deterministic_warn_only": settings.mode == "warn",
-        "fill_uninitialized_memory": settings.fill_uninitialized_memory,
-        "cudnn_deterministic": deterministic,
-        "cudnn_benchmark": settings.cudnn_benchmark and not deterministic,
-        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-        "cublas_set_by_harness": harness.CUBLAS_WORKSPACE_CONFIG_PRESET is None,
-        "cuda_initialized_before_harness": harness.CUDA_INITIALIZED_FIRST,
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-        **({"cpu_capability": cap} if (cap := cpu_capability_of_this_machine()) else {}),
-    }
-
-
 def cpu_capability_of_this_machine() -> str | None:
     """What torch.backends.cpu.get_cpu_capability() says on this machine, without importing torch, for
     the command's own torch process (its CPU kernels, hence its bits, follow it): ATen's rule on an x86
@@ -273,15 +238,6 @@ def installed_torch() -> dict:
         spec.loader.exec_module(version)  # a file of constants: torch itself is not imported
     return {"__version__": str(version.__version__), "cuda": getattr(version, "cuda", None),
             "hip": getattr(version, "hip", None)}
-
-
-def _installed(distribution: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _cpu_capability() -> str | None:

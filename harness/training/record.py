@@ -76,4 +76,10 @@ def adopted_record(record: Mapping, metrics: Mapping, rows: Mapping, seconds: fl
     out["fingerprints"]["attached"] = True
     if record.get("examples") is not None:
         out["examples"] = record["examples"]
+    if isinstance(record.get("env"), Mapping):  # what the script's process said of itself (command_env.py)
+        out["env"] = dict(record["env"])
+    if record.get("examples_set_aside"):  # kept apart as the script's Run kept them
+        out["examples_set_aside"] = record["examples_set_aside"]
+    if record.get("notices"):  # what the script's trainer callbacks noted (wandb_hook.py)
+        out["notices"] = list(record["notices"])
     return out

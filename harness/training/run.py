@@ -94,8 +94,11 @@ class Run:
         self._curve: dict[int, dict[str, float]] = {}
         self._declared = _declared(metrics)
         self._examples: dict[str, Any] = {}  # metric -> per-example outcomes, in recording order
+        self._set_aside: list[tuple] = []  # (outcomes, why, fix) of records no declared metric can own
         self._in_init = False
         self._t0 = time.perf_counter()
+        # what the harness says once for all units (a trainer's wandb logger turned off: wandb_hook.py)
+        self.notices: list[dict] = []
 
     # -- randomness ------------------------------------------------------------------------------
 
@@ -226,32 +229,38 @@ class Run:
         test set's sampling noise from seed noise. The metric must be declared with examples: true
         (stats.metrics.NAME: {direction: max, unit: pts, examples: true}) for the analysis to use
         it. Without ``metric``: the one metric declared so. One record per metric (a second call
-        for the same metric replaces the first)."""
+        for the same metric replaces the first).
+
+        Called without ``metric`` when not exactly one metric is declared with examples: true (the
+        call as it was before metric= existed), whose outcomes these are cannot be told: the slip is
+        found after training, so it never fails the run. The record is set aside (result.json's
+        examples_set_aside, unused by the analysis) with the line to add, which the analysis says
+        once for all units (results.set_aside_note); a Run outside a harness run warns at finish."""
+        t = torch.as_tensor(correct).detach().reshape(-1).to("cpu", torch.bool)
         if metric is None:
-            metric = self._examples_metric()
+            metric, why = self._examples_metric()
+            if metric is None:
+                self._set_aside = [(t.numpy().copy(), why, None)]  # a second such call replaces the first
+                return
         elif not isinstance(metric, str) or not metric:
             raise RunUsageError(f"run.record_examples(correct, metric={metric!r}): metric must be the name of "
                                 f"the returned metric these outcomes are of, e.g. metric=\"test_accuracy\".")
-        t = torch.as_tensor(correct).detach().reshape(-1).to("cpu", torch.bool)
         self._examples.pop(metric, None)
         self._examples[metric] = t.numpy().copy()
 
-    def _examples_metric(self) -> str:
-        """The one declared metric with examples: true, else a RunUsageError that says what to do."""
+    def _examples_metric(self) -> tuple[Optional[str], str]:
+        """(the one declared metric with examples: true, ""), else (None, why it cannot be told)."""
         named = [name for name, examples in (self._declared or {}).items() if examples]
         if len(named) == 1:
-            return named[0]
+            return named[0], ""
         if self._declared is None:
             found = "no metrics were declared to this Run"
         elif not named:
             found = f"none of the declared metrics ({', '.join(self._declared) or 'none'}) has examples: true"
         else:
             found = f"several declared metrics have examples: true ({', '.join(named)})"
-        raise RunUsageError(
-            f"run.record_examples(correct) without metric=: {found}, so whose per-example outcomes these are "
-            f"cannot be told (it is never guessed). Name it: run.record_examples(correct, metric=\"NAME\"), "
-            f"and declare NAME in stats.metrics as {{direction: max, unit: pts, examples: true}} (unit pts or %: "
-            f"the metric is 100 x the mean outcome; otherwise the mean itself).")
+        return None, (f"run.record_examples(correct) without metric=: {found}, so whose per-example outcomes "
+                      f"these are cannot be told (it is never guessed)")
 
     def black_box(self, final: str, covers: str = "metrics") -> None:
         """Say the training ran outside this process (a command the harness started): nothing was
@@ -280,7 +289,7 @@ class Run:
 
     def finish(self, metrics) -> dict:
         """Called by the harness after the training function returned: the run's record."""
-        from harness.results import pack_example_records
+        from harness.results import pack_example_records, set_aside_records
 
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -320,17 +329,20 @@ class Run:
             out["fingerprints"]["steps_trained"] = self._trained
         if not self._order.batches:
             out["fingerprints"]["missing"] = {"data_order": f"no batch was drawn through the Run: {HOW_TO_FILL['data_order']}"}
+        for name in [name for name in self._examples if name not in metrics]:  # found only now: set aside
+            self._set_aside.append((self._examples.pop(name), (
+                f"run.record_examples recorded the per-example outcomes of {name}, but the training function "
+                f"returned no such metric (it returned {', '.join(metrics) or 'none'})"),
+                f"return {name} from the training function, or name the returned metric they make up in the "
+                f"call: run.record_examples(correct, metric=\"NAME\")"))
         if self._examples:
-            missing = [name for name in self._examples if name not in metrics]
-            if missing:
-                raise RunUsageError(
-                    f"run.record_examples recorded the per-example outcomes of {', '.join(missing)}, but the "
-                    f"training function returned no such metric (it returned {', '.join(metrics) or 'none'}): "
-                    f"record them with metric= the name of the returned metric they make up (without metric= "
-                    f"they belong to the one metric stats.metrics declares with examples: true).")
             out["examples"] = pack_example_records(self._examples)
+        if self._set_aside:
+            out["examples_set_aside"] = set_aside_records(self._set_aside, self.run_dir is None)
         if self._save_weights or self._keep:
             out["weights"] = self._watched.weights()
+        if self.notices:
+            out["notices"] = list(self.notices)
         return out
 
     @property
