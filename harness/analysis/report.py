@@ -113,7 +113,7 @@ def sections(analysis: dict) -> list[Section]:
 
 
 def _dose_trend_section(analysis: dict, f: _Fmt) -> Section:
-    """The paired trend test over a numeric factor (evidence.dose_trend, issue 19)."""
+    """The paired trend test over a numeric factor (evidence.dose_trend)."""
     t = analysis["dose_trend"]
     lin = t["linearity"]
     level = _pct(t["confidence_level"])

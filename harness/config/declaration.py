@@ -221,7 +221,7 @@ class Declaration:
                 metrics[target] = replace(old, direction=direction) if old else MetricSpec(target, direction)
         changes["metrics"] = metrics  # an undeclared target is refused by the analysis, after it is found
         if margin == "declared" and target != self.metric and _number(self.margin):
-            # A margin is in its metric's units: another metric gets none of its own (issue 33).
+            # A margin is in its metric's units: another metric gets none of its own.
             departures.append(f"margin none for {target} (the declared margin {self.margin:g} is "
                               f"{self.metric}'s; give one for {target} with --margin)")
             changes["margin"] = None

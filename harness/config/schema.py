@@ -129,7 +129,7 @@ def builtin_loop_metrics() -> dict:
     """What the built-in loop returns, declared for an experiment that runs it and declares no metrics
     of its own (the built-in experiments declare them in their yaml too). test_accuracy is the mean of
     the per-example outcomes it records (run.record_examples(correct, metric="test_accuracy")), in
-    percentage points. Never merged into a user's stats.metrics (issue 33): a declaration holds what
+    percentage points. Never merged into a user's stats.metrics: a declaration holds what
     the experiment declares."""
     return {"test_accuracy": {"direction": "max", "unit": "pts", "examples": True},
             "test_loss": {"direction": "min"}, "train_loss": {"direction": "min"}}

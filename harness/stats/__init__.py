@@ -64,7 +64,7 @@ from ._core import (
 )
 # The rest is imported on first use (PEP 562): a process that only gathers results (python -m
 # harness.analyze's first process, while a second computes the statistics) needs _core alone, and
-# compiling the other modules from source cost it ~0.1 s on a busy 2-core host (issue 33).
+# compiling the other modules from source costs it ~0.1 s on a busy 2-core host.
 _LAZY = {
     "margins": ("Margin", "MinimumEffectResult", "TOSTResult", "holm", "margin_bound_factors", "minimum_effect_test",
                 "pooled_seed_std", "resolve_margin", "tost"),

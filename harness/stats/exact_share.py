@@ -2,7 +2,7 @@
 
 ``simulate_share(n, delta, level)`` is the definition: a seeded simulation of _EXACT_SIMS
 experiments of n normal differences (the same draws for every delta). It costs 4-80 ms, and
-seeds_needed asks it for every new effect size (issue 33: `compare` went from ~30 ms to ~90 ms),
+seeds_needed asks it for every new effect size (simulating each would triple `compare`'s time),
 so ``exact_share`` answers from a table shipped with the package (exact_share_table.json, built
 by scripts/build_exact_share_table.py from simulate_share itself, and checked against it by
 tests/test_stats_cost.py) and simulates only what the table does not hold.

@@ -3,8 +3,8 @@ first count of seeds in a block whose power reaches a target, found without eval
 
 ``_margin_power`` is the definition. ``NodePower`` is a power_at for power.py's search that gives
 the same numbers: a count is only ever ruled out by a bound its power provably stays below, and
-every count that decides is computed in full, as ``_margin_power`` computes it (issue 33: the
-noncentral t at 24 nodes of 64 counts cost compare ~40 ms near the margin)."""
+every count that decides is computed in full, as ``_margin_power`` computes it (evaluating the
+noncentral t at 24 nodes for each of 64 counts would cost compare ~40 ms near the margin)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ of skewed ones. The looks spend a one-sided level a1 by an alpha-spending functi
 1983); each look's nominal level comes from the normal sequence (recursive numerical integration,
 Armitage, McPherson & Rowe 1969) carried to the t scale (Jennison & Turnbull 2000, section 3.8),
 and c_k is calibrated on simulated paths of differences of every shape the design declares:
-normal, and gamma-shaped with skewness up to ``skewness`` (default 2) in either direction (issue
-24; ``skewness=0`` is the t statistic for normal differences alone, the design before). For those
+normal, and gamma-shaped with skewness up to ``skewness`` (default 2) in either direction
+(``skewness=0``: the t statistic, for normal differences alone). For those
 shapes every interval covers the true effect at all looks at once, with probability >= 1 - 2*a1
 (a1 below), so any claim read off any look is error-controlled, whatever made the run stop there.
 

@@ -109,7 +109,7 @@ def _t_bounds(looks: tuple, increments: tuple, fallback: tuple) -> tuple:
     return tuple(bounds)
 
 
-# -- Hall's skewness-corrected t statistic (issue 24) ----------------------------------------------
+# -- Hall's skewness-corrected t statistic ---------------------------------------------------------
 
 
 def sample_skewness(x):

@@ -37,8 +37,8 @@ class SequentialDesign:
     futility: float = 0.05  # stop as futile when no plausible effect settles a claim with >= this chance
     arms: int = 1  # arms compared with the baseline; alpha is split evenly (Bonferroni)
     # the largest |skewness| of the differences the boundaries hold for (normal, or gamma-shaped up to
-    # this, either direction): Hall's skewness-corrected t calibrated on those shapes (issue 24);
-    # 0: normal differences only, the plain t statistic (the design before issue 24)
+    # this, either direction): Hall's skewness-corrected t calibrated on those shapes;
+    # 0: normal differences only, the plain t statistic
     skewness: float = 2.0
     _bounds: tuple = field(init=False, repr=False, compare=False)
 
@@ -119,7 +119,7 @@ class SequentialDesign:
         crit = np.array(_t_bounds(looks, inc, tuple(sps.t.isf(sps.norm.sf(z), np.array(looks) - 1))))
         # the level each look spends (normal differences): the exact sign-flip test must reach it
         nominal = sps.t.sf(crit, np.array(looks) - 1)
-        if self.skewness > 0:  # Hall's statistic, calibrated on every reference shape (issue 24)
+        if self.skewness > 0:  # Hall's statistic, calibrated on every reference shape
             crit = np.array(_robust_bounds(looks, inc, float(self.skewness), not self.margin, tuple(crit.tolist())))
         return tuple(zip(looks, z.tolist(), nominal.tolist(), crit.tolist()))
 

@@ -17,8 +17,8 @@ upwards by the subsets whose sum lies within n D / G of D (conservative; a few p
 
 Up to EXACT_N pairs (24) the count is exact instead, by meeting in the middle: the subset sums of
 each half of the pairs (2^12 at most), sorted together, count the pairs of half-subsets whose sums
-add up to at most D (issue 33: the grid's bound disagreed with a full enumeration in 17 of 120,000
-simulated verdicts, always conservatively). Above EXACT_N the grid's upper bound stands, and above
+add up to at most D (the grid's bound alone disagrees with a full enumeration in about one
+simulated verdict in 7,000, always conservatively). Above EXACT_N the grid's upper bound stands, and above
 LARGE_N pairs (1000, harness.stats.verdict) the test is its normal limit. ``sign_flip_method(n)``
 says which one a p on n pairs is.
 

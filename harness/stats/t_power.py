@@ -70,8 +70,8 @@ def _nct_tail(critical, df, noncentrality, upper: bool):
 
     For finite arguments and df > 0 scipy's nct evaluates exactly the special functions called
     here, element by element (sf: _nct_sf clipped to [0, 1]; cdf: nctdtr), after ~0.1 ms of
-    argument checks per call that the search for seeds needed pays thousands of times (issue 33;
-    tests/test_stats_cost.py compares the two on many arguments, to the bit). Other arguments
+    argument checks per call that the search for seeds needed pays thousands of times
+    (tests/test_stats_cost.py compares the two on many arguments, to the bit). Other arguments
     (and a scipy without these functions) go through scipy.stats itself."""
     functions = _nct_functions()
     # one test for every argument finite: a NaN or an infinity anywhere makes the sum non-finite

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 AUTO = "auto"
-# Measured on this stack (NOTES.md, 2026-12-01): 2 cores, one busy process, 2 pinned threads vs 1.
+# The thread trap's cost on a 2-core host with one busy process, 2 pinned threads vs 1 (NOTES.md).
 TRAP_SLOWDOWN = "15-135x"
 
 
