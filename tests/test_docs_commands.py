@@ -180,6 +180,6 @@ def test_each_documented_feature_example_runs_as_promised(cmd: DocCommand, tmp_p
     out = proc.stdout + proc.stderr
     assert proc.returncode == int(cmd.marks.get("exit", 0)), f"{cmd.id}: {cmd.text}\n{out[-3000:]}"
     assert cmd.marks["expect"] in out, f"{cmd.id}: {cmd.text}\n promised {cmd.marks['expect']!r}:\n{out[-3000:]}"
-    if proc.returncode == 2:  # a refusal writes nothing (README, "Bad input")
+    if proc.returncode == 2:  # a refusal writes nothing (docs/failures.md)
         left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.parts[len(tmp_path.parts)] not in ("tests", "examples"))
         assert not left, f"{cmd.id}: refused, yet it wrote {left}"

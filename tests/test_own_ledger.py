@@ -26,7 +26,7 @@ def test_the_sessions_ledger_is_its_own_whatever_the_environment_names(tmp_path)
 
 
 def test_a_run_started_as_the_tests_start_one_claims_in_the_sessions_ledger(tmp_path):
-    """A run from a project folder with no ledger.path (the README's default there: its outputs/ledger.sqlite)."""
+    """A run from a project folder with no ledger.path (docs/statistics.md's default there: its outputs/ledger.sqlite)."""
     project, out = tmp_path / "project", tmp_path / "run"
     project.mkdir()
     proc = run_cli([*SYN, f"hydra.run.dir={out}"], cwd=project)

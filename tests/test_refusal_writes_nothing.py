@@ -1,4 +1,4 @@
-"""A run refused before training leaves no folder behind (README, "Bad input": exit status 2 and
+"""A run refused before training leaves no folder behind (docs/failures.md: exit status 2 and
 nothing is written), and a folder that existed before the refused run is left as it was: a finished
 folder and its ledger byte for byte (no declaration replaced, no test reserved in the FDR stream)."""
 
