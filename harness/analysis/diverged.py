@@ -4,7 +4,7 @@
   compared, not left out, by the signed-rank sign-flip test (harness.stats.diverged), which is valid
   with such pairs; the effect sizes stay those of the finished pairs, with the divergence counts
   beside them, and no margin claim is made (a diverged run has no size).
-- ``exclude``: the run and its partner are left out, as before; the verdict then leads with a
+- ``exclude``: the run and its partner are left out; the verdict then leads with a
   survivorship warning, since the arm that diverges more often is judged on its survivors.
 - ``fail``: no verdict when any run diverged.
 

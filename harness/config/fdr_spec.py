@@ -1,7 +1,7 @@
 """stats.fdr, checked: the online false discovery rate an experiment's claims are tested under.
 
 ``{method: none|lond|lord++|saffron|addis|lond_dep|lord_dep, level: 0.1}``. none (the default): each
-claim at stats.alpha, as before. A method: the experiment's level alpha_t comes from the project's
+claim at stats.alpha, untouched by the ledger. A method: the experiment's level alpha_t comes from the project's
 ledger when it is declared (harness/ledger/record.py), before any data, and is written into
 declaration.json. lond_dep and lord_dep hold the FDR under any dependence between claims. The schema
 (schema.py) refuses any other name when Hydra composes; a recorded config is checked here.

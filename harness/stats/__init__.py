@@ -83,7 +83,7 @@ _HOME = {name: module for module, names in _LAZY.items() for name in names}
 
 def __getattr__(name: str):
     """A name of the package's API, imported from its module on first use; a submodule by its name
-    (``stats.power``), as before, when these were imported eagerly."""
+    (``stats.power``), which callers reach as an attribute of the package."""
     import importlib
 
     if name in _HOME:
