@@ -5,21 +5,11 @@ by position (one position = one seed), and studies the differences ``d = b - a``
 small frozen dataclasses in the style of scipy's result objects (``.statistic``, ``.pvalue``,
 ``.confidence_interval()``). Nothing here prints, plots, touches files, or imports Hydra or wandb.
 
-What a verdict means (``decide``), with m the margin (the smallest difference that matters):
-
-    identical            every difference is exactly 0: the factor did not change the numerics
-    better / worse       the minimum-effect test rejects |effect| <= m (CI outside +-m)
-    smaller_than_margin  the test against 0 rejects AND TOST rejects |effect| >= m:
-                         a real difference, but inside +-m
-    equivalent           TOST rejects |effect| >= m (and the test against 0 does not)
-    differs              the test against 0 rejects, but neither test about m decides
-    undecided            nothing rejects; never read as "no effect"
-
-Each claim is decided by a decision p-value (``decision_pvalues``) whose error rate is at most
-alpha: never below the exact sign-flip test's p of the same claim on the same differences, alpha
-/ k over k arms with intervals at that level (moved to the exact test's bound where it does not
-reject what the t interval excludes), and for an estimated (auto) margin half of alpha spent on
-the margin's chi-square bound. docs/statistics.md gives the design and the simulated rates.
+``decide`` gives one of the verdicts in VERDICTS (identical, better / worse, smaller_than_margin,
+equivalent, differs, undecided, never read as "no effect"), each decided by a decision p-value
+(``decision_pvalues``) whose error rate is at most alpha and never below the exact sign-flip test's
+p of the same claim. What each verdict claims, the decision p-values and the simulated error rates:
+docs/statistics.md.
 
 Degenerate data is answered, never NaN'd: identical arms give p = 1 and no warnings; constant
 nonzero differences (sd 0) give a zero-width t interval, but the verdict rests on the exact
