@@ -7,8 +7,8 @@ small frozen dataclasses in the style of scipy's result objects (``.statistic``,
 
 ``decide`` gives one of the verdicts in VERDICTS (identical, better / worse, smaller_than_margin,
 equivalent, differs, undecided, never read as "no effect"); identical when every difference is
-exactly 0, else each claim by a decision p-value (``decision_pvalues``) whose error rate is at most alpha and never below the exact sign-flip test's
-p of the same claim. What each verdict claims, the decision p-values and the simulated error rates:
+exactly 0, else each claim by a decision p-value (``decision_pvalues``) whose error rate is at
+most alpha and never below the exact sign-flip test's p of the same claim. What each verdict claims, the decision p-values and the simulated error rates:
 docs/statistics.md.
 
 Degenerate data is answered, never NaN'd: identical arms give p = 1 and no warnings; constant
