@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from harness.analysis import report
+from harness.analysis import figures
 from harness.analysis.analyze import analyze_dir
 from harness.tools import analyze as analyze_tool
 
@@ -33,7 +33,7 @@ def test_a_full_disk_at_the_figure_replaces_none_of_the_three_and_says_so(tmp_pa
     def disk_full(analysis, path, named=None):  # as atomic_write fails: after json and report were written
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(report, "write_figure", disk_full)
+    monkeypatch.setattr(figures, "write_figure", disk_full)
     assert analyze_tool.main([str(root)]) != 0
     err = " ".join(capsys.readouterr().err.split())
     assert "No space left on device" in err

@@ -60,8 +60,10 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
         p.append(f"determinism.cudnn_benchmark=true is not allowed with determinism.mode={_v(d.mode)}: it picks "
                  "convolution algorithms by timing, which changes the bits. Use determinism.mode=off.")
     _int_at_least(p, "repro.keep_step_weights", cfg.repro.keep_step_weights, 0)
-    if config_cmd_problem(cfg):  # an empty train.cmd: before the declaration or anything else is written
-        p.append(config_cmd_problem(cfg))
+    cmd_problem = config_cmd_problem(cfg.get("train"), OmegaConf.select(cfg, "ab.factor", default=None,
+                                                                        throw_on_resolution_failure=False))
+    if cmd_problem:  # an empty train.cmd: before the declaration or anything else is written
+        p.append(cmd_problem)
     p += seed_problems(cfg.get("seed"), cfg.get("seeds"))
     if lock_timeout_problem(cfg.get("lock_timeout")):
         p.append(lock_timeout_problem(cfg.get("lock_timeout")))

@@ -114,7 +114,9 @@ class CheckBeforeRuns(Callback):
 
         check_ledger(config)
         folder = run_dir(config)
-        problem = config_cmd_problem(config)  # before Hydra writes .hydra/ and the log
+        problem = config_cmd_problem(config.get("train"), OmegaConf.select(config, "ab.factor", default=None,
+                                                                            throw_on_resolution_failure=False))
+        # (before Hydra writes .hydra/ and the log)
         if problem:
             _refuse(problem + " Nothing was run.")
         check_writable(folder)

@@ -185,12 +185,12 @@ def cmd_problem(cmd) -> Optional[str]:
     return None
 
 
-def config_cmd_problem(cfg) -> Optional[str]:
-    """cmd_problem of a config's train.cmd, unless the arms give it (ab.factor under train.cmd: each
-    arm's value is checked with the arm)."""
+def config_cmd_problem(train, factor) -> Optional[str]:
+    """cmd_problem of a config's ``train`` node's cmd, unless the arms give it (``factor``, ab.factor,
+    under train.cmd: each arm's value is checked with the arm)."""
     try:
-        cmd = OmegaConf.select(cfg, "train.cmd", default=None)
-        factor = str(OmegaConf.select(cfg, "ab.factor", default="") or "")
+        cmd = OmegaConf.select(train, "cmd", default=None) if train is not None else None
+        factor = str(factor or "")
     except Exception:  # noqa: BLE001 - an interpolation that fails here fails, named, in the preflight
         return None
     if cmd is None or factor == "train.cmd" or factor.startswith("train.cmd."):
