@@ -20,10 +20,13 @@ from .conftest import REPO, TEST_CONF
 
 TOY = REPO / "tests" / "command_scripts" / "toy.py"
 WAIT_S = 120  # how long a test waits for a process to reach a state (a bound, not a measurement)
-# sh runs python without exec (a command follows it), and leaves a helper running in the background
+# sh runs python without exec (a command follows it), and leaves a helper running in the background;
+# it goes on once the helper has written its pid (on a busy machine a fast unit could end before the
+# helper started, and the test would find no helper to check)
 WRAPPER = """\
 "{py}" -c 'import os, sys, time; p = sys.argv[1]; open(p + ".tmp", "w").write(str(os.getpid())); \\
 os.replace(p + ".tmp", p); time.sleep(300)' "$HARNESS_RUN_DIR/helper.pid" &
+i=0; while [ ! -f "$HARNESS_RUN_DIR/helper.pid" ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done
 "{py}" "{toy}" "$@"
 echo "the wrapper ends"
 """
