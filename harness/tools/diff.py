@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from harness import HarnessError
 from harness.results import differences  # noqa: F401 - public here too
 from harness.tools.args import add_config_dir, parse_args  # noqa: F401 - public here too
 from harness.tools.butterfly import write_plot  # noqa: F401 - public here too
@@ -41,7 +42,7 @@ WEIGHTS_NAME = "weights.pt"
 PLOT_NAME = "butterfly.png"
 
 
-class DiffError(ValueError):
+class DiffError(ValueError, HarnessError):
     """The inputs cannot be compared; the message says which and why."""
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 from omegaconf import OmegaConf
 
+from harness import HarnessError
 from harness.tools.diff import add_config_dir, differences, digest_parts, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
 from harness.results import NOT_IN_IDENTITY, digests_version, load_steps, read_json, write_json
 from harness.tools import golden_ops, golden_stats
@@ -50,7 +51,7 @@ STACK_KEYS = ("torch", "device_type", "threads", "cuda", "cudnn", "device_name")
 NOT_NUMERICS = (*(k for k in NOT_IN_IDENTITY if k not in ("seed", "arm")), "repro")
 
 
-class BadInput(ValueError):
+class BadInput(ValueError, HarnessError):
     """A mistake the user can fix; the message names the thing and what is allowed."""
 
 
