@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Optional
 
 from harness import HarnessError
-from harness.results import differences  # noqa: F401 - public here too
-from harness.tools.args import add_config_dir, parse_args  # noqa: F401 - public here too
-from harness.tools.butterfly import write_plot  # noqa: F401 - public here too
+from harness.results import differences
+from harness.tools.args import add_config_dir, parse_args
+from harness.tools.butterfly import write_plot
 from harness.tools.diff_words import format_report
 from harness.results import (READABLE_SCHEMAS, RESULT_NAME, SCHEMA, digests_version, find_result_files, load_steps,
                              read_json, write_json)

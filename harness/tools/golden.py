@@ -37,10 +37,11 @@ import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is impo
 from omegaconf import OmegaConf
 
 from harness import HarnessError
-from harness.tools.diff import add_config_dir, differences, digest_parts, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
-from harness.results import NOT_IN_IDENTITY, digests_version, load_steps, read_json, write_json
+from harness.tools.args import add_config_dir, parse_args
+from harness.tools.diff import digest_parts, first_difference
+from harness.results import NOT_IN_IDENTITY, differences, digests_version, load_steps, read_json, write_json
 from harness.tools import golden_ops, golden_stats
-from harness.tools.golden_words import _declaration, _declared_metrics, _number, _primary_line, check_message  # noqa: F401
+from harness.tools.golden_words import _declaration, _primary_line, check_message
 
 GOLDEN_SCHEMA = "harness.golden/1"
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2  # and golden_stats: 3 equivalent, 4 undecided
