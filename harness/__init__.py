@@ -22,6 +22,14 @@ if CUBLAS_WORKSPACE_CONFIG_PRESET is None:
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE_CONFIG
 
 
+class HarnessError(RuntimeError):
+    """The root of the harness's errors: the experiment could not run or could not be analysed, and
+    the message says why. ``harness.run`` and ``harness.analyze_folder`` raise it; every other error
+    the harness raises is a subclass that keeps its own builtin base too (an ``ExperimentError`` is
+    still a ``ValueError``, an ``OutputsNotWritten`` still an ``OSError`` with its errno). Defined
+    here, the one module every room may import, so defining it costs no import."""
+
+
 # The public API, imported on first use (importing harness must stay cheap and must not import
 # torch before CUBLAS_WORKSPACE_CONFIG is set above):
 #   harness.run(overrides=[...], out_dir=...)  -> ExperimentResult  (run an experiment from Python)
@@ -29,6 +37,8 @@ if CUBLAS_WORKSPACE_CONFIG_PRESET is None:
 # (not harness.analyze: that name is the `python -m harness.analyze` command's module)
 #   harness.Run                                the object a training function receives
 #   harness.instantiate(node, **call_site)     how every _target_ node is built
+#   harness.HarnessError                       what harness.run and analyze_folder raise; every
+#                                              error of the harness is a subclass
 #   harness.attach(seed=None)                  in a script a command arm starts: the unit's Run
 #                                              (on its own: a stand-alone Run that records nothing)
 _PUBLIC = {
@@ -40,7 +50,7 @@ _PUBLIC = {
     "instantiate": ("harness.training.components", "instantiate"),
     "attach": ("harness.integrations.attach", "attach"),
 }
-__all__ = ["__version__", *_PUBLIC]
+__all__ = ["__version__", "HarnessError", *_PUBLIC]
 
 
 def __getattr__(name):

@@ -10,7 +10,8 @@ import json
 from omegaconf import OmegaConf
 
 from harness.config import compose
-from harness.tools.golden import NOT_NUMERICS, differences
+from harness.results import differences
+from harness.tools.golden import NOT_NUMERICS
 from tests.conftest import FAST, run_cli
 
 BASE = [o for o in FAST if not o.startswith(("workers=", "logger=", "progress="))]

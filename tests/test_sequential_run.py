@@ -174,7 +174,7 @@ def test_bad_sequential_config_fails_before_any_run(tmp_path):
 def test_each_bad_value_is_named_with_what_is_allowed(overrides, words):
     from harness.config.declaration import Declaration
     from harness.config.preflight import check_settings
-    from harness.experiment.sequential_plan import design_of
+    from harness.config.sequential_design import design_of
 
     cfg = compose_cfg(SEQ + overrides)
     with pytest.raises(ValueError) as e:
@@ -186,7 +186,7 @@ def test_each_bad_value_is_named_with_what_is_allowed(overrides, words):
 
 def test_design_follows_the_config():
     from harness.config.declaration import Declaration
-    from harness.experiment.sequential_plan import design_of
+    from harness.config.sequential_design import design_of
 
     d = design_of(Declaration.from_config(compose_cfg(SEQ + ["stats.margin=0.3", "stats.metric=test_loss"])))
     assert (d.direction, d.margin, d.equivalence, d.arms, d.min_seeds) == ("min", 0.3, True, 2, 7)

@@ -29,13 +29,12 @@ from pathlib import Path
 
 from harness.analysis import comparability as comparability
 from harness.analysis.certificate import certificate_for
-from harness.analysis.outputs import OutputsNotWritten, write_together  # noqa: F401 - public here too
+from harness.analysis.outputs import write_together
 from harness.analysis.decide import SCHEMA, StatisticsApart, decide  # noqa: F401 - SCHEMA public here too
 from harness.analysis.gather import CHOICES, Gathered, declared, fill_later, gather  # noqa: F401 - CHOICES public here too
 from harness.config import declaration as declaration_io
 from harness.config.declaration import Declaration, DeclarationError
 from harness import results as results_io
-from harness.analysis.selection import PAIRED_FINGERPRINTS  # noqa: F401 - public here too
 from harness.analysis.selection import AnalysisError, _one_experiment
 
 ANALYSIS_NAME = "analysis.json"

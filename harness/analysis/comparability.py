@@ -28,7 +28,7 @@ from __future__ import annotations
 from harness.analysis.shown_apart import apart
 from harness.analysis.copies import inputs_digest, one_per_run  # noqa: F401 - public here too
 from harness.analysis.run_identity import (  # noqa: F401 - public here too
-    _DIGESTS, _IDENTITIES, ENV_PARTS, PARTS, IdentityError, _canonical, _hashable, _short, _under, factor_of, hashes,
+    _DIGESTS, _IDENTITIES, PARTS, IdentityError, _canonical, _hashable, _short, _under, factor_of, hashes,
     identity, where)
 from harness.results import NOT_IN_IDENTITY, flatten
 

@@ -23,17 +23,22 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from harness import HarnessError
+
 _PREFIX = ".analysis-new-"
 _STALE_ELSEWHERE = 3600.0  # seconds: a folder of another host's analysis is left alone younger than this
 
 
-class OutputsNotWritten(OSError):
+class OutputsNotWritten(OSError, HarnessError):
     """Writing one analysis's files failed; none of them was replaced (the message says so).
     errno and filename are the cause's: a caller that words storage errors by errno still can."""
 
     def __init__(self, cause: OSError, folder: Path, names):
         super().__init__(cause.errno, cause.strerror or str(cause), cause.filename)
         self.folder, self.names = folder, tuple(names)
+
+    def __reduce__(self):  # pickled by a worker: rebuilt from its own arguments, not OSError's
+        return type(self), (OSError(self.errno, self.strerror, self.filename), self.folder, self.names)
 
     def __str__(self) -> str:
         where = f" writing {self.filename}" if self.filename else ""

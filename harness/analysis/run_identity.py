@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from harness import HarnessError
 from harness.analysis.math_identity import MATH_PARTS, math_part
 from harness.results import NOT_IN_IDENTITY, config_digest, key_bytes
 
@@ -35,7 +36,7 @@ ENV_PARTS = {
     "env.math_environment": None,
 }
 PARTS = ("base_hash", "code_version", *ENV_PARTS)
-class IdentityError(ValueError):
+class IdentityError(ValueError, HarnessError):
     """Results of different identities, or conflicting copies of one run; the message names them."""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from harness import HarnessError
 from harness.analysis import comparability as comparability
 from harness.results import diverged, digests_version, metric_value
 from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
@@ -15,7 +16,7 @@ from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason, unc
 PAIRED_FINGERPRINTS = ("init", "data_order")
 
 
-class AnalysisError(ValueError):
+class AnalysisError(ValueError, HarnessError):
     """The results cannot be analysed as asked; the message says what and what is allowed."""
 
 

@@ -17,11 +17,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness import HarnessError
+
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
 
-class DataError(ValueError):
+class DataError(ValueError, HarnessError):
     """The data cannot be loaded as configured."""
 
 

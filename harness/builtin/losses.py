@@ -8,8 +8,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from harness import HarnessError
 
-class LossError(ValueError):
+
+class LossError(ValueError, HarnessError):
     pass
 
 

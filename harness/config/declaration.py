@@ -30,7 +30,7 @@ from typing import Any, Mapping, Optional
 from harness.config.condition_rules import condition_problems  # noqa: F401 - public here too
 from harness.config.fdr_spec import fdr_spec
 from harness.config.metric_spec import (  # noqa: F401 - public here too
-    DIRECTIONS, PERCENT_UNITS, DeclarationError, MetricSpec, _number, _plain, _v, metric_spec)
+    DIRECTIONS, DeclarationError, MetricSpec, _number, _plain, _v, metric_spec)
 
 SCHEMA = "harness.declaration/1"
 DECLARATION_NAME = "declaration.json"

@@ -12,12 +12,14 @@ import sys
 from dataclasses import dataclass
 from typing import Mapping
 
+from harness import HarnessError
+
 
 DIRECTIONS = ("max", "min")
 PERCENT_UNITS = ("pts", "%")  # a per-example metric in these units is 100 x the mean outcome
 
 
-class DeclarationError(ValueError):
+class DeclarationError(ValueError, HarnessError):
     """The config does not declare an analysable experiment; the message names the key and what is allowed."""
 
 

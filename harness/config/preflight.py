@@ -15,6 +15,7 @@ from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness import HarnessError
 from harness.config.ledger_spec import ledger_problem
 from harness.training.threads import is_auto
 from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
@@ -23,7 +24,7 @@ from harness.integrations.command_spec import config_cmd_problem, is_command, pr
 BUILTIN_LOOP = "harness.builtin.loop.train"
 
 
-class PreflightError(ValueError):
+class PreflightError(ValueError, HarnessError):
     """The config cannot run; the message lists every problem found."""
 
 

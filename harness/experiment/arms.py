@@ -13,12 +13,13 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from harness import HarnessError
 from harness.experiment.identity import flatten as _flatten, plain as _plain, under as _under
 
 _FACTOR_FORBIDDEN = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name", "repro")
 
 
-class ExperimentError(ValueError):
+class ExperimentError(ValueError, HarnessError):
     """The experiment is misconfigured, or its runs cannot be trusted; the message says why."""
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness import HarnessError
 from harness.experiment.race_plan import FIGURE_NAME, RACE_NAME
 
 SCHEMA = "harness.race_analysis/1"
@@ -24,7 +25,7 @@ ANALYSIS_NAME = "analysis.json"
 REPORT_NAME = "report.md"
 
 
-class RaceAnalysisError(Exception):
+class RaceAnalysisError(HarnessError):
     """The folder's race cannot be analysed as declared (one paragraph: what and why)."""
 
 

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf, flag_override
 
+from harness import HarnessError
 from harness.config.declaration import declared_metrics
 from harness.training.components import ComponentError, resolve_callable, targets
 from harness.integrations.command_spec import code_files, is_command, training_fn
@@ -28,7 +29,7 @@ from harness.experiment.identity import code_identity, config_digest, plain
 from harness.results import SCHEMA
 
 
-class MetricsError(TypeError):
+class MetricsError(TypeError, HarnessError):
     """The training function returned something other than a dict of named numbers."""
 
 

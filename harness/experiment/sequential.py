@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
+from harness.config.sequential_design import baseline_and_arms, design_of
 from harness.experiment import sequential_plan as sp
 from harness.experiment.plan import ALL_DONE, Plan
 from harness.experiment.units import ExperimentError, Outcome, run_plan
@@ -40,10 +41,10 @@ def prepare(declaration, where: Path, *, stored: Optional[Path] = None):
     Returns (design, baseline, arms). Raises SequentialConfigError.
     """
     try:
-        design = sp.design_of(declaration)
+        design = design_of(declaration)
     except ValueError as e:
         raise SequentialConfigError(f"{e} Nothing was run.") from None
-    baseline, arms = sp.baseline_and_arms(declaration)
+    baseline, arms = baseline_and_arms(declaration)
     path = stored or where / sp.SEQUENTIAL_NAME
     if path.is_file():
         problem = sp.stored_design_problem(read_json(path), design, declaration.metric, baseline, where)

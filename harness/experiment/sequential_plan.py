@@ -29,8 +29,7 @@ SCHEMA = "harness.sequential/1"
 SEQUENTIAL_NAME = "sequential.json"
 FIGURE_NAME = "sequential.png"
 
-from harness.config.sequential_design import (  # noqa: E402,F401 - the design is the declaration's; public here too
-    _number, baseline_and_arms, design_of, min_claim_seeds, one_sided_alpha, settings_problems)
+from harness.config.sequential_design import _number  # noqa: E402
 
 
 def seed_order(seeds) -> Iterator[int]:

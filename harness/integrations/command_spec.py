@@ -18,6 +18,8 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
+from harness import HarnessError
+
 COMMAND_FN = "harness.integrations.command.train"
 BUILTIN_LOOP = "harness.builtin.loop.train"
 PLACEHOLDERS = ("{seed}", "{arm}", "{run_dir}")
@@ -25,7 +27,7 @@ HARNESS_PYTHON = ("python", "python3")  # a command's first word meaning the har
 _FLAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
-class CommandSpecError(ValueError):
+class CommandSpecError(ValueError, HarnessError):
     """A command arm's keys cannot run; the message names the key and what is allowed."""
 
 

@@ -39,6 +39,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
     raise ImportError('harness.hf needs transformers: pip install "harness[hf]" (or pip install transformers '
                       "accelerate).") from e
 
+from harness import HarnessError
 from harness.integrations.attach import AttachedRun, attach
 from harness.integrations.wandb_hook import share
 
@@ -118,7 +119,7 @@ class Callback(transformers.TrainerCallback):
 HARNESS_ARGS = ("seed", "data_seed", "full_determinism", "use_cpu", "bf16", "fp16")
 
 
-class HarnessHFError(ValueError):
+class HarnessHFError(ValueError, HarnessError):
     """A harness.hf.fit argument the harness sets itself, or a training with nothing to compare."""
 
 

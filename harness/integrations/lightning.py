@@ -39,6 +39,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
     raise ImportError('harness.lightning needs Lightning: pip install "harness[lightning]" '
                       "(or pip install lightning).") from e
 
+from harness import HarnessError
 from harness.integrations.attach import AttachedRun, attach
 from harness.integrations.wandb_hook import share
 
@@ -46,7 +47,7 @@ LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pyto
 _MODES = {"off": 0, "warn": 1, "strict": 2}
 
 
-class HarnessLightningError(RuntimeError):
+class HarnessLightningError(HarnessError):
     """The Trainer contradicts the harness (e.g. deterministic=False under determinism.mode=strict)."""
 
 

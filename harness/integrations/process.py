@@ -18,6 +18,7 @@ from collections import deque
 from pathlib import Path
 from typing import Mapping, Optional
 
+from harness import HarnessError
 from harness.integrations.interrupts import held, reached
 
 TAIL_LINES = 20  # the last lines of stderr/stdout a failure shows
@@ -26,7 +27,7 @@ RUN_ENV = "HARNESS_RUN"
 GUARD = Path(__file__).with_name("group_guard.py")  # run by path: it imports nothing from harness
 
 
-class CommandFailed(RuntimeError):
+class CommandFailed(HarnessError):
     """The command exited non-zero, timed out, or its output did not hold a metric."""
 
 

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness import HarnessError
+
 SCHEMA = "harness.ledger/1"
 BUSY_TIMEOUT_S = 120  # a writer waits this long for another's transaction (a sweep of 40 jobs at once)
 
@@ -50,11 +52,11 @@ INSERT INTO meta (key, value) VALUES ('schema', '{SCHEMA}') ON CONFLICT DO NOTHI
 """
 
 
-class LedgerError(RuntimeError):
+class LedgerError(HarnessError):
     """The ledger cannot be read or written as asked; the message names the file."""
 
 
-class LedgerRefused(Exception):
+class LedgerRefused(HarnessError):
     """A database that is not a harness ledger (raised inside the check, said as a LedgerError)."""
 
 

@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import HarnessError
 from harness.results.identity import (  # noqa: F401 - a run's identity, public here too
     CHANGES_NO_BIT, NOT_IN_IDENTITY, REPRO_NOT_IN_IDENTITY, config_digest, differences, flatten)
 from harness.results.examples import (  # noqa: F401 - the per-example records, public here too
@@ -39,7 +40,7 @@ _STEP_DIGITS = {"loss": 8, "params": 16}
 
 
 
-class ResultsError(ValueError):
+class ResultsError(ValueError, HarnessError):
     """The results cannot be read as asked."""
 
 
@@ -109,7 +110,7 @@ MAX_RESULT_BYTES = 64 * 2**20
 _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}
 
 
-class FileRefused(OSError):
+class FileRefused(OSError, HarnessError):
     """A file not read: not a regular file (a FIFO, a device), or above its size bound."""
 
 

@@ -56,8 +56,8 @@ from scipy import stats as sps
 from harness.stats.sequential_bounds import hall_interval, sample_skewness
 from harness.stats.sign_flip import _TIE, sign_flip_reaches, sign_flip_tail
 from harness.stats.sequential_design import (  # noqa: F401 - the design's names, public here too
-    BETTER, CONTINUE, DECISIONS, EQUIVALENT, FUTILE, MAX_SKEWNESS, UNDECIDED, WORSE, _FUTILITY_POINTS,
-    SequentialDesign, _first_claim_seeds, _min_claim_seeds, _one_sided_alpha, first_claim_seeds)
+    BETTER, CONTINUE, DECISIONS, EQUIVALENT, FUTILE, UNDECIDED, WORSE, _FUTILITY_POINTS, SequentialDesign,
+    first_claim_seeds)
 
 def _constant(d, axis=-1):
     """Rows whose differences are all equal up to float noise (their sd is taken as exactly 0)."""

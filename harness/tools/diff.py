@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from harness.results import differences  # noqa: F401 - public here too
-from harness.tools.args import add_config_dir, parse_args  # noqa: F401 - public here too
-from harness.tools.butterfly import write_plot  # noqa: F401 - public here too
-from harness.tools.diff_words import digests_note, format_report  # noqa: F401 - public here too
+from harness import HarnessError
+from harness.results import differences
+from harness.tools.args import add_config_dir, parse_args
+from harness.tools.butterfly import write_plot
+from harness.tools.diff_words import format_report
 from harness.results import (READABLE_SCHEMAS, RESULT_NAME, SCHEMA, digests_version, find_result_files, load_steps,
                              read_json, write_json)
 
@@ -41,12 +42,14 @@ WEIGHTS_NAME = "weights.pt"
 PLOT_NAME = "butterfly.png"
 
 
-class DiffError(ValueError):
+class DiffError(ValueError, HarnessError):
     """The inputs cannot be compared; the message says which and why."""
 
 
 @dataclass
-class Run:
+class RunFiles:
+    """One run's files as the diff reads them (not harness.Run, the object a training function gets)."""
+
     path: Path  # the result.json
     result: dict
     weights: Optional[dict]  # weights.pt, or None when the run did not save it
@@ -61,7 +64,7 @@ class Run:
 # -- reading ------------------------------------------------------------------------------------
 
 
-def load_run(arg: str) -> Run:
+def load_run(arg: str) -> RunFiles:
     """A result.json, or a folder holding exactly one (directly or below it)."""
     path = Path(arg)
     if not path.exists():
@@ -87,7 +90,7 @@ def load_run(arg: str) -> Run:
     if result.get("status") != "completed":
         error = (result.get("error") or {}).get("message", "no error recorded")
         raise DiffError(f"{path}: this run did not complete ({result.get('status')}: {error}), so it has no fingerprints to compare.")
-    return Run(path, result, _load_weights(path.parent / WEIGHTS_NAME))
+    return RunFiles(path, result, _load_weights(path.parent / WEIGHTS_NAME))
 
 
 def _load_weights(path: Path) -> Optional[dict]:
@@ -160,7 +163,7 @@ def step_deltas(sa, sb) -> Optional[list[float]]:
     return (sa[:n].double() - sb[:n].double()).abs().amax(dim=1).tolist()
 
 
-def compare(a: Run, b: Run) -> dict:
+def compare(a: RunFiles, b: RunFiles) -> dict:
     """Everything that tells where two runs part ways, as a JSON-ready dict."""
     ra, rb = a.result, b.result
     fa, fb = ra["fingerprints"], rb["fingerprints"]
@@ -227,7 +230,7 @@ def compare(a: Run, b: Run) -> dict:
 # -- showing ------------------------------------------------------------------------------------
 
 
-def ops_lines(report: dict, a: Run, b: Run, recorder: str = "auto") -> list:
+def ops_lines(report: dict, a: RunFiles, b: RunFiles, recorder: str = "auto") -> list:
     """--ops: the first aten op whose outputs differ, at the step where the runs part (tools/ops.py)."""
     from harness.tools import ops
 

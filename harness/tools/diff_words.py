@@ -27,7 +27,7 @@ def _show_value(v) -> str:
 
 
 def format_report(report: dict, a, b, plot: Optional[Path]) -> str:
-    """diff.compare's report as the terminal shows it; ``a`` and ``b`` are the two diff.Run (path, label)."""
+    """diff.compare's report as the terminal shows it; ``a`` and ``b`` are the two diff.RunFiles (path, label)."""
     n_a, n_b = report["steps"]
     mixed = report["digests"][0] != report["digests"][1]  # per-step parameter digests and a content data order not compared
     lines = [f"A: {a.path}  ({a.label})", f"B: {b.path}  ({b.label})", ""]

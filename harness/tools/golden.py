@@ -36,10 +36,12 @@ from pathlib import Path
 import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 from omegaconf import OmegaConf
 
-from harness.tools.diff import add_config_dir, differences, digest_parts, first_difference, loss_value, parse_args  # noqa: F401 - add_config_dir: for the other tools
-from harness.results import NOT_IN_IDENTITY, digests_version, load_steps, read_json, write_json
+from harness import HarnessError
+from harness.tools.args import add_config_dir, parse_args
+from harness.tools.diff import digest_parts, first_difference
+from harness.results import NOT_IN_IDENTITY, differences, digests_version, load_steps, read_json, write_json
 from harness.tools import golden_ops, golden_stats
-from harness.tools.golden_words import _declaration, _declared_metrics, _number, _primary_line, check_message  # noqa: F401
+from harness.tools.golden_words import _declaration, _primary_line, check_message
 
 GOLDEN_SCHEMA = "harness.golden/1"
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2  # and golden_stats: 3 equivalent, 4 undecided
@@ -50,7 +52,7 @@ STACK_KEYS = ("torch", "device_type", "threads", "cuda", "cudnn", "device_name")
 NOT_NUMERICS = (*(k for k in NOT_IN_IDENTITY if k not in ("seed", "arm")), "repro")
 
 
-class BadInput(ValueError):
+class BadInput(ValueError, HarnessError):
     """A mistake the user can fix; the message names the thing and what is allowed."""
 
 
@@ -81,7 +83,8 @@ def select_run(cfg, overrides: list[str] = ()) -> tuple:
 
     The arm's value wins at ab.factor, so an override there changes nothing: say so on stderr.
     """
-    from harness.experiment.units import ExperimentError, arm_configs, factor_value
+    from harness.experiment.arms import factor_value
+    from harness.experiment.units import ExperimentError, arm_configs
 
     if len(cfg.ab.arms) == 0 and cfg.arm in (None, "base"):
         # No experiment chosen: the base config is the one run (named "base").

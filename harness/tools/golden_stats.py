@@ -20,11 +20,13 @@ A CI job that accepts "pure golden drift" after an upgrade passes on 0 and 3.
 
 from __future__ import annotations
 
+from harness import HarnessError
+
 EXIT_IDENTICAL, EXIT_CHANGED, EXIT_BAD_INPUT, EXIT_EQUIVALENT, EXIT_UNDECIDED = 0, 1, 2, 3, 4
 OUTCOME_EXIT = {"equivalent": EXIT_EQUIVALENT, "changed": EXIT_CHANGED, "undecided": EXIT_UNDECIDED}
 
 
-class StatsInputError(ValueError):
+class StatsInputError(ValueError, HarnessError):
     """The statistical golden cannot be made or read; the message says why and what to do."""
 
 

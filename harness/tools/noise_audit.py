@@ -45,10 +45,10 @@ import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is impo
 
 import numpy as np
 
-from harness.tools.diff import parse_args
-from harness.tools.golden import BadInput, add_config_dir, compose_config, select_run, stack_summary
+from harness.tools.args import add_config_dir, parse_args
+from harness.tools.golden import BadInput, compose_config, select_run, stack_summary
 from harness.results import example_record, write_json
-from harness.tools.noise_table import format_table, verdict, write_plot  # noqa: F401 - public here too
+from harness.tools.noise_table import format_table, verdict, write_plot
 from harness.tools.noise_runs import (  # noqa: F401
     SOURCES, audited_metric, run_all, steps_to_keep, thread_counts, threads_note, with_changes)
 

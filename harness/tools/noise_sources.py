@@ -42,8 +42,8 @@ import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is impo
 from harness.config.schema import BUILTIN_LOOP
 from harness.results import example_correctness, write_json
 from harness.stats.sources import read_sources, spread
-from harness.tools.diff import parse_args
-from harness.tools.golden import BadInput, add_config_dir, compose_config, stack_summary
+from harness.tools.args import add_config_dir, parse_args
+from harness.tools.golden import BadInput, compose_config, stack_summary
 from harness.tools.noise_sources_table import TABLE_COLUMNS, figure, render, table_rows
 from harness.tools.noise_audit import default_out
 from harness.tools.noise_runs import audited_metric, thread_counts

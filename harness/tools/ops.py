@@ -36,11 +36,13 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from harness import HarnessError
+
 KEEP_BYTES = 256 * 2**20  # op outputs kept per replay for max |Δ|; beyond it only hashes
 _NOT_HASHED = ("empty", "profiler")  # uninitialised memory: its bits mean nothing
 
 
-class OpsError(ValueError):
+class OpsError(ValueError, HarnessError):
     """The runs cannot be replayed op by op; the message says why."""
 
 

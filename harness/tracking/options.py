@@ -15,6 +15,8 @@ import os
 import time
 from pathlib import Path
 
+from harness import HarnessError
+
 log = logging.getLogger("harness.tracking")
 
 MODES = ("offline", "online", "disabled")
@@ -66,7 +68,7 @@ def _env_var(setting: str) -> str:
     return "WANDB_" + setting.upper()
 
 
-class TrackingConfigError(ValueError):
+class TrackingConfigError(ValueError, HarnessError):
     """A ``logger.*`` value wandb cannot use; the message names the key and what is allowed."""
 
 

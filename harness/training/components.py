@@ -25,11 +25,13 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from harness import HarnessError
+
 # Hydra's reserved keys in a node: never passed to the target.
 RESERVED = ("_target_", "_partial_", "_convert_", "_recursive_", "_args_")
 
 
-class ComponentError(ValueError):
+class ComponentError(ValueError, HarnessError):
     """A component cannot be imported or does not take the keys its node gives it."""
 
 

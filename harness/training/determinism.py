@@ -16,13 +16,14 @@ import harness  # sets CUBLAS_WORKSPACE_CONFIG before torch is imported
 # torch is imported inside the functions: importing this module (the CLI does, for spread_over_gpus)
 # stays cheap, so a bad value is refused before torch's seconds of import.
 
+from harness import HarnessError
 from harness.training import math_modes
 from harness.training.threads import choose_threads, is_auto, measure_load
 
 MODES = ("strict", "warn", "off")
 
 
-class DeterminismError(RuntimeError):
+class DeterminismError(HarnessError):
     """Deterministic mode cannot be guaranteed, or an op has no deterministic implementation."""
 
 

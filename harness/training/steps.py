@@ -14,20 +14,26 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 import torch
 
+from harness import HarnessError
 from harness.training.fingerprint import StepRecorder, hexdigest, model_fingerprint, tensors_digest
 
 
-class NonFiniteLoss(RuntimeError):
+class NonFiniteLoss(HarnessError):
     def __init__(self, step: int, value: float):
         super().__init__(f"loss became {value} at step {step}")
-        self.step = step
+        self.step, self.value = step, value
+
+    def __reduce__(self):  # pickled by a worker: rebuilt from its own arguments, not its message
+        return type(self), (self.step, self.value)
 
 
+# Not a HarnessError (so not a RuntimeError): a request to stop, not an error, which a training
+# loop's `except RuntimeError` (say, an out-of-memory retry) must not swallow.
 class StopRun(Exception):
     """Raised by run.step when the harness asked for only the first N steps (harness.audit)."""
 
 
-class RunUsageError(RuntimeError):
+class RunUsageError(HarnessError):
     """The training function used the Run in a way that would make its fingerprints wrong."""
 
 
