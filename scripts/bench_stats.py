@@ -350,8 +350,8 @@ def conditions_rows(rng, experiments):
             q = meta.pooled_rows(d.mean(axis=2), d.var(axis=2, ddof=1) / n)["q_pvalue"]
             rate = float(np.mean(p < ALPHA))
             label = f"common effect, n = {n}, K = {k}"
-            if n == 3:  # measured, not claimed: docs/statistics.md says 3 seeds per condition is too few for it
-                lines.append(f"| {label} (info: 3 seeds) | {rate:.4f} | {se(rate, experiments):.4f} | — | "
+            if not meta_claims.common_effect_decided(n, k):  # measured, not claimed (meta_claims.COMMON_EFFECT_SEEDS)
+                lines.append(f"| {label} (info: not decided at this size) | {rate:.4f} | {se(rate, experiments):.4f} | — | "
                              f"{experiments} | info | {float(np.mean(q < ALPHA)):.4f} |")
             else:
                 lines.append(row(label, rate, experiments, limit=ALPHA, extra=f" {float(np.mean(q < ALPHA)):.4f} |"))

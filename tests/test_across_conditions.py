@@ -261,3 +261,26 @@ def test_an_accuracy_prediction_interval_stays_within_the_range_an_effect_can_ta
     text = ac.sentence(pts, arm="B", baseline="A", unit="pts")
     assert "expect [-100, +100] pts (the whole range an effect can take" in text
     assert any("cut" in line for line in ac.lines(pts, arm="B", baseline="A", unit="pts"))
+
+
+def test_the_common_effect_test_decides_only_where_it_holds_alpha():
+    # with 5 seeds a condition and 10 conditions Alexander-Govern rejects a common effect in 5.9% of
+    # experiments (bench_stats section 7): there its p-value is information, never "the effect varies"
+    from harness.analysis import across_conditions as ac
+
+    rng = np.random.default_rng(4)
+
+    def conditions(seeds):
+        out = []
+        for k in range(10):
+            a = 90 + rng.normal(0, 1, seeds)
+            out.append({"label": f"c{k}", "value": None, "a": list(a), "b": list(a + 3.0 * k + rng.normal(0, 0.3, seeds))})
+        return out
+
+    few = ac.across(conditions(5), direction="max", alpha=0.05, n_resamples=200)
+    h = few["heterogeneity"]
+    assert h["pvalue"] < 0.05 and not h["differs"] and "not decided with 5 seeds a condition and 10" in h["not_decided"]
+    text = ac.sentence(few, arm="B", baseline="A")
+    assert "; the effect varies between" not in text and "whether the effect varies between conditions is not decided" in text
+    many = ac.across(conditions(10), direction="max", alpha=0.05, n_resamples=200)["heterogeneity"]
+    assert many["differs"] and "not_decided" not in many

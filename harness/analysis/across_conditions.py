@@ -75,9 +75,15 @@ def across(conditions: list[dict], *, direction: str, alpha: float, numeric: boo
     low, high = r.confidence_interval()
     diffs = [stats.differences(c["a"], c["b"]) for c in conditions]
     p_common = meta_claims.common_effect_pvalue(diffs)
+    seeds = min(len(d) for d in diffs)
+    decided = meta_claims.common_effect_decided(seeds, k)
     block["heterogeneity"] = {
         "test": "Alexander-Govern test of equal mean paired differences across conditions (each its own seed variance)",
-        "pvalue": p_common, "differs": bool(p_common < alpha),
+        "pvalue": p_common, "differs": bool(decided and p_common < alpha),
+        **({} if decided else {"not_decided": (
+            f"not decided with {seeds} seeds a condition and {k} conditions: there the test's false-positive rate "
+            f"is above alpha (scripts/bench_stats.py, section 7); it decides from 10 seeds a condition (up to 10 "
+            f"conditions), or from 5 with at most 3 conditions")}),
         "q": r.q, "df": k - 1, "q_pvalue": r.q_pvalue,
         "q_note": "Cochran's Q treats each condition's estimated variance as known: with few seeds it rejects a "
                   "constant effect too often (scripts/bench_stats.py), so it is reported, not decided on",
@@ -174,8 +180,13 @@ def sentence(block: dict, *, arm: str, baseline: str, unit: str = "", kind: str 
         head = (f"across {block['conditions']} {kind}, the average effect of {arm} vs {baseline} is {p['estimate']:+.3g}{u}, "
                 "not distinguishable from 0")
     head += f" ({100 * p['confidence_level']:.0f}% CI [{low:+.3g}, {high:+.3g}])"
-    spread = (f"the effect varies between {kind} (tau {h['tau']:.3g}{u}, p = {h['pvalue']:.3g})" if h["differs"]
-              else f"no variation between {kind} is shown (tau {h['tau']:.3g}{u}, p = {h['pvalue']:.3g})")
+    if h.get("not_decided"):
+        spread = (f"whether the effect varies between {kind} is {h['not_decided'].replace(' conditions', ' ' + kind)} "
+                  f"(tau {h['tau']:.3g}{u}, p = {h['pvalue']:.3g}, information only)")
+    elif h["differs"]:
+        spread = f"the effect varies between {kind} (tau {h['tau']:.3g}{u}, p = {h['pvalue']:.3g})"
+    else:
+        spread = f"no variation between {kind} is shown (tau {h['tau']:.3g}{u}, p = {h['pvalue']:.3g})"
     parts = [head, spread]
     if p["prediction_interval"]:
         lo, hi = p["prediction_interval"]
@@ -203,7 +214,7 @@ def lines(block: dict, *, arm: str, baseline: str, unit: str = "", key: str | No
         return out + [f"- not computed: {block.get('not_computed', '')}", ""]
     h, p = block["heterogeneity"], block["pooled"]
     out.append(f"- does the effect differ between {kind}? Alexander-Govern p = {h['pvalue']:.3g} "
-               f"({'yes' if h['differs'] else 'not shown'}); tau = {h['tau']:.3g}{u} [{h['tau_ci'][0]:.3g}, {h['tau_ci'][1]:.3g}] "
+               f"({h['not_decided'] if h.get('not_decided') else 'yes' if h['differs'] else 'not shown'}); tau = {h['tau']:.3g}{u} [{h['tau_ci'][0]:.3g}, {h['tau_ci'][1]:.3g}] "
                f"(REML, Q-profile interval); I^2 = {100 * h['i2']:.0f}% [{100 * h['i2_ci'][0]:.0f}%, {100 * h['i2_ci'][1]:.0f}%]; "
                f"Cochran's Q = {h['q']:.3g} on {h['df']} df, p = {h['q_pvalue']:.3g} ({h['q_note']})")
     slope = block.get("slope")
