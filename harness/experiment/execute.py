@@ -53,6 +53,9 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         preflight_cheap(cfg)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
+    from harness.experiment.code_arms import prepare as prepare_code_arms
+
+    prepare_code_arms(cfg, out_dir, multirun=multirun)  # ab.factor=code: revisions read now, nothing written
     try:  # (preflight_cheap made it once already: a problem with it was refused there)
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
     except DeclarationError as e:
