@@ -89,7 +89,7 @@ CONF = textwrap.dedent('''
     determinism:
       threads: 1
 ''')
-FAST = ["+experiment=code_ab", "logger=none", "progress=false", "workers=1", "determinism.threads=1",
+FAST = ["logger=none", "progress=false", "workers=1", "determinism.threads=1",
         "repro.certificate=false"]
 
 
@@ -128,8 +128,8 @@ def project(tmp_path, monkeypatch):
         del sys.modules[name]
 
 
-def _run(repo: Path, *overrides, out="outputs/exp"):
-    return harness.run([*FAST, *overrides], config_dir=repo / "conf", out_dir=repo / out, verbose=False)
+def _run(repo: Path, *overrides, out="outputs/exp", experiment="code_ab"):
+    return harness.run([f"+experiment={experiment}", *FAST, *overrides], config_dir=repo / "conf", out_dir=repo / out, verbose=False)
 
 
 def _code(result: dict) -> dict:
@@ -205,9 +205,16 @@ def test_a_command_arm_runs_its_revisions_script_with_the_users_data(project):
     _git(project, "add", "-A")
     _git(project, "commit", "-qm", "a script")
     (project / "helper.py").write_text("BONUS = 100\n")
-    done = _run(project, "train.cmd='python train.py'", "train.fn=harness.builtin.loop.train",
-                "train.metrics_from={stdout: {score: 'score ([0-9.]+)'}}", "stats.metric=score",
-                "stats.metrics={score: max}")
+    (project / "conf" / "experiment" / "code_cmd.yaml").write_text(textwrap.dedent('''
+        # @package _global_
+        experiment_name: code_cmd
+        train:
+          cmd: python train.py
+          metrics_from: {stdout: {score: 'score ([0-9.]+)'}}
+        stats: {metric: score, margin: null, metrics: {score: max}}
+        ab: {factor: code, arms: {A: main, B: WORKTREE}, seeds: [0, 1, 2]}
+    '''))
+    done = _run(project, experiment="code_cmd")
     scores = {(r["seed"], r["arm"]): r["metrics"]["score"] for r in done.results}
     assert scores == {(s, a): 5 + s + {"A": 0, "B": 100}[a] for s in (0, 1, 2) for a in "AB"}
 
@@ -227,7 +234,7 @@ def test_no_git_repository_is_refused_with_exit_2(tmp_path):
     conf = tmp_path / "conf" / "experiment"
     conf.mkdir(parents=True)
     (conf / "code_ab.yaml").write_text(CONF)
-    proc = run_cli(["--config-dir", str(tmp_path / "conf"), *FAST, f"hydra.run.dir={tmp_path / 'out'}"],
+    proc = run_cli(["--config-dir", str(tmp_path / "conf"), "+experiment=code_ab", *FAST, f"hydra.run.dir={tmp_path / 'out'}"],
                    cwd=tmp_path, env={"PYTHONPATH": str(REPO), "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)})
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "ab.factor=code compares revisions of a git repository" in proc.stderr
