@@ -136,7 +136,8 @@ def _code(result: dict) -> dict:
     return result["code"]["code_arm"]
 
 
-def test_two_commits_differing_in_a_loss_term_give_a_verdict_with_both_commits(project):
+def test_two_commits_differing_in_a_loss_term_give_a_verdict_with_both_commits(project, caplog):
+    caplog.set_level(logging.DEBUG, logger="harness")
     first = _git(project, "rev-parse", "HEAD")
     (project / "proj" / "fit.py").write_text(_fit(SMOOTHED))
     _git(project, "commit", "-qam", "label smoothing")
@@ -148,6 +149,8 @@ def test_two_commits_differing_in_a_loss_term_give_a_verdict_with_both_commits(p
     assert {r["metrics"]["marker"] for r in done.results} == {1}  # the commits ran, not the live tree
     comparison = done.analysis["comparisons"]["B"]
     assert comparison["verdict"]["code"] != "identical" and comparison["mean_diff"] > 0  # smoothing raises the loss
+    assert any(m.startswith("code arms A and B: the numerics differ, first at seed 0 step 1 (loss")
+               for m in caplog.messages), caplog.messages
     assert by_arm["A"]["config_hash"] != by_arm["B"]["config_hash"]
     assert by_arm["A"]["base_hash"] == by_arm["B"]["base_hash"]  # everything else equal across arms
     snapshot = project / "outputs" / "exp" / _code(by_arm["B"])["folder"]
@@ -155,9 +158,12 @@ def test_two_commits_differing_in_a_loss_term_give_a_verdict_with_both_commits(p
     assert (snapshot / "proj" / "fit.py").stat().st_mode & 0o222 == 0  # read-only
 
 
-def test_a_pure_refactor_gives_identical(project):
+def test_a_pure_refactor_gives_identical(project, caplog):
     (project / "proj" / "fit.py").write_text(_fit(REFACTORED))
+    caplog.set_level(logging.DEBUG, logger="harness")
     done = _run(project)
+    assert "code arms A and B: bit-identical numerics: every step's loss and parameters and the final weights " \
+           "equal (18 steps compared, in 3 seed(s))" in caplog.messages
     comparison = done.analysis["comparisons"]["B"]
     assert comparison["verdict"]["code"] == "identical"
     assert comparison["final_weights_identical"] is True
@@ -239,3 +245,17 @@ def test_no_git_repository_is_refused_with_exit_2(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "ab.factor=code compares revisions of a git repository" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_code_set_without_the_code_factor_is_refused(project):
+    with pytest.raises(HarnessError, match="code='main' is set, but ab.factor='train.max_steps'"):
+        _run(project, "ab.factor=train.max_steps", "ab.arms={A: 5, B: 6}", "code=main")
+    assert not (project / "outputs").exists()
+
+
+def test_a_sweep_over_code_arms_is_refused_before_any_job(project):
+    proc = run_cli(["--config-dir", str(project / "conf"), "-m", "+experiment=code_ab", *FAST, "seed=0,1",
+                    f"hydra.sweep.dir={project / 'multi'}"], cwd=project, env={"PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "ab.factor=code runs in one invocation" in proc.stderr and "No job was launched" in proc.stderr
+    assert not (project / "multi").exists()

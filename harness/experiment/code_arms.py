@@ -15,6 +15,7 @@ snapshot (its units rerun: their identity changed) and reuses the other arm's.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import io
@@ -40,6 +41,10 @@ _ENV = "HARNESS_CODE_ARMS"  # the prepared arms, for the worker processes that r
 _ALLOWED = ("An arm of ab.factor=code names a git revision of the repository the harness is launched "
             "in (a commit, a branch such as main, a tag) or WORKTREE (the working tree as it is at "
             "launch, uncommitted and untracked-but-not-ignored files included).")
+
+NOT_IN_A_SWEEP = ("ab.factor=code runs in one invocation (python -m harness without -m): each job of a sweep "
+                  "would read the working tree when it starts, so later edits could leak into it. Run the "
+                  "experiment without -m.")
 
 
 class CodeArmError(ExperimentError):
@@ -83,9 +88,7 @@ def prepare(cfg, out_dir, *, multirun: bool = False) -> None:
                                "arm's revision and is set only through ab.factor=code and ab.arms. Remove it.")
         return
     if multirun:
-        raise CodeArmError("ab.factor=code runs in one invocation (python -m harness without -m): each job of "
-                           "a sweep would read the working tree when it starts, so later edits could leak into "
-                           "it. Run the experiment without -m.")
+        raise CodeArmError(NOT_IN_A_SWEEP)
     revisions = {}
     for name, value in cfg.ab.arms.items():
         if OmegaConf.is_config(value) or isinstance(value, (bool, float)) or value is None or not str(value).strip():
@@ -96,9 +99,14 @@ def prepare(cfg, out_dir, *, multirun: bool = False) -> None:
     repo = _repository()
     out_dir = Path(out_dir).absolute()
     _discard_staged()
-    for name, revision in revisions.items():
-        if revision not in _PREPARED:
-            _PREPARED[revision] = _stage(repo, name, revision, out_dir)
+    _register_cleanup()  # a refusal after this (the preflight's) leaves no staged copy behind
+    try:
+        for name, revision in revisions.items():
+            if revision not in _PREPARED:
+                _PREPARED[revision] = _stage(repo, name, revision, out_dir)
+    except BaseException:
+        _discard_staged()
+        raise
     os.environ[_ENV] = json.dumps({k: asdict(v) for k, v in _PREPARED.items()})
 
 
@@ -126,7 +134,8 @@ def arm_of(cfg) -> CodeArm:
     from the environment its parent gave it."""
     revision = str(cfg.code)
     if revision not in _PREPARED and os.environ.get(_ENV):
-        _PREPARED.update({k: CodeArm(**v) for k, v in json.loads(os.environ[_ENV]).items()})
+        # the parent's staged copies are the parent's to remove: this process only reads the snapshots
+        _PREPARED.update({k: CodeArm(**{**v, "staged": None}) for k, v in json.loads(os.environ[_ENV]).items()})
     if revision not in _PREPARED:
         raise CodeArmError(f"code={revision!r}: no snapshot of this revision was prepared in this process. Run "
                            "code arms through python -m harness or harness.run (ab.factor=code).")
@@ -196,23 +205,31 @@ def _commit(repo: Path, name: str, revision: str) -> Optional[str]:
 def _stage(repo: Path, name: str, revision: str, out_dir: Path) -> CodeArm:
     commit = _commit(repo, name, revision)
     staged = Path(tempfile.mkdtemp(prefix="harness-code-"))
-    changes: dict = {}
-    if revision == WORKTREE:
-        _copy_worktree(repo, staged)
-        changes = _worktree_changes(repo, commit)
-    else:
-        archive = _git(repo, "archive", "--format=tar", commit, binary=True)
-        if archive.returncode != 0:
-            raise CodeArmError(f"ab.arms.{name}={revision!r}: git archive of {commit} failed: "
-                               f"{archive.stderr.decode(errors='replace').strip()}")
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(staged, filter="tar")
-    digest = content_digest(staged)
+    try:
+        changes = _fill(repo, name, revision, commit, staged)
+        digest = content_digest(staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     changes_digest = hashlib.sha256(json.dumps(changes, sort_keys=True).encode()).hexdigest()[:16] if changes else None
     label = re.sub(r"[^A-Za-z0-9._-]", "_", revision)
     folder = out_dir / FOLDER / f"{label}-{digest[:12]}"
     return CodeArm(revision=revision, commit=commit, digest=digest, changes=changes, changes_digest=changes_digest,
                    repo=str(repo), launch=os.getcwd(), folder=str(folder), staged=str(staged))
+
+
+def _fill(repo: Path, name: str, revision: str, commit: Optional[str], staged: Path) -> dict:
+    """Write the revision's files into ``staged``; WORKTREE's changes against its commit."""
+    if revision == WORKTREE:
+        _copy_worktree(repo, staged)
+        return _worktree_changes(repo, commit)
+    archive = _git(repo, "archive", "--format=tar", commit, binary=True)
+    if archive.returncode != 0:
+        raise CodeArmError(f"ab.arms.{name}={revision!r}: git archive of {commit} failed: "
+                           f"{archive.stderr.decode(errors='replace').strip()}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(staged, filter="tar")
+    return {}
 
 
 def _listed(repo: Path, *args) -> list[str]:
@@ -267,8 +284,55 @@ def _read_only(root: Path) -> None:
                 os.chmod(path, os.stat(path).st_mode & 0o555)
 
 
+_CLEANUP: list = []
+
+
+def _register_cleanup() -> None:
+    if not _CLEANUP:
+        atexit.register(_discard_staged)
+        _CLEANUP.append(True)
+
+
 def _discard_staged() -> None:
     for arm in _PREPARED.values():
         if arm.staged:
             shutil.rmtree(arm.staged, ignore_errors=True)
     _PREPARED.clear()
+
+
+# -- did the code change the numerics? -----------------------------------------------------------
+
+
+def steps_compared(results: list) -> Optional[str]:
+    """Whether the code arms trained bit for bit alike: every step's loss and parameter fingerprints
+    and the final weights of each seed's arms, compared; the sentence says how many steps it covers
+    and where the arms first part. None when no seed has two completed arms."""
+    from harness.results import load_steps
+
+    by_seed: dict = {}
+    for r in results:
+        if r.get("status") == "completed":
+            by_seed.setdefault(r["seed"], {})[r["arm"]] = r
+    pairs = [(seed, runs) for seed, runs in sorted(by_seed.items()) if len(runs) >= 2]
+    if not pairs:
+        return None
+    names = " and ".join(pairs[0][1])
+    if any((r.get("fingerprints") or {}).get("black_box") for _, runs in pairs for r in runs.values()):
+        return (f"code arms {names}: no steps to compare (a command is a black box); the verdict compares "
+                "their metrics")
+    compared = 0
+    for seed, runs in pairs:
+        steps = [load_steps(r) for r in runs.values()]
+        n = min(len(s["loss"]) for s in steps)
+        for i in range(n):
+            for key in ("loss", "params"):
+                if len({tuple(s[key][i:i + 1]) for s in steps}) > 1:
+                    return (f"code arms {names}: the numerics differ, first at seed {seed} step {i + 1} ({key}; "
+                            f"{compared + i} earlier steps compared equal)")
+        compared += n
+        if len({len(s["loss"]) for s in steps}) > 1 or n == 0:
+            return f"code arms {names}: seed {seed}'s arms recorded different numbers of steps ({n} in common)"
+        if len({r["fingerprints"].get("final") for r in runs.values()}) > 1:
+            return f"code arms {names}: every step equal in seed {seed}, yet the final weights differ"
+    return (f"code arms {names}: bit-identical numerics: every step's loss and parameters and the final "
+            f"weights equal ({compared} steps compared, in {len(pairs)} seed(s))")
