@@ -259,3 +259,10 @@ def test_a_sweep_over_code_arms_is_refused_before_any_job(project):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "ab.factor=code runs in one invocation" in proc.stderr and "No job was launched" in proc.stderr
     assert not (project / "multi").exists()
+
+
+def test_a_revision_whose_train_fn_cannot_import_is_refused_before_any_unit(project):
+    (project / "proj" / "fit.py").write_text(_fit(PLAIN_LOSS).replace("def fit(", "def fit_renamed("))
+    with pytest.raises(HarnessError, match="ab.arms.B='WORKTREE', the code of that revision: .*train.fn"):
+        _run(project)
+    assert not (project / "outputs").exists()

@@ -71,9 +71,6 @@ class CodeArm:
             out.update(changes=self.changes, changes_digest=self.changes_digest)
         return out
 
-    def snapshot(self) -> Snapshot:
-        return Snapshot(repo=Path(self.repo), root=Path(self.folder), launch=Path(self.launch))
-
 
 _PREPARED: dict = {}  # revision -> CodeArm, for this invocation
 
@@ -149,10 +146,29 @@ def running(cfg):
         yield
         return
     arm = arm_of(cfg)
-    if not Path(arm.folder).is_dir():
-        materialize()  # a unit run without run_plan's start (a certificate's rerun called directly)
-    with running_from(arm.snapshot(), forget_under=[Path(a.folder) for a in _PREPARED.values()]):
+    root = Path(arm.folder)
+    if not root.is_dir() and arm.staged and os.path.isdir(arm.staged):
+        root = Path(arm.staged)  # the preflight, before the units begin: nothing written in the results yet
+    elif not root.is_dir():
+        materialize()
+    others = [Path(p) for a in _PREPARED.values() for p in (a.folder, a.staged) if p]
+    with running_from(Snapshot(repo=Path(arm.repo), root=root, launch=Path(arm.launch)), forget_under=others):
         yield
+
+
+def preflight_each(cfg, arms: dict, preflight, error) -> bool:
+    """ab.factor=code: ``preflight`` (config/preflight.py's, raising ``error``) once per code arm, in its
+    snapshot, so that a revision whose train.fn or components cannot import is refused before any unit
+    runs, naming the arm. False (nothing done) for another factor."""
+    if cfg.ab.factor != "code":
+        return False
+    for name, arm_cfg in arms.items():
+        with running(arm_cfg):
+            try:
+                preflight(arm_cfg, arms)
+            except error as e:
+                raise CodeArmError(f"ab.arms.{name}={str(arm_cfg.code)!r}, the code of that revision: {e}") from None
+    return True
 
 
 def identity(cfg, outside) -> dict:
