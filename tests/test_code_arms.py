@@ -149,6 +149,7 @@ def test_two_commits_differing_in_a_loss_term_give_a_verdict_with_both_commits(p
     assert {r["metrics"]["marker"] for r in done.results} == {1}  # the commits ran, not the live tree
     comparison = done.analysis["comparisons"]["B"]
     assert comparison["verdict"]["code"] != "identical" and comparison["mean_diff"] > 0  # smoothing raises the loss
+    assert done.analysis["pairing_verified"] == ["init", "data_order"]  # equal fingerprints prove the pairing
     assert any(m.startswith("code arms A and B: the numerics differ, first at seed 0 step 1 (loss")
                for m in caplog.messages), caplog.messages
     assert by_arm["A"]["config_hash"] != by_arm["B"]["config_hash"]
@@ -266,3 +267,13 @@ def test_a_revision_whose_train_fn_cannot_import_is_refused_before_any_unit(proj
     with pytest.raises(HarnessError, match="ab.arms.B='WORKTREE', the code of that revision: .*train.fn"):
         _run(project)
     assert not (project / "outputs").exists()
+
+
+def test_a_revision_that_changes_the_init_is_expected_to_differ_not_a_failed_pairing(project):
+    (project / "proj" / "fit.py").write_text(_fit(PLAIN_LOSS).replace(
+        "model = torch.nn.Linear(4, 2)", "torch.randn(3)\n        model = torch.nn.Linear(4, 2)"))
+    done = _run(project)
+    assert done.analysis is not None and done.analysis["comparisons"]["B"]["verdict"]["code"] != "identical"
+    init = done.analysis["pairing"]["checks"]["init"]
+    assert init["state"] == "differs" and "as expected: ab.factor changes it" in init["line"]
+    assert done.analysis["pairing"]["checks"]["data_order"]["state"] == "equal"
