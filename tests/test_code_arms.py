@@ -162,13 +162,17 @@ def test_two_commits_differing_in_a_loss_term_give_a_verdict_with_both_commits(p
 def test_a_pure_refactor_gives_identical(project, caplog):
     (project / "proj" / "fit.py").write_text(_fit(REFACTORED))
     caplog.set_level(logging.DEBUG, logger="harness")
-    done = _run(project)
+    done = _run(project, out="results/exp")
     assert "code arms A and B: bit-identical numerics: every step's loss and parameters and the final weights " \
            "equal (18 steps compared, in 3 seed(s))" in caplog.messages
     comparison = done.analysis["comparisons"]["B"]
     assert comparison["verdict"]["code"] == "identical"
     assert comparison["final_weights_identical"] is True
     assert _code(next(r for r in done.results if r["arm"] == "B"))["changes"].keys() == {"proj/fit.py"}
+    caplog.clear()
+    _run(project, out="results/exp")  # a results folder git does not ignore is no part of WORKTREE
+    assert not [m for m in caplog.messages if "rerun" in m]
+    assert sum(": skipped, " in m for m in caplog.messages) == 6
 
 
 def test_worktree_takes_untracked_files_and_later_edits_do_not_leak(project, monkeypatch, caplog):

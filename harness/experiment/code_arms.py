@@ -222,7 +222,7 @@ def _stage(repo: Path, name: str, revision: str, out_dir: Path) -> CodeArm:
     commit = _commit(repo, name, revision)
     staged = Path(tempfile.mkdtemp(prefix="harness-code-"))
     try:
-        changes = _fill(repo, name, revision, commit, staged)
+        changes = _fill(repo, name, revision, commit, staged, _results_in(repo, out_dir))
         digest = content_digest(staged)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
@@ -234,11 +234,20 @@ def _stage(repo: Path, name: str, revision: str, out_dir: Path) -> CodeArm:
                    repo=str(repo), launch=os.getcwd(), folder=str(folder), staged=str(staged))
 
 
-def _fill(repo: Path, name: str, revision: str, commit: Optional[str], staged: Path) -> dict:
-    """Write the revision's files into ``staged``; WORKTREE's changes against its commit."""
+def _results_in(repo: Path, out_dir: Path) -> Optional[str]:
+    """The results folder as a path inside the repository ('outputs/exp/'), when it is inside."""
+    try:
+        return out_dir.resolve().relative_to(repo).as_posix().rstrip("/") + "/"
+    except ValueError:
+        return None
+
+
+def _fill(repo: Path, name: str, revision: str, commit: Optional[str], staged: Path, results: Optional[str]) -> dict:
+    """Write the revision's files into ``staged``; WORKTREE's changes against its commit. The results
+    folder, when git does not ignore it, is no part of WORKTREE (else every run would change it)."""
     if revision == WORKTREE:
-        _copy_worktree(repo, staged)
-        return _worktree_changes(repo, commit)
+        _copy_worktree(repo, staged, results)
+        return _worktree_changes(repo, commit, results)
     archive = _git(repo, "archive", "--format=tar", commit, binary=True)
     if archive.returncode != 0:
         raise CodeArmError(f"ab.arms.{name}={revision!r}: git archive of {commit} failed: "
@@ -253,9 +262,9 @@ def _listed(repo: Path, *args) -> list[str]:
     return [p for p in found.stdout.split("\0") if p] if found.returncode == 0 else []
 
 
-def _copy_worktree(repo: Path, into: Path) -> None:
+def _copy_worktree(repo: Path, into: Path, results: Optional[str]) -> None:
     """The tracked files as they are on disk, and the untracked files git does not ignore."""
-    for rel in sorted(set(_listed(repo, "ls-files", "--cached", "--others", "--exclude-standard"))):
+    for rel in _outside(_listed(repo, "ls-files", "--cached", "--others", "--exclude-standard"), results):
         source = repo / rel
         if not os.path.lexists(source) or (source.is_dir() and not source.is_symlink()):
             continue  # deleted in the tree, or a submodule (not part of the snapshot)
@@ -264,13 +273,18 @@ def _copy_worktree(repo: Path, into: Path) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
-def _worktree_changes(repo: Path, commit: Optional[str]) -> dict:
+def _outside(paths, results: Optional[str]) -> list[str]:
+    return sorted(p for p in set(paths) if results is None or not p.startswith(results))
+
+
+def _worktree_changes(repo: Path, commit: Optional[str], results: Optional[str]) -> dict:
     changed = set(_listed(repo, "ls-files", "--others", "--exclude-standard"))
     if commit is not None:
         changed |= set(_listed(repo, "diff", "--name-only", commit))
     else:
         changed |= set(_listed(repo, "ls-files", "--cached"))
-    return {rel: _file_digest(repo / rel) if os.path.lexists(repo / rel) else "deleted" for rel in sorted(changed)}
+    return {rel: _file_digest(repo / rel) if os.path.lexists(repo / rel) else "deleted"
+            for rel in _outside(changed, results)}
 
 
 def _file_digest(path: Path) -> str:

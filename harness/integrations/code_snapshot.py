@@ -45,6 +45,7 @@ class Snapshot:
             return None
 
 
+_OURS = ("harness", "hydra_plugins")
 _ACTIVE: list = []  # the snapshot of the unit running in this process, if any
 
 
@@ -83,6 +84,8 @@ def _forget(roots) -> None:
     """Drop from sys.modules every module whose file lies under one of ``roots``."""
     folders = [str(Path(r).resolve()) + os.sep for r in roots]
     for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in _OURS:
+            continue  # the harness running the unit, even when it is the repository being compared
         file = getattr(module, "__file__", None)
         paths = [file] if file else list(getattr(module, "__path__", None) or [])
         if any(str(Path(p).resolve()).startswith(tuple(folders)) for p in paths if p):
