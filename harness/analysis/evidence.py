@@ -290,8 +290,8 @@ def dose_trend_why(usable, arms) -> str | None:
 def dose_trend(usable, arms, alpha) -> dict | None:
     """The paired trend test when every arm's factor value is a distinct number and there are >= 3:
     per-seed slope of the metric on the factor value, t across the seeds every arm ran,
-    and whether the response departs from a line (harness.stats.trend). None otherwise."""
-    from harness.stats import trend
+    and whether the response departs from a line (harness.stats.meta.trend). None otherwise."""
+    from harness.stats.meta import trend
 
     if dose_trend_why(usable, arms) is not None:
         return None

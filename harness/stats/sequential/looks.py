@@ -1,6 +1,6 @@
 """Sequential decisions as seeds are added: a group-sequential design with alpha-spending.
 
-Pure numpy/scipy (no Hydra, wandb or torch); moves to ``harness/stats/sequential.py`` later.
+Pure numpy/scipy (no Hydra, wandb or torch).
 See ``docs/sequential.md`` for the method, its references and the measured error rates.
 
 The data are the per-seed paired differences ``d = arm - baseline`` in the metric's units. The
@@ -8,7 +8,7 @@ design is declared before the data: the maximum number of seeds, the looks (a fi
 ``min_seeds``, then every ``seeds_per_look`` seeds, and always one at ``max_seeds``), alpha, the
 margin and the metric's direction. At look k with n_k seeds the repeated confidence interval
 (Jennison & Turnbull 1989) is the set of means that Hall's (1992) skewness-corrected t statistic
-(``sequential_bounds.hall_statistic``) does not reject at the critical value c_k, in either
+(``bounds.hall_statistic``) does not reject at the critical value c_k, in either
 direction: ``mean +- c_k * sd / sqrt(n_k)`` for symmetric data, stretched towards the long tail
 of skewed ones. The looks spend a one-sided level a1 by an alpha-spending function (Lan & DeMets
 1983); each look's nominal level comes from the normal sequence (recursive numerical integration,
@@ -53,11 +53,11 @@ from typing import Mapping
 import numpy as np
 from scipy import stats as sps
 
-from harness.stats.sequential_bounds import hall_interval, sample_skewness
+from harness.stats.sequential.bounds import hall_interval, sample_skewness
+from harness.stats.sequential.design import (
+    BETTER, CONTINUE, DECISIONS, EQUIVALENT, FUTILE, UNDECIDED, WORSE, _FUTILITY_POINTS, SequentialDesign)
 from harness.stats.sign_flip import _TIE, sign_flip_reaches, sign_flip_tail
-from harness.stats.sequential_design import (  # noqa: F401 - the design's names, public here too
-    BETTER, CONTINUE, DECISIONS, EQUIVALENT, FUTILE, UNDECIDED, WORSE, _FUTILITY_POINTS, SequentialDesign,
-    first_claim_seeds)
+
 
 def _constant(d, axis=-1):
     """Rows whose differences are all equal up to float noise (their sd is taken as exactly 0)."""
