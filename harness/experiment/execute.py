@@ -129,7 +129,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             return Executed(outcome, None)
 
         from harness.analysis.analyze import AnalysisError
-        from harness.analysis.report import render_table
+        from harness.analysis.render.report import render_table
 
         CURRENT["analysing"] = True  # a Ctrl-C from here on interrupts no run (interrupted_message)
         reached("analysis")

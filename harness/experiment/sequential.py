@@ -27,7 +27,7 @@ from harness.experiment.plan import ALL_DONE, Plan
 from harness.experiment.units import ExperimentError, Outcome, run_plan
 from harness.results import load_tree, read_json, write_json
 from harness.experiment.sequential_identity import IdentityWatch, expected_identity, identity_stop  # noqa: F401
-from harness.analysis.sequential_figure import write_figure  # noqa: F401 - the sweeper imports it from here
+from harness.analysis.render.sequential_figure import write_figure  # noqa: F401 - the sweeper imports it from here
 
 
 class SequentialConfigError(ExperimentError):
@@ -151,7 +151,7 @@ def run_sequential(plan: Plan, declaration, *, say: Callable[[str], None] = prin
             say(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
 
     from harness.analysis.analyze import AnalysisError, analyze_dir
-    from harness.analysis.report import render_table
+    from harness.analysis.render.report import render_table
 
     try:
         analysis = analyze_dir(out_dir, declaration=declaration, extra={"sequential": block})

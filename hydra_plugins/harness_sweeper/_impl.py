@@ -279,8 +279,8 @@ class SequentialSweeperImpl:
         """Analyse the sweep folder with its looks; the failure's message when the analysis fails."""
         from harness.experiment import sequential_plan as sp
         from harness.analysis.analyze import AnalysisError, analyze_dir
-        from harness.analysis.report import render_table
-        from harness.analysis.sequential_figure import write_figure
+        from harness.analysis.render.report import render_table
+        from harness.analysis.render.sequential_figure import write_figure
         from harness.experiment.callbacks import sweep_analysis_failed, track_sweep_analysis
 
         write_figure(block, root / sp.FIGURE_NAME)
