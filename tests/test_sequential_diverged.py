@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.experiment import sequential_plan as sp
+from harness.experiment.adaptive import sequential_plan as sp
 from harness.results import read_json
 
 from . import _results_factory as F
@@ -160,7 +160,7 @@ def _sim_rank_claims(design, rate, experiments, rng):
     for _ in range(experiments):
         d = rng.normal(0, 1, design.max_seeds)
         a_down, b_down = rng.random(design.max_seeds) < rate, rng.random(design.max_seeds) < rate
-        from harness.experiment.sequential_diverged import replay_pairs
+        from harness.experiment.adaptive.sequential_diverged import replay_pairs
 
         g = np.where(a_down & b_down, 0.0, np.where(a_down, np.inf, np.where(b_down, -np.inf, d)))
         h = replay_pairs(design, g, ~(a_down | b_down), both=a_down & b_down, arm="B")

@@ -351,7 +351,7 @@ def _loaded_after(imports: str, modules: tuple) -> list:
 
 def test_the_analysis_side_imports_neither_hydra_wandb_nor_statsmodels():
     # nor scipy.stats or matplotlib at import: harness.analyze starts faster, they load when used
-    assert _loaded_after("harness.stats, harness.analysis.analyze, harness.analyze, harness.analysis.report",
+    assert _loaded_after("harness.stats, harness.analysis.analyze, harness.analyze, harness.analysis.render.report",
                          ("hydra", "wandb", "statsmodels", "scipy.stats", "matplotlib")) == []
 
 

@@ -3,7 +3,7 @@
 Validating a design is the declaration's job, so it lives beside it: ``settings_problems`` names each
 bad value (the preflight lists them before any run), ``design_of`` turns a declaration into the
 statistics core's SequentialDesign (harness.stats.sequential.design). The bookkeeping of a running design,
-which seeds count and what runs next, is harness.experiment.sequential_plan's.
+which seeds count and what runs next, is harness.experiment.adaptive.sequential_plan's.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Optional
 
 import numpy as np
 
-from harness.experiment.sequential_plan import _value, seed_order
+from harness.experiment.adaptive.sequential_plan import _value, seed_order
 from harness.results import diverged as is_diverged  # (plan keeps a list named diverged)
 
 SCHEMA = "harness.race/1"

@@ -5,8 +5,8 @@ The same sections as the terminal (report.py), written as markdown.
 
 from __future__ import annotations
 
-from harness.analysis.report import Section, _Fmt, headline, sections
-from harness.analysis.summary import title as _title
+from harness.analysis.render.report import Section, _Fmt, headline, sections
+from harness.analysis.render.summary import title as _title
 from harness.results import atomic_write
 
 
@@ -15,7 +15,7 @@ from harness.results import atomic_write
 
 def markdown(analysis: dict, figure: str | None = "analysis.png") -> str:
     """report.md: the verdict screen, the figure, every section, then every seed's values."""
-    from harness.analysis.summary import lines as screen
+    from harness.analysis.render.summary import lines as screen
 
     lines = [f"# Analysis: {analysis.get('experiment')}", "", "```text", *screen(analysis), "```", "",
              headline(analysis), ""]

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.ledger.record import fdr_words  # the level the ledger gave, when stats.fdr set one
-from harness.analysis.summary import Fmt as _Fmt, pairing_line
+from harness.analysis.render.summary import Fmt as _Fmt, pairing_line
 
 UNDECIDED = ("undecided", "differs")  # verdicts that come with "seeds needed"
 
@@ -101,7 +101,7 @@ def sections(analysis: dict) -> list[Section]:
             f"data not verified: {analysis['data_unverified']} run(s) loaded their data files without checking "
             "the official checksums (data.verify=false)"]))
     if analysis.get("examples_set_aside"):
-        from harness.analysis.summary import set_aside_line
+        from harness.analysis.render.summary import set_aside_line
 
         out.append(Section("Per-example records", [], show_header=False,
                            notes=[set_aside_line(analysis["examples_set_aside"])]))
@@ -113,7 +113,7 @@ def sections(analysis: dict) -> list[Section]:
 
 
 def _dose_trend_section(analysis: dict, f: _Fmt) -> Section:
-    """The paired trend test over a numeric factor (evidence.dose_trend)."""
+    """The paired trend test over a numeric factor (dose_trend.dose_trend)."""
     t = analysis["dose_trend"]
     lin = t["linearity"]
     level = _pct(t["confidence_level"])
@@ -132,7 +132,7 @@ def _dose_trend_section(analysis: dict, f: _Fmt) -> Section:
 
 
 def sequential_sections(analysis: dict) -> list[Section]:
-    """The looks of a sequential run (analysis["sequential"], harness/experiment/sequential.py): a line per look."""
+    """The looks of a sequential run (analysis["sequential"], harness/experiment/adaptive/sequential.py): a line per look."""
     seq = analysis.get("sequential")
     if not isinstance(seq, dict) or not isinstance(seq.get("arms"), dict):
         return []
@@ -348,7 +348,7 @@ def _pairing_detail(noise: dict, f: _Fmt, analysis: dict, arm: str) -> str:
 def render_table(analysis: dict, console: Console | None = None, *, tables: bool = False) -> None:
     """Print the analysis to the terminal: the verdict screen (summary.py), and with ``tables``
     every table report.md holds."""
-    from harness.analysis.summary import lines
+    from harness.analysis.render.summary import lines
 
     console = console or Console()
     screen = lines(analysis)

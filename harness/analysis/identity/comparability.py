@@ -25,9 +25,9 @@ Pure functions over result dicts (no Hydra, no torch): analysis.py calls them.
 
 from __future__ import annotations
 
-from harness.analysis.shown_apart import apart
-from harness.analysis.copies import inputs_digest, one_per_run  # noqa: F401 - public here too
-from harness.analysis.run_identity import (  # noqa: F401 - public here too
+from harness.analysis.identity.differing_values import apart
+from harness.analysis.identity.copies import inputs_digest, one_per_run  # noqa: F401 - public here too
+from harness.analysis.identity.run_identity import (  # noqa: F401 - public here too
     _DIGESTS, _IDENTITIES, PARTS, IdentityError, _canonical, _hashable, _short, _under, factor_of, hashes,
     identity, where)
 from harness.results import NOT_IN_IDENTITY, flatten

@@ -3,7 +3,7 @@
 ``python -m harness +experiment=loss_ab ab.sequential.enabled=true stats.margin=0.3``
 
 The loop: validate the design (ab.sequential) and every setting before anything is written; then,
-over and over, read the result files, replay the looks (harness.experiment.sequential_plan, with the
+over and over, read the result files, replay the looks (harness.experiment.adaptive.sequential_plan, with the
 statistics of harness.stats.sequential), and run the next batch -- the next seeds for the baseline
 and every arm still running -- with ``harness.experiment.units.run_plan``, the plan narrowed to each seed
 (``seed=S``, and ``arm=A`` once an arm has stopped: ``Plan.narrow``), the units a sweep's jobs run. It stops
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from harness.config.sequential_design import baseline_and_arms, design_of
-from harness.experiment import sequential_plan as sp
+from harness.experiment.adaptive import sequential_plan as sp
 from harness.experiment.plan import ALL_DONE, Plan
 from harness.experiment.units import ExperimentError, Outcome, run_plan
 from harness.results import load_tree, read_json, write_json
-from harness.experiment.sequential_identity import IdentityWatch, expected_identity, identity_stop  # noqa: F401
-from harness.analysis.sequential_figure import write_figure  # noqa: F401 - the sweeper imports it from here
+from harness.experiment.adaptive.identity_watch import IdentityWatch, expected_identity, identity_stop  # noqa: F401
+from harness.analysis.render.sequential_figure import write_figure  # noqa: F401 - the sweeper imports it from here
 
 
 class SequentialConfigError(ExperimentError):
@@ -151,7 +151,7 @@ def run_sequential(plan: Plan, declaration, *, say: Callable[[str], None] = prin
             say(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
 
     from harness.analysis.analyze import AnalysisError, analyze_dir
-    from harness.analysis.report import render_table
+    from harness.analysis.render.report import render_table
 
     try:
         analysis = analyze_dir(out_dir, declaration=declaration, extra={"sequential": block})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from harness.experiment import sequential_plan as sp
+from harness.experiment.adaptive import sequential_plan as sp
 
 
 def expected_identity(arms: dict) -> dict:
@@ -117,7 +117,7 @@ class IdentityWatch:
         return self._describe(by_arm, held, edited, root, [r for r in loaded if r.get("_path") not in self.looked])
 
     def _describe(self, by_arm: dict, held: dict, edited: list, root: Path, since: list) -> str:
-        from harness.analysis.comparability import config_differences
+        from harness.analysis.identity.comparability import config_differences
 
         what: dict = {}  # what changed -> where it shows (the files on disk, the results)
         for e in edited:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from harness import HarnessError
-from harness.analysis.math_identity import MATH_PARTS, math_part
+from harness.analysis.identity.math_identity import MATH_PARTS, math_part
 from harness.results import NOT_IN_IDENTITY, config_digest, key_bytes
 
 _DIGESTS: dict = {}  # (config without seed/arm, factor) -> (config_hash, base_hash): configs repeat

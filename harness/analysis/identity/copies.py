@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 
-from harness.analysis.seed_reach import final_is_evidence, how_to_fix
-from harness.analysis.run_identity import IdentityError, _canonical, _short, hashes, identity, where
+from harness.analysis.identity.seed_reach import final_is_evidence, how_to_fix
+from harness.analysis.identity.run_identity import IdentityError, _canonical, _short, hashes, identity, where
 from harness.results import key_bytes
 
 
@@ -78,7 +78,7 @@ def one_per_run(results) -> tuple[list[dict], list[dict]]:
 
 def _or_seed_ignored(r) -> str:
     """Runs of one arm at the same bits under several seeds are not always copies: the seed may
-    never have reached the training (analysis/seed_reach.py)."""
+    never have reached the training (analysis/identity/seed_reach.py)."""
     return f" If they are not copies, {how_to_fix(r)}; then rerun those seeds."
 
 

@@ -7,7 +7,7 @@ Panels, left to right, top to bottom:
      is estimated), and the interval for the data distribution when examples were recorded;
   3. dose-response when every arm's factor value is a number: the metric's mean and t interval
      against the factor value; otherwise the arms' means with intervals side by side;
-  4. learning curves per arm: mean and ±1 sd band over seeds, from the stored curves (evidence.curves:
+  4. learning curves per arm: mean and ±1 sd band over seeds, from the stored curves (curves.curves:
      sparse, logged at any steps, or from the per-step losses); points without a value are left out.
 The suptitle carries the verdict(s). write_figure writes the PNG and turns a figure that fails into a warning.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from harness.analysis.summary import Fmt, title
+from harness.analysis.render.summary import Fmt, title
 from harness.results import atomic_write
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
@@ -135,7 +135,7 @@ def _dose_response(ax, analysis, unit):
 
 
 def _trend_line(ax, analysis):
-    """The paired trend (evidence.dose_trend): the fitted line, its slope, p and the linearity test."""
+    """The paired trend (dose_trend.dose_trend): the fitted line, its slope, p and the linearity test."""
     t = analysis.get("dose_trend")
     if not t:
         return
@@ -232,7 +232,7 @@ def forest(ax, rows, block, *, title: str, unit: str = "", margin: float | None 
 
 
 def write_figure(analysis: dict, path, named=None) -> None:
-    """PNG of the analysis (see harness/analysis/figures.py): verdict in the title, arms vs baseline,
+    """PNG of the analysis (see harness/analysis/render/figures.py): verdict in the title, arms vs baseline,
     differences with their deciding intervals, dose-response, learning curves.
 
     A figure that fails, for any reason, is a warning naming the file, never the end of an analysis
