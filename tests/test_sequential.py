@@ -1,7 +1,7 @@
 """Sequential decisions (harness.stats.sequential): design checks, error rates by small
 simulations (tolerances from their standard errors), replay, direction, several arms. What a run
-does next (the next batch, which arms go on) is read from harness.experiment.sequential_plan, the
-bookkeeping the in-process loop and the sweeper share."""
+does next (the next batch, which arms go on) is read from
+harness.experiment.adaptive.sequential_plan, the bookkeeping the in-process loop and the sweeper share."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from harness.stats.sequential.bounds import _normal_bounds, spend
 from harness.stats.sequential.design import BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign, first_claim_seeds
-from harness.experiment import sequential_plan as sp
+from harness.experiment.adaptive import sequential_plan as sp
 from harness.stats.sequential.looks import evaluate, replay, simulate
 from harness.stats.sign_flip import sign_flip_reaches, sign_flip_tail
 
