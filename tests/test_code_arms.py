@@ -281,3 +281,19 @@ def test_a_revision_that_changes_the_init_is_expected_to_differ_not_a_failed_pai
     init = done.analysis["pairing"]["checks"]["init"]
     assert init["state"] == "differs" and "as expected: ab.factor changes it" in init["line"]
     assert done.analysis["pairing"]["checks"]["data_order"]["state"] == "equal"
+
+
+def test_packages_installed_inside_the_project_stay_importable(project, monkeypatch):
+    """A virtual environment inside the project (git ignores it) is no part of any snapshot: its
+    packages are imported from where they are installed."""
+    site = project / ".venv" / "lib" / "site-packages"
+    (site / "helperpkg").mkdir(parents=True)
+    (site / "helperpkg" / "__init__.py").write_text("MARKER = 7\n")
+    (project / ".gitignore").write_text("data/\noutputs/\n__pycache__/\n.venv/\n")
+    monkeypatch.syspath_prepend(str(site))
+    (project / "proj" / "fit.py").write_text(_fit(PLAIN_LOSS).replace(
+        "    _edit_once()\n", "    _edit_once()\n    from helperpkg import MARKER\n"))
+    done = _run(project)
+    markers = {(r["seed"], r["arm"]): (r["status"], r["metrics"].get("marker")) for r in done.results}
+    assert markers == {(s, a): ("completed", {"A": 1, "B": 7}[a]) for s in (0, 1, 2) for a in "AB"}
+    sys.modules.pop("helperpkg", None)

@@ -253,7 +253,10 @@ def _fill(repo: Path, name: str, revision: str, commit: Optional[str], staged: P
         raise CodeArmError(f"ab.arms.{name}={revision!r}: git archive of {commit} failed: "
                            f"{archive.stderr.decode(errors='replace').strip()}")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(staged, filter="tar")
+        if hasattr(tarfile, "tar_filter"):  # Pythons before 3.11.4 (and 3.10.12) have no extraction filters
+            tar.extractall(staged, filter="tar")
+        else:
+            tar.extractall(staged)
     return {}
 
 

@@ -75,9 +75,20 @@ def running_from(snapshot: Snapshot, forget_under=()) -> Iterator[None]:
 
 
 def _redirect(entry: str, snapshot: Snapshot) -> str:
+    """An entry inside the repository -> its place in the snapshot. One the snapshot lacks (an
+    ignored folder: a virtual environment in the project) or an installed one stays as it is."""
     where = Path(entry or os.getcwd())  # '' is the working folder (python -m puts it first)
-    mirrored = snapshot.mirror(where.resolve()) if where.exists() else None
-    return str(mirrored) if mirrored is not None else entry
+    if not where.exists() or _installed(where.resolve()):
+        return entry
+    mirrored = snapshot.mirror(where.resolve())
+    return str(mirrored) if mirrored is not None and mirrored.exists() else entry
+
+
+def _installed(path: Path) -> bool:
+    """Installed packages (a virtual environment may live inside the project): never the user's code."""
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return any(part in ("site-packages", "dist-packages") for part in path.parts) or \
+        any(path == p or p in path.parents for p in prefixes)
 
 
 def _forget(roots) -> None:
@@ -88,7 +99,8 @@ def _forget(roots) -> None:
             continue  # the harness running the unit, even when it is the repository being compared
         file = getattr(module, "__file__", None)
         paths = [file] if file else list(getattr(module, "__path__", None) or [])
-        if any(str(Path(p).resolve()).startswith(tuple(folders)) for p in paths if p):
+        resolved = [Path(p).resolve() for p in paths if p and isinstance(p, str)]
+        if any(str(p).startswith(tuple(folders)) and not _installed(p) for p in resolved):
             del sys.modules[name]
     for key in [k for k in sys.path_importer_cache if any(str(k).startswith(f.rstrip(os.sep)) for f in folders)]:
         del sys.path_importer_cache[key]
