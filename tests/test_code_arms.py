@@ -176,6 +176,7 @@ def test_a_pure_refactor_gives_identical(project, caplog):
 
 
 def test_worktree_takes_untracked_files_and_later_edits_do_not_leak(project, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG, logger="harness")
     (project / "proj" / "extra.py").write_text("MARKER = 2\n")  # untracked, not ignored
     (project / "proj" / "fit.py").write_text(_fit(PLAIN_LOSS).replace("MARKER = 1", "from proj.extra import MARKER"))
     # the first unit (seed 0, arm A) edits the live tree: the WORKTREE arm's later units must not see it
@@ -187,8 +188,11 @@ def test_worktree_takes_untracked_files_and_later_edits_do_not_leak(project, mon
     assert (project / "proj" / "fit.py").read_text() == edited  # the edit happened, during the run
     before = {(r["seed"], r["arm"]): r["created"] for r in done.results}
     first_b = _code(next(r for r in done.results if r["arm"] == "B"))
+    head = _git(project, "rev-parse", "HEAD")[:12]
+    assert f"code arm B: WORKTREE = {head} + 2 changed or untracked file(s): proj/extra.py, proj/fit.py; " \
+           f"snapshot {first_b['folder']}" in caplog.messages
 
-    caplog.set_level(logging.DEBUG, logger="harness")
+    caplog.clear()
     again = _run(project)  # relaunched after the edit: only WORKTREE's units run again
     markers = {(r["seed"], r["arm"]): r["metrics"]["marker"] for r in again.results}
     assert markers == {(s, a): {"A": 1, "B": 3}[a] for s in (0, 1, 2) for a in "AB"}

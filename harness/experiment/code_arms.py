@@ -75,15 +75,16 @@ class CodeArm:
 _PREPARED: dict = {}  # revision -> CodeArm, for this invocation
 
 
-def prepare(cfg, out_dir, *, multirun: bool = False) -> None:
+def prepare(cfg, out_dir, *, multirun: bool = False) -> list[str]:
     """Read the code arms of ``cfg`` (none unless ab.factor=code) and stage their snapshots outside
-    the results. Raises CodeArmError, before anything is written, for input that cannot run."""
+    the results; what each arm runs, in a line each. Raises CodeArmError, before anything is
+    written, for input that cannot run."""
     factor = cfg.ab.factor
     if factor != "code":
         if cfg.get("code") is not None:
             raise CodeArmError(f"code={cfg.code!r} is set, but ab.factor={factor!r}: the code key holds an "
                                "arm's revision and is set only through ab.factor=code and ab.arms. Remove it.")
-        return
+        return []
     if multirun:
         raise CodeArmError(NOT_IN_A_SWEEP)
     revisions = {}
@@ -105,6 +106,18 @@ def prepare(cfg, out_dir, *, multirun: bool = False) -> None:
         _discard_staged()
         raise
     os.environ[_ENV] = json.dumps({k: asdict(v) for k, v in _PREPARED.items()})
+    return [_said(name, _PREPARED[revision]) for name, revision in revisions.items()]
+
+
+def _said(name: str, arm: CodeArm) -> str:
+    """What an arm runs, said at launch: its revision, commit and snapshot (WORKTREE: its changes)."""
+    commit = arm.commit[:12] if arm.commit else "no commit yet"
+    what = f"code arm {name}: {arm.revision} = {commit}"
+    if arm.revision == WORKTREE:
+        files = list(arm.changes)
+        what += (f" + {len(files)} changed or untracked file(s): {', '.join(files[:5])}"
+                 + (" ..." if len(files) > 5 else "") if files else " (no changes)")
+    return f"{what}; snapshot {FOLDER}/{Path(arm.folder).name}"
 
 
 def materialize() -> None:

@@ -55,7 +55,8 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         raise ExperimentError(str(e)) from None
     from harness.experiment.code_arms import prepare as prepare_code_arms
 
-    prepare_code_arms(cfg, out_dir, multirun=multirun)  # ab.factor=code: revisions read now, nothing written
+    for line in prepare_code_arms(cfg, out_dir, multirun=multirun):  # ab.factor=code: revisions read now
+        say(line)
     try:  # (preflight_cheap made it once already: a problem with it was refused there)
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
     except DeclarationError as e:
