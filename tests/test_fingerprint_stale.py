@@ -22,7 +22,7 @@ ONE = [o for o in FAST if not o.startswith("ab.seeds")] + ["ab.seeds=[0]"]
 
 
 def _result(tmp_path, name: str, fn: str, lr: float) -> dict:
-    from harness.experiment.units import arm_configs
+    from harness.experiment.arms import arm_configs
 
     arm = arm_configs(compose_cfg(ONE + [f"train.fn=tests.convert_fns.{fn}", f"+train.kwargs.lr={lr}"]))["A"]
     result, _ = run_one(arm, 0, "A")

@@ -15,7 +15,9 @@ import torch
 
 import harness
 from harness.api import HarnessError
-from harness.training.run import Run, RunUsageError, TensorBatches
+from harness.training.run import Run
+from harness.training.steps import RunUsageError
+from harness.training.batches import TensorBatches
 from harness.results import read_json
 
 from .conftest import FAST, REPO, run_cli

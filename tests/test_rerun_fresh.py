@@ -8,7 +8,7 @@ import os
 from harness.experiment import units
 from harness.experiment.rerun import rerun_fresh
 from harness.experiment.runner import run_one
-from harness.experiment.units import arm_configs
+from harness.experiment.arms import arm_configs
 
 from .conftest import FAST, compose_cfg
 

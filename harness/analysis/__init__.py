@@ -15,4 +15,6 @@ and the PNGs), outputs.py (one analysis's files replaced together or not at all)
 May import: harness.stats, harness.config (the declaration), harness.results. Never trains.
 """
 
-from harness.analysis.analyze import SCHEMA, AnalysisError, analyze, analyze_dir  # noqa: F401
+from harness.analysis.analyze import analyze, analyze_dir  # noqa: F401
+from harness.analysis.decide import SCHEMA  # noqa: F401
+from harness.analysis.selection import AnalysisError  # noqa: F401

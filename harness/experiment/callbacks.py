@@ -84,7 +84,7 @@ class AnalyzeSweep(Callback):
 def analyse_sweep(config: DictConfig, root: Path):
     """A sweep's analysis as root's declaration.json says (a grid's or one A/B's), shown and tracked:
     (the analysis or None, why it failed or None). Also the harness plain sweeper's."""
-    from harness.analysis.analyze import AnalysisError
+    from harness.analysis import AnalysisError
     from harness.analysis.grid import analyze_grid_dir, render_grid
     from harness.analysis.report import render_table
 
@@ -121,7 +121,8 @@ def write_declaration(config: DictConfig, root: Path) -> None:
     """The sweep's declaration.json, written once by the launching process (its jobs' ab.seeds,
     seed and arm may differ; what is analysed does not). A config that declares nothing analysable
     is said here; every job then refuses it with the same sentence."""
-    from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import Declaration
+    from harness.config.metric_spec import DeclarationError
     from harness.ledger.record import sweep_level
     from harness.ledger.store import LedgerError
 

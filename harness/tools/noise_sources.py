@@ -109,7 +109,7 @@ def _two_arms(cfg, declaration) -> dict:
     """{baseline: cfg, other: cfg}: the declared baseline and the first other arm, checked as a run
     of the harness checks them (preflight), threads resolved once for both."""
     from harness.config.preflight import PreflightError, preflight
-    from harness.experiment.units import ExperimentError, arm_configs
+    from harness.experiment.arms import ExperimentError, arm_configs
 
     try:
         arms = arm_configs(cfg)
