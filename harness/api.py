@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
-from harness import HarnessError  # noqa: F401 - the root of the harness's errors; harness.api.HarnessError is it
+from harness import HarnessError
 
 
 @dataclass

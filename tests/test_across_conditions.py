@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import harness
-from harness.api import HarnessError
+from harness import HarnessError
 from harness.config.declaration import Declaration
 from harness.config.metric_spec import DeclarationError
 from harness.results import load_tree, read_json

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import harness
-from harness.api import HarnessError
+from harness import HarnessError
 from harness.experiment.units import check_pairing, run_experiment
 from harness.experiment.arms import ExperimentError, PairingError, arm_configs
 from harness.results import load_tree, read_json

@@ -58,7 +58,7 @@ class AnalyzeSweep(Callback):
         # Inherited by every job (in this process, a pool's workers, submitit's subprocesses):
         # the sweep's id, under which its jobs share wandb's online outcome (tracking.OnlineGate),
         # and this process's pid, which a pool worker's watchdog watches (harness/experiment/watchdog.py).
-        from harness.tracking.tracker import SWEEP_ENV
+        from harness.tracking.options import SWEEP_ENV
         from harness.experiment.watchdog import LAUNCHER_ENV
 
         os.environ[SWEEP_ENV] = uuid.uuid4().hex[:12]
@@ -150,7 +150,8 @@ def track_sweep_analysis(config: DictConfig, root: Path, analysis) -> bool:
     """Log a sweep's analysis (None: nothing to log) to wandb and close the tracker, which also
     prints the sweep's one `wandb sync` hint for its jobs' runs. False when the wandb settings are
     bad (said in the log). Shared by this callback and the sequential sweeper."""
-    from harness.tracking.tracker import TrackingConfigError, open_tracker
+    from harness.tracking.tracker import open_tracker
+    from harness.tracking.options import TrackingConfigError
 
     try:
         tracker = open_tracker(config, root, sweep_root=root)

@@ -13,8 +13,9 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from harness.ledger.claims import _folder, claim_rows, declaration_hash  # noqa: F401 - the ledger's door
-from harness.ledger.postgres import is_url, open_ledger, shown
+from harness.ledger.claims import _folder, claim_rows, declaration_hash
+from harness.ledger.postgres import open_ledger
+from harness.config.ledger_spec import is_url, shown
 from harness.ledger.store import LedgerError
 from harness.stats.online_fdr import NAMES
 from harness.stats.online_fdr_async import next_alpha

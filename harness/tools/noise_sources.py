@@ -338,7 +338,8 @@ def track(cfg, out_dir: Path) -> str:
     "noise_sources", the two readings in the summary, noise_sources.png as "figure". What it
     returns ends the printed text (where the run is, and what wandb could not log)."""
     from harness.results import read_json
-    from harness.tracking.tracker import TrackingConfigError, open_tracker
+    from harness.tracking.tracker import open_tracker
+    from harness.tracking.options import TrackingConfigError
 
     try:
         tracker = open_tracker(cfg, out_dir)

@@ -151,7 +151,8 @@ class RaceSweeperImpl(SequentialSweeperImpl):
     @staticmethod
     def _track(cfg, root: Path, analysis: dict) -> None:
         """The race's table of drops in wandb; closing the tracker prints the sweep's sync hint."""
-        from harness.tracking.tracker import TrackingConfigError, open_tracker
+        from harness.tracking.tracker import open_tracker
+        from harness.tracking.options import TrackingConfigError
 
         try:
             tracker = open_tracker(cfg, root, sweep_root=root)
