@@ -111,10 +111,10 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
     from statsmodels.stats.meta_analysis import combine_effects
 
     from harness.analysis.grid import analyze_grid_dir
-    from harness.stats.meta import effect_slope, random_effects
+    from harness.stats.meta.random_effects import effect_slope, random_effects
 
     # the gain shrinks as lr grows; every point decided (an undecided one adds a seeds-needed search:
-    # stats/power.py, ~10 s a point under load)
+    # stats/power/seeds_needed.py, ~10 s a point under load)
     root = _grid_of(tmp_path, {0.01: 3.0, 0.02: 2.0, 0.04: 1.0})
     summary = analyze_grid_dir(root)
     block = summary["across_points"]["arms"]["B"]
@@ -127,7 +127,7 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
         y.append(d.mean())
         se.append(d.std(ddof=1) / np.sqrt(len(d)))
     assert block["effects"] == pytest.approx(y) and block["standard_errors"] == pytest.approx(se, rel=1e-9)
-    # Cochran's Q as statsmodels computes it; the pooled estimate and slope as harness.stats.meta gives them
+    # Cochran's Q as statsmodels computes it; the pooled estimate and slope as harness.stats.meta.random_effects gives them
     sm = combine_effects(np.array(y), np.array(se) ** 2)
     assert block["heterogeneity"]["q"] == pytest.approx(sm.q)
     # the decision: Alexander-Govern on the per-seed differences (each point its own seed variance)

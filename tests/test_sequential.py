@@ -9,10 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from harness.stats.sequential import (BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign,
-                                      evaluate, first_claim_seeds, next_seeds, replay, replay_arms,
-                                      sequential_look, simulate)
-from harness.stats.sequential_bounds import _normal_bounds, spend
+from harness.stats.sequential.bounds import _normal_bounds, spend
+from harness.stats.sequential.design import BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign, first_claim_seeds
+from harness.stats.sequential.looks import evaluate, next_seeds, replay, replay_arms, sequential_look, simulate
 from harness.stats.sign_flip import sign_flip_reaches, sign_flip_tail
 
 ALPHA = 0.05

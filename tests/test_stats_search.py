@@ -1,4 +1,4 @@
-"""The seeds-needed search (harness.stats.power._smallest_t_n): the smallest n whose power reaches
+"""The seeds-needed search (harness.stats.power.seeds_needed._smallest_t_n): the smallest n whose power reaches
 the target, found with few power evaluations even when it lies thousands of seeds above the normal
 approximation (a difference near the margin), and the same n as scanning every count in blocks of 64
 from that approximation, which is how it was found before (issue 18: an analysis near the margin
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.stats import power as P
+from harness.stats.power import seeds_needed as P
 
 
 def _block_scan(power_at, gap, sd, one_sided_alpha, power, max_seeds, min_n=P.MIN_PAIRS):

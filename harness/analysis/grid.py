@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 
 from harness.analysis import across_conditions
-from harness.analysis import comparability as comparability
-from harness.analysis import figures
-from harness.analysis.certificate import certificate_for
+from harness.analysis.identity import comparability as comparability
+from harness.analysis.render import figures
+from harness.analysis.identity.certificate import certificate_for
 from harness import results as results_io
 from harness.config import declaration as declaration_io
 from harness.config.metric_spec import DeclarationError

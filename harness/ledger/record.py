@@ -17,8 +17,8 @@ from harness.ledger.claims import _folder, claim_rows, declaration_hash
 from harness.ledger.postgres import open_ledger
 from harness.config.ledger_spec import is_url, shown
 from harness.ledger.store import LedgerError
-from harness.stats.online_fdr import NAMES
-from harness.stats.online_fdr_async import next_alpha
+from harness.stats.fdr.online import NAMES
+from harness.stats.fdr.asynchronous import next_alpha
 
 def _stream_alpha(method: str, level: float):
     def alpha_for(tests):
