@@ -88,7 +88,7 @@ _FLOOR = ("import gc, os, sys, time; import harness.tools.analyze; from harness.
 
 
 def write_tree(root: Path, n_files: int, version: int = 2) -> None:
-    from harness.experiment.units import _plain  # the real config's shape and size
+    from harness.experiment.identity import plain as _plain  # the real config's shape and size
     from tests.conftest import compose_cfg
 
     cfg = compose_cfg(["+experiment=loss_ab", "logger=none"])

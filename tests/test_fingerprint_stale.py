@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from harness.experiment.units import run_one
+from harness.experiment.runner import run_one
 from harness.results import write_json
 from harness.tools import diff
 from harness.training import fingerprint as F

@@ -291,7 +291,7 @@ def test_written_files_honour_the_umask(tmp_path, mask, mode):
 
 def test_config_digest_of_a_result_config_block_is_the_experiments_config_hash(compose_fn):
     from harness.experiment.identity import config_hash
-    from harness.experiment.units import _plain
+    from harness.experiment.identity import plain as _plain
     from harness.experiment.arms import arm_configs
 
     cfg = compose_fn(["+experiment=loss_ab", "logger=none", "optim.lr=0.2", "repro.certificate=false"])

@@ -181,10 +181,8 @@ FACADES = {"harness.lightning", "harness.hf"}
 # Names still taken from a module that only imports them, while the rooms that hold them are being
 # rearranged: none may be added, and one leaves this list once its importers use the defining module
 STILL_REEXPORTED = {
-    "harness.stats.power.seeds_needed._EXACT_BELOW", "harness.experiment.units.run_one",
-    "harness.experiment.units.save_weights", "harness.experiment.units._plain",
-    "harness.experiment.resume.lock_timeout_problem", "harness.experiment.identity.config_digest",
-    "harness.experiment.identity.flatten", "harness.experiment.adaptive.sequential.IdentityWatch",
+    "harness.stats.power.seeds_needed._EXACT_BELOW",
+    "harness.experiment.resume.lock_timeout_problem", "harness.experiment.adaptive.sequential.IdentityWatch",
     "harness.experiment.adaptive.sequential.identity_stop", "harness.analysis.render.report._Fmt",
     "harness.analysis.identity.comparability.identity", "harness.analysis.identity.comparability.hashes",
     "harness.analysis.identity.comparability.IdentityError",
