@@ -51,7 +51,8 @@ from harness import stats  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_diverged  # noqa: E402 - section 8, in a file of its own
 import bench_stats_cost  # noqa: E402 - section 9, in a file of its own
-from harness.stats.power.seeds_needed import _EXACT_BELOW, _exact_share  # noqa: E402
+from harness.stats.power.exact_share import _EXACT_BELOW  # noqa: E402
+from harness.stats.power.seeds_needed import _exact_share  # noqa: E402
 
 ALPHA = 0.05
 FAILED = []

@@ -135,6 +135,12 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
              for p in summary["points"]]
     assert block["heterogeneity"]["pvalue"] == pytest.approx(alexandergovern(*diffs).pvalue, rel=1e-6)
     assert block["heterogeneity"]["differs"]
+    # each (point, arm) p-value Holm-adjusted over the grid, by the one Holm of harness.stats
+    from harness.stats import holm
+
+    raw = [point["comparisons"]["B"]["pvalue"] for point in summary["points"]]
+    assert [point["comparisons"]["B"]["pvalue_holm_grid"] for point in summary["points"]] == holm(raw).tolist()
+    assert holm(raw).tolist() == pytest.approx(multipletests(raw, method="holm")[1])
     # the average: a t over the 3 effects; the random-effects estimate beside it
     assert block["pooled"]["estimate"] == pytest.approx(np.mean(y)) and "not a random sample" in block["pooled"]["label"]
     assert block["pooled"]["pvalue"] == pytest.approx(ttest_1samp(y, 0.0).pvalue)

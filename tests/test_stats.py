@@ -263,7 +263,8 @@ def test_fewer_than_three_pairs_is_an_error():
 
 
 def test_seeds_needed_matches_statsmodels_power():
-    from harness.stats.power.seeds_needed import _EXACT_BELOW, _exact_share
+    from harness.stats.power.exact_share import _EXACT_BELOW
+    from harness.stats.power.seeds_needed import _exact_share
 
     # d_z = 1: statsmodels solves n = 9.94 for 80% t-test power, so 10 seeds; but every claim must
     # also pass the exact sign-flip test (issue 24), with which 10 seeds give 0.79: 11

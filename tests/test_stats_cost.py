@@ -186,30 +186,30 @@ def test_a_share_off_the_table_is_simulated():
 def test_the_first_counts_of_a_scan_are_those_of_the_whole_block():
     # _smallest_t_n computes the first 8 of its 64 counts first (rows=8): each must be the number
     # the whole block gives it, for declared and estimated margins, on both sides of the margin
-    from harness.stats.power import seeds_needed as P
+    from harness.stats.power import margin as M, seeds_needed as P, t_test as T
 
     ns = np.arange(37, 37 + 64)
     for bound_alpha in (0.0, 0.025):
         for effect in (0.1, 0.35, 0.6):
             def beyond(n, m):
-                return P.paired_t_power(n, effect, 0.4, 0.0125, null=m, alternative="greater")
+                return T.paired_t_power(n, effect, 0.4, 0.0125, null=m, alternative="greater")
 
             def within(n, m):
-                near = P.paired_t_power(n, effect, 0.4, 0.025, null=m, alternative="less")
-                far = P.paired_t_power(n, effect, 0.4, 0.025, null=-np.asarray(m), alternative="greater")
+                near = T.paired_t_power(n, effect, 0.4, 0.025, null=m, alternative="less")
+                far = T.paired_t_power(n, effect, 0.4, 0.025, null=-np.asarray(m), alternative="greater")
                 return np.maximum(np.asarray(near) + far - 1, 0.0)
             for power_with, which in ((beyond, 1), (within, 0)):
-                whole = np.asarray(P._margin_power(power_with, 0.3, bound_alpha, ns, which))
-                first = np.asarray(P._margin_power(power_with, 0.3, bound_alpha, ns, which, rows=P._FIRST))
+                whole = np.asarray(M._margin_power(power_with, 0.3, bound_alpha, ns, which))
+                first = np.asarray(M._margin_power(power_with, 0.3, bound_alpha, ns, which, rows=P._FIRST))
                 assert first.tobytes() == whole[:P._FIRST].tobytes()
 
 
 def test_remembered_quantiles_are_scipys_to_the_bit():
-    # power.py computes an estimated margin's bounds and the t critical values from remembered
-    # special-function values (t_power.cached_ppf) instead of scipy.stats' ppf: the same floats
+    # power/seeds_needed.py computes an estimated margin's bounds and the t critical values from remembered
+    # special-function values (power/t_test.py: cached_ppf) instead of scipy.stats' ppf: the same floats
     from scipy import stats as sps
 
-    from harness.stats.power import seeds_needed as P
+    from harness.stats.power import margin as M
     from harness.stats.margins import margin_bound_factors
     from harness.stats.power.t_test import cached_ppf
 
@@ -222,13 +222,13 @@ def test_remembered_quantiles_are_scipys_to_the_bit():
             assert float(cached_ppf(dist, q, 9.0)) == float(getattr(sps, dist).ppf(q, 9.0))
     for bound_alpha in (0.025, 0.0125, 0.01, 0.0083333):
         for x in (df, df.reshape(-1, 2), 11.0, np.array([11.0])):
-            got, expected = P._bound_factors(x, bound_alpha), margin_bound_factors(x, bound_alpha)
+            got, expected = M._bound_factors(x, bound_alpha), margin_bound_factors(x, bound_alpha)
             assert [np.asarray(v).tobytes() for v in got] == [np.asarray(v).tobytes() for v in expected]
             assert [type(v) for v in got] == [type(v) for v in expected]
 
 
 def test_the_noncentral_t_tail_is_scipys_to_the_bit():
-    # t_power._nct_tail calls the special functions scipy.stats.nct calls, without its argument
+    # t_test._nct_tail calls the special functions scipy.stats.nct calls, without its argument
     # checks: the same floats in every shape, in the far tail where scipy gives NaN (then integrated
     # by _t_tail), and for the arguments it hands back to scipy (NaN, infinite, df <= 0)
     from scipy import stats as sps
@@ -283,7 +283,7 @@ def test_the_count_found_from_bounds_is_the_one_the_whole_block_gives():
     # the target, in the first 8 of a block, in the rest of it, and for one count alone. Targets are
     # random, and also exactly a count's own power and the float just above it (the bounds must leave
     # those to the full computation).
-    from harness.stats.power import seeds_needed as P
+    from harness.stats.power import margin as M, seeds_needed as P
 
     rng = np.random.default_rng(34)
     decided = 0
@@ -294,18 +294,18 @@ def test_the_count_found_from_bounds_is_the_one_the_whole_block_gives():
         power_with, upper_with = _claims(effect, sd, alpha)[1 - which]
         start = int(rng.integers(2, 200))
         ns = np.arange(start, start + 64)
-        whole = np.asarray(P._margin_power(power_with, value, bound_alpha, ns, which))
-        first = np.asarray(P._margin_power(power_with, value, bound_alpha, ns, which, rows=P._FIRST))
+        whole = np.asarray(M._margin_power(power_with, value, bound_alpha, ns, which))
+        first = np.asarray(M._margin_power(power_with, value, bound_alpha, ns, which, rows=P._FIRST))
         j = int(rng.integers(0, 64))
         for target in (0.8, rng.uniform(0.05, 0.95), whole[j], np.nextafter(whole[j], 2.0)):
-            node = P.NodePower(power_with, upper_with, value, bound_alpha, which)
+            node = M.NodePower(power_with, upper_with, value, bound_alpha, which)
             for rows, powers in ((range(P._FIRST), first), (range(P._FIRST, 64), whole[P._FIRST:])):
                 hit = np.flatnonzero(powers >= target)
                 expected = rows[hit[0]] if hit.size else None
                 assert node.first_reaching(ns, target, rows) == expected, (case, target, rows)
                 decided += expected is not None
             for i in (0, j, 63):
-                alone = np.asarray(P._margin_power(power_with, value, bound_alpha, ns[i:i + 1], which))[0]
+                alone = np.asarray(M._margin_power(power_with, value, bound_alpha, ns[i:i + 1], which))[0]
                 assert node.first_reaching(ns[i:i + 1], target) == (0 if alone >= target else None)
     assert decided > 20
 
@@ -313,7 +313,7 @@ def test_the_count_found_from_bounds_is_the_one_the_whole_block_gives():
 def test_seeds_needed_are_those_of_the_search_without_bounds(monkeypatch):
     # the whole search, with NodePower's bounds and without them (every node of every count, as
     # before issue 33's speed-up): the same counts, near the margin and far from it, on both sides
-    from harness.stats.power import seeds_needed as P
+    from harness.stats.power import margin as M, seeds_needed as P
 
     rng = np.random.default_rng(35)
     cases = [(float(rng.uniform(0, 1.0)), float(rng.uniform(0.1, 0.6)), float(rng.uniform(0.2, 0.8)),
@@ -323,7 +323,7 @@ def test_seeds_needed_are_those_of_the_search_without_bounds(monkeypatch):
     def margin(value, n):
         return Margin(value=value, source="auto", description="", low=value, high=value, df=n - 1, bound_alpha=0.025)
     fast = [P.seeds_needed_for(e, sd, margin(m, n), n=n, n_comparisons=k).to_dict() for e, sd, m, n, k in cases]
-    monkeypatch.setattr(P.NodePower, "first_reaching", None)
+    monkeypatch.setattr(M.NodePower, "first_reaching", None)
     slow = [P.seeds_needed_for(e, sd, margin(m, n), n=n, n_comparisons=k).to_dict() for e, sd, m, n, k in cases]
     assert fast == slow
     assert any(s["to_settle_margin"] and s["to_settle_margin"] > 64 for s in slow)  # the bisection is among them

@@ -54,10 +54,12 @@ _LAZY = {
     "paired": ("BOOTSTRAP_MIN_PAIRS", "BootstrapResult", "PermutationResult", "TTestResult", "WilcoxonResult", "bootstrap_ci", "effect_size_dz",
                "mean_interval", "paired_t", "sign_flip_permutation", "studentized_bootstrap", "welch_t",
                "wilcoxon_signed_rank"),
-    "power.seeds_needed": ("SeedsNeeded", "claim_floors", "decision_levels", "fewest_seeds", "paired_t_power", "sd_interval",
-              "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin"),
+    "power.t_test": ("paired_t_power",),
+    "power.seeds_needed": ("SeedsNeeded", "claim_floors", "decision_levels", "fewest_seeds", "sd_interval",
+                           "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin"),
+    "decision_p": ("decision_pvalues", "exact_sign_flip_pvalues", "sign_flip_floor"),
     "verdict": ("DIFFERS", "VERDICTS", "DecisionInterval", "PairedComparison", "Verdict", "compare",
-                "compare_to_baseline", "decide", "decision_pvalues", "exact_sign_flip_pvalues", "sign_flip_floor"),
+                "compare_to_baseline", "decide"),
     "verdict_words": ("beyond_test_set_sentence", "verdict_sentence"),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}

@@ -28,7 +28,7 @@ from .._core import one_sample_t
 
 _EXACT_BELOW = 20  # from this many pairs on the share is 1.0 (seeds_needed.py says why)
 _EXACT_SIMS = 4096
-_STEP = 20  # effects on the table are multiples of 1/_STEP sd (power._share rounds them down)
+_STEP = 20  # effects on the table are multiples of 1/_STEP sd (seeds_needed._share rounds them down)
 TABLE = Path(__file__).with_name("exact_share_table.json")
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core import MIN_PAIRS, POWER, Result
 from .exact_share import _EXACT_BELOW, exact_share
-from .margin import _HERMITE, NodePower, _bound_factors, _margin_power  # noqa: F401 - tests read them here
+from .margin import NodePower, _bound_factors, _margin_power
 from ..margins import Margin
 from .t_test import paired_t_power
 
