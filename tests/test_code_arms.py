@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.api import HarnessError
-from harness.results import read_json
+from harness import HarnessError
 
 from .conftest import REPO, run_cli
 
