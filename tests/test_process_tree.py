@@ -105,6 +105,7 @@ def _end_leftovers(out: Path) -> None:
             pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_a_killed_or_interrupted_harness_leaves_no_process_of_any_unit_side_by_side(tmp_path, sig):
     out = tmp_path / "run"
@@ -136,6 +137,7 @@ def test_a_unit_that_ends_leaves_nothing_it_started_running(tmp_path):
         _end_leftovers(out)
 
 
+@pytest.mark.slow
 def test_a_unit_past_its_timeout_is_ended_with_everything_it_started(tmp_path):
     out = tmp_path / "run"
     try:
