@@ -76,7 +76,7 @@ def test_a_unit_gets_its_flags_seed_placeholders_and_environment(tmp_path):
 
 @pytest.mark.slow
 def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
-    _toy(tmp_path, "ab.seeds=[0]", "ab.arms.B=crash", "+ab.arms.C=silent", "+ab.arms.D=hang", "train.timeout_s=1",
+    _toy(tmp_path, "ab.seeds=[0]", "ab.arms.B=crash", "+ab.arms.C=silent", "+ab.arms.D=hang", "train.timeout_s=5",
          "repro.certificate=false")
     crash = _result(tmp_path, 0, "B")
     assert crash["status"] == "failed" and crash["error"]["type"] == "CommandFailed"
@@ -86,7 +86,7 @@ def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
     assert silent["status"] == "failed" and "'score ([0-9.]+)' never matched" in silent["error"]["message"]
     assert "trained, but printed no score" in silent["error"]["message"]  # the last lines of stdout
     hang = _result(tmp_path, 0, "D")
-    assert hang["status"] == "failed" and hang["error"]["message"].startswith("seed 0 arm D: it ran past train.timeout_s=1 s")
+    assert hang["status"] == "failed" and hang["error"]["message"].startswith("seed 0 arm D: it ran past train.timeout_s=5 s")
     pid = read_json(tmp_path / "runs" / "seed=0" / "arm=D" / "seen.json")["pid"]
     assert not _alive(pid)  # killed, not left running
     assert _result(tmp_path, 0, "A")["status"] == "completed"
@@ -189,7 +189,7 @@ def test_sigkill_or_ctrl_c_of_the_harness_leaves_no_child(tmp_path, sig):
     finally:
         proc.send_signal(sig)  # Ctrl-C: SIGINT to the harness (the child is in a process group of its own)
         proc.wait(timeout=60)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a bound, not a measurement: ends as soon as the child is gone
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(pid)
