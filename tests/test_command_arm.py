@@ -173,6 +173,7 @@ def test_a_script_edited_between_two_looks_of_a_sequential_run_stops_it(tmp_path
     assert "helper.py" in proc.stderr.split("the code changed: edited:")[1][:300]
 
 
+@pytest.mark.slow  # spawns python -m harness and trains
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_sigkill_or_ctrl_c_of_the_harness_leaves_no_child(tmp_path, sig):
     out = tmp_path / "run"
