@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from harness.analysis.outputs import write_together
+from harness.analysis.render.outputs import write_together
 from harness.results import read_json
 
 from .conftest import REPO, run_cli
