@@ -16,7 +16,8 @@ REST = " or ".join(TIER_MARKS)  # the negation of FAST_TIER: the two tiers parti
 
 def choose_tier(config: pytest.Config) -> None:
     """On the controller and on each xdist worker alike (both parse the same command line)."""
-    if not config.option.markexpr and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+    no_test_named = config.args_source in (pytest.Config.ArgsSource.TESTPATHS, pytest.Config.ArgsSource.INVOCATION_DIR)
+    if not config.option.markexpr and no_test_named:
         config.option.markexpr = FAST_TIER
 
 
