@@ -170,7 +170,7 @@ def run_sequential(plan: Plan, declaration, *, say: Callable[[str], None] = prin
 def _batch_side_by_side(plan: Plan, units, pool, say, tracker, certify: bool) -> Outcome:
     """One batch's units on the workers: each unit exactly as run_plan(plan.narrow(seed, arm)) runs
     it in this process (the same config, so the same result files), without a preflight per unit."""
-    from harness.experiment.side_by_side import certify_with, run_units
+    from harness.experiment.parallel.side_by_side import certify_with, run_units
 
     todo = []
     for seed, arm in units:
