@@ -14,8 +14,9 @@ from harness.analysis.analyze import AnalysisError, analyze
 from harness.experiment.runner import train_one
 from harness.experiment.units import arm_configs, certificate, run_one
 from harness.results import write_json
-from harness.tools import diff, golden
-from harness.tools.golden_words import check_message
+from harness.tools.diff import diff
+from harness.tools.golden import golden
+from harness.tools.golden.golden_words import check_message
 from harness.training import fingerprint as F
 
 from . import _results_factory as factory

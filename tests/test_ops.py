@@ -11,7 +11,8 @@ import pytest
 
 from harness.experiment.units import run_one, save_weights
 from harness.results import write_json
-from harness.tools import diff, golden, ops
+from harness.tools.diff import diff, ops
+from harness.tools.golden import golden
 
 from .conftest import LazyRuns, compose_cfg
 
