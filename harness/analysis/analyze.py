@@ -1,6 +1,6 @@
 """From result files to the analysis: which runs count, are they paired, and what do they say.
 
-``analyze(results)`` takes result dicts (the contract in results.py) and returns the content of
+``analyze(results)`` takes result dicts (the contract in harness/results/) and returns the content of
 analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
 writes analysis.json, report.md and analysis.png beside them. analyze() is gather() (gather.py: the
 checks, with selection.py and identity/ underneath, and what the statistics read, made compact)
