@@ -13,7 +13,7 @@ import harness
 from harness.api import HarnessError
 from harness.config.declaration import Declaration, DeclarationError
 from harness.results import load_tree, read_json
-from harness.stats.meta import random_effects
+from harness.stats.meta.random_effects import random_effects
 
 from .conftest import compose_cfg, run_cli
 

@@ -1,4 +1,4 @@
-"""Issue 19, item 3: dose trends over a numeric factor with three or more values (harness.stats.trend,
+"""Issue 19, item 3: dose trends over a numeric factor with three or more values (harness.stats.meta.trend,
 analysis.dose_trend, the report's section and the dose-response figure's line)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from harness.analysis.dose_trend import dose_trend as dose_trend_block  # noqa: 
 from harness.analysis.analyze import analyze  # noqa: E402
 from harness.analysis.render.markdown import markdown  # noqa: E402
 from harness.analysis.render.figures import write_figure  # noqa: E402
-from harness.stats.trend import dose_trend, linearity_rows, per_seed_slopes  # noqa: E402
+from harness.stats.meta.trend import dose_trend, linearity_rows, per_seed_slopes  # noqa: E402
 
 
 def test_the_trend_is_a_t_test_of_per_seed_least_squares_slopes():

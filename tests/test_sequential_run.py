@@ -242,7 +242,7 @@ def test_plugin_is_discovered_and_light():
     hydra_cfg = compose(["+experiment=loss_ab", "hydra/sweeper=harness_sequential"], return_hydra_config=True)
     assert hydra_cfg.hydra.sweeper._target_.endswith("HarnessSequentialSweeper")
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys, hydra_plugins.harness_sweeper.harness_sweeper; "
+        [sys.executable, "-c", "import sys, hydra_plugins.harness_sweeper.sequential_sweeper; "
                                "print(sorted({'torch', 'scipy', 'harness'} & set(sys.modules)))"],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0 and probe.stdout.strip() == "[]", probe.stdout + probe.stderr

@@ -95,7 +95,7 @@ def analyze_dir(root, *, write: bool = True, declaration: Declaration | None = N
     """
     root = Path(root)
     folder = root if root.is_dir() else root.parent
-    if write and (folder / "race.json").is_file():  # its analysis is the race's own (harness.experiment.race)
+    if write and (folder / "race.json").is_file():  # its analysis is the race's own (harness.experiment.adaptive.race_report)
         raise AnalysisError(f"{folder} holds a race (race.json): its analysis.json and report.md are the race's "
                             "own and are not replaced by an A/B analysis; run python -m harness.analyze on it "
                             "to reproduce them, or pass write=False.")
@@ -143,7 +143,7 @@ def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict,
             extra["certificate"] = certificate_for(results_io.read_json(certificate), loaded.results)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
-    sequential = folder / "sequential.json"  # the looks of a sequential run (harness/experiment/sequential.py)
+    sequential = folder / "sequential.json"  # the looks of a sequential run (harness/experiment/adaptive/sequential.py)
     if sequential.is_file() and "sequential" not in extra:
         try:
             extra["sequential"] = results_io.read_json(sequential)

@@ -1,5 +1,5 @@
 """The paired trend over a numeric factor: when every arm's factor value is a distinct number and
-there are 3 or more arms, the per-seed slope of the metric on the factor value (harness.stats.trend),
+there are 3 or more arms, the per-seed slope of the metric on the factor value (harness.stats.meta.trend),
 or why there is none."""
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def dose_trend_why(usable, arms) -> str | None:
 def dose_trend(usable, arms, alpha) -> dict | None:
     """The paired trend test when every arm's factor value is a distinct number and there are >= 3:
     per-seed slope of the metric on the factor value, t across the seeds every arm ran,
-    and whether the response departs from a line (harness.stats.trend). None otherwise."""
-    from harness.stats import trend
+    and whether the response departs from a line (harness.stats.meta.trend). None otherwise."""
+    from harness.stats.meta import trend
 
     if dose_trend_why(usable, arms) is not None:
         return None

@@ -57,9 +57,9 @@ class AnalyzeSweep(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         # Inherited by every job (in this process, a pool's workers, submitit's subprocesses):
         # the sweep's id, under which its jobs share wandb's online outcome (tracking.OnlineGate),
-        # and this process's pid, which a pool worker's watchdog watches (harness/experiment/watchdog.py).
+        # and this process's pid, which a pool worker's watchdog watches (harness/experiment/parallel/watchdog.py).
         from harness.tracking.tracker import SWEEP_ENV
-        from harness.experiment.watchdog import LAUNCHER_ENV
+        from harness.experiment.parallel.watchdog import LAUNCHER_ENV
 
         os.environ[SWEEP_ENV] = uuid.uuid4().hex[:12]
         os.environ[LAUNCHER_ENV] = str(os.getpid())

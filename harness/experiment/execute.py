@@ -69,7 +69,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     except tracking.TrackingConfigError as e:
         raise ExperimentError(str(e)) from None
     from harness.experiment.plan import Plan, check_unless_done, preflight_or_refuse
-    from harness.experiment.workers import Workers
+    from harness.experiment.parallel.workers import Workers
 
     # side by side (cfg.workers > 1, resolved with the threads): workers start when the first unit
     # needs one, so a no-op rerun starts none; they end with this invocation, Ctrl-C included
@@ -82,7 +82,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         # the plan (what is run) is read from cfg here, where each way of running first needs its arms;
         # below, only the plan and the declaration travel (an arm's config to the unit runner)
         if cfg.ab.sequential.enabled and not narrowed and not multirun:
-            from harness.experiment.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
+            from harness.experiment.adaptive.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
 
             plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
             preflight_or_refuse(cfg, plan.arms)
@@ -116,7 +116,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             declaration.write(out_dir, say=say)
             declaration = read_declaration(out_dir) or declaration  # as written: with when it was declared
         if pool.side_by_side:
-            from harness.experiment.side_by_side import run_side_by_side
+            from harness.experiment.parallel.side_by_side import run_side_by_side
 
             outcome = run_side_by_side(plan, pool, log=say, tracker=tracker, stop_on_fatal=not multirun)
         else:

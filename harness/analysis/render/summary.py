@@ -33,7 +33,7 @@ class Fmt:
         if not ci or (ci[0] is None and ci[1] is None):
             return "—"
         # an end JSON holds as null is infinite (analysis.json writes no inf): said on the same line
-        # an end at 0 up to the arithmetic that found it reads "0" (stats.words._ends says why)
+        # an end at 0 up to the arithmetic that found it reads "0" (stats.verdict_words._ends says why)
         scale = sum(abs(x) for x in ci if x is not None)
         ends = [("-inf" if i == 0 else "+inf") if x is None else "0" if abs(x) <= ZERO_END * scale else self.signed(x)
                 for i, x in enumerate(ci)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import HarnessError
-from harness.experiment.race_plan import FIGURE_NAME, RACE_NAME
+from harness.experiment.adaptive.race_plan import FIGURE_NAME, RACE_NAME
 
 SCHEMA = "harness.race_analysis/1"
 ANALYSIS_NAME = "analysis.json"
@@ -123,7 +123,7 @@ def analyze_race(folder, *, write: bool = True, ledger=None) -> dict:
     from harness.analysis.identity import comparability, run_identity
     from harness.analysis.render.outputs import write_together
     from harness.config.declaration import DeclarationError, read
-    from harness.experiment import race_plan as rp
+    from harness.experiment.adaptive import race_plan as rp
     from harness.results import load_tree, read_json, write_json
 
     folder = Path(folder)

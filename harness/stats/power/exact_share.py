@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ._core import one_sample_t
+from .._core import one_sample_t
 
-_EXACT_BELOW = 20  # from this many pairs on the share is 1.0 (power.py says why)
+_EXACT_BELOW = 20  # from this many pairs on the share is 1.0 (seeds_needed.py says why)
 _EXACT_SIMS = 4096
-_STEP = 20  # effects on the table are multiples of 1/_STEP sd (power._share rounds them down)
+_STEP = 20  # effects on the table are multiples of 1/_STEP sd (seeds_needed._share rounds them down)
 TABLE = Path(__file__).with_name("exact_share_table.json")
 
 
@@ -43,7 +43,7 @@ def simulate_share(n: int, delta: float, level: float) -> float:
     _EXACT_SIMS experiments (the same draws for every delta), 1.0 from _EXACT_BELOW pairs on."""
     if n >= _EXACT_BELOW:
         return 1.0
-    from .sign_flip import sign_flip_below
+    from ..sign_flip import sign_flip_below
     d = draws(n) + delta
     _, p = one_sample_t(d, 0.0, "greater")
     t_rejects = p < level
@@ -101,7 +101,7 @@ def exact_share(n: int, delta: float, level: float) -> float:
 def counts(n: int, delta: float, level: float) -> tuple[int, int]:
     """(experiments the t test rejects, of those the exact test rejects too): simulate_share's
     counts, which the table stores."""
-    from .sign_flip import sign_flip_below
+    from ..sign_flip import sign_flip_below
     d = draws(n) + delta
     _, p = one_sample_t(d, 0.0, "greater")
     t_rejects = p < level

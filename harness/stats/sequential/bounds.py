@@ -1,6 +1,6 @@
 """Group-sequential boundaries: alpha-spending functions and the critical values they imply.
 
-The bottom layer of harness.stats.sequential (pure numpy/scipy). For looks at n_1 < ... < n_K
+The bottom layer of harness.stats.sequential.looks (pure numpy/scipy). For looks at n_1 < ... < n_K
 seeds and a one-sided level a1 spent by a function of the information fraction n_k / n_K:
 ``_normal_bounds`` gives the boundaries of the normal sequence (known variance) by recursive
 numerical integration; ``_t_bounds`` gives the boundaries for t statistics (variance estimated

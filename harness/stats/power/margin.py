@@ -1,7 +1,7 @@
 """The power of a claim about an estimated margin, averaged over the margin's own estimate, and the
 first count of seeds in a block whose power reaches a target, found without evaluating every node.
 
-``_margin_power`` is the definition. ``NodePower`` is a power_at for power.py's search that gives
+``_margin_power`` is the definition. ``NodePower`` is a power_at for seeds_needed.py's search that gives
 the same numbers: a count is only ever ruled out by a bound its power provably stays below, and
 every count that decides is computed in full, as ``_margin_power`` computes it (evaluating the
 noncentral t at 24 nodes for each of 64 counts would cost compare ~40 ms near the margin)."""
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._core import _scalar
-from .t_power import cached_ppf
+from .._core import _scalar
+from .t_test import cached_ppf
 
 
 def _bound_factors(df, bound_alpha: float):

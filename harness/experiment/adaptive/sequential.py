@@ -3,7 +3,7 @@
 ``python -m harness +experiment=loss_ab ab.sequential.enabled=true stats.margin=0.3``
 
 The loop: validate the design (ab.sequential) and every setting before anything is written; then,
-over and over, read the result files, replay the looks (harness.experiment.sequential_plan, with the
+over and over, read the result files, replay the looks (harness.experiment.adaptive.sequential_plan, with the
 statistics of harness.stats.sequential), and run the next batch -- the next seeds for the baseline
 and every arm still running -- with ``harness.experiment.units.run_plan``, the plan narrowed to each seed
 (``seed=S``, and ``arm=A`` once an arm has stopped: ``Plan.narrow``), the units a sweep's jobs run. It stops
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from harness.config.sequential_design import baseline_and_arms, design_of
-from harness.experiment import sequential_plan as sp
+from harness.experiment.adaptive import sequential_plan as sp
 from harness.experiment.plan import ALL_DONE, Plan
 from harness.experiment.units import ExperimentError, Outcome, run_plan
 from harness.results import load_tree, read_json, write_json
-from harness.experiment.sequential_identity import IdentityWatch, expected_identity, identity_stop  # noqa: F401
+from harness.experiment.adaptive.identity_watch import IdentityWatch, expected_identity, identity_stop  # noqa: F401
 from harness.analysis.render.sequential_figure import write_figure  # noqa: F401 - the sweeper imports it from here
 
 
@@ -170,7 +170,7 @@ def run_sequential(plan: Plan, declaration, *, say: Callable[[str], None] = prin
 def _batch_side_by_side(plan: Plan, units, pool, say, tracker, certify: bool) -> Outcome:
     """One batch's units on the workers: each unit exactly as run_plan(plan.narrow(seed, arm)) runs
     it in this process (the same config, so the same result files), without a preflight per unit."""
-    from harness.experiment.side_by_side import certify_with, run_units
+    from harness.experiment.parallel.side_by_side import certify_with, run_units
 
     todo = []
     for seed, arm in units:

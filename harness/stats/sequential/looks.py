@@ -1,6 +1,6 @@
 """Sequential decisions as seeds are added: a group-sequential design with alpha-spending.
 
-Pure numpy/scipy (no Hydra, wandb or torch); moves to ``harness/stats/sequential.py`` later.
+Pure numpy/scipy (no Hydra, wandb or torch).
 See ``docs/sequential.md`` for the method, its references and the measured error rates.
 
 The data are the per-seed paired differences ``d = arm - baseline`` in the metric's units. The
@@ -8,7 +8,7 @@ design is declared before the data: the maximum number of seeds, the looks (a fi
 ``min_seeds``, then every ``seeds_per_look`` seeds, and always one at ``max_seeds``), alpha, the
 margin and the metric's direction. At look k with n_k seeds the repeated confidence interval
 (Jennison & Turnbull 1989) is the set of means that Hall's (1992) skewness-corrected t statistic
-(``sequential_bounds.hall_statistic``) does not reject at the critical value c_k, in either
+(``bounds.hall_statistic``) does not reject at the critical value c_k, in either
 direction: ``mean +- c_k * sd / sqrt(n_k)`` for symmetric data, stretched towards the long tail
 of skewed ones. The looks spend a one-sided level a1 by an alpha-spending function (Lan & DeMets
 1983); each look's nominal level comes from the normal sequence (recursive numerical integration,
@@ -48,16 +48,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Mapping
 
 import numpy as np
 from scipy import stats as sps
 
-from harness.stats.sequential_bounds import hall_interval, sample_skewness
+from harness.stats.sequential.bounds import hall_interval, sample_skewness
+from harness.stats.sequential.design import (
+    BETTER, CONTINUE, DECISIONS, EQUIVALENT, FUTILE, UNDECIDED, WORSE, _FUTILITY_POINTS, SequentialDesign)
 from harness.stats.sign_flip import _TIE, sign_flip_reaches, sign_flip_tail
-from harness.stats.sequential_design import (  # noqa: F401 - the design's names, public here too
-    BETTER, CONTINUE, DECISIONS, EQUIVALENT, FUTILE, UNDECIDED, WORSE, _FUTILITY_POINTS, SequentialDesign,
-    first_claim_seeds)
+
 
 def _constant(d, axis=-1):
     """Rows whose differences are all equal up to float noise (their sd is taken as exactly 0)."""
@@ -236,60 +235,6 @@ def replay(design: SequentialDesign, differences, *, arm: str | None = None) -> 
         if history[-1].settled:
             break
     return tuple(history)
-
-
-def sequential_look(design: SequentialDesign, differences, *, arm: str | None = None) -> Look | None:
-    """The latest look (the decision in force) for the differences so far; None before the first."""
-    h = replay(design, differences, arm=arm)
-    return h[-1] if h else None
-
-
-def next_seeds(design: SequentialDesign, n_done: int) -> int:
-    """Seeds needed for the next look after n_done (0 when the last look is reached)."""
-    return next((n for n in design.looks if n > n_done), n_done) - n_done
-
-
-@dataclass(frozen=True)
-class ArmsState:
-    """Several arms against one baseline: each arm's history, which still get seeds, what is next."""
-
-    history: Mapping  # arm -> tuple of Look
-    active: tuple  # arms still getting seeds
-    next_n: int | None  # seeds every active arm needs for the next look (None when done)
-
-    @property
-    def done(self) -> bool:
-        return not self.active
-
-    def decisions(self) -> dict:
-        return {a: (h[-1].decision if h else "continue") for a, h in self.history.items()}
-
-    def to_dict(self) -> dict:
-        return {"history": {a: [x.to_dict() for x in h] for a, h in self.history.items()},
-                "active": list(self.active), "next_n": self.next_n, "done": self.done}
-
-
-def replay_arms(design: SequentialDesign, differences: Mapping) -> ArmsState:
-    """Replay several arms vs the baseline; an arm stops getting seeds once its decision settles.
-
-    ``differences`` maps arm -> per-seed differences against the baseline (seeds in the same
-    order for every arm; an arm dropped early simply has fewer). ``design.arms`` must equal the
-    number of arms: alpha is split across them (Bonferroni), so dropping an arm never spends more.
-    """
-    if len(differences) != design.arms:
-        raise ValueError(f"the design splits alpha over arms={design.arms}, but {len(differences)} "
-                         "arm(s) were given; declare arms= as the number of arms compared with the "
-                         "baseline before the data.")
-    history, active = {}, []
-    for arm, d in differences.items():
-        history[arm] = replay(design, d, arm=str(arm))
-        if not (history[arm] and history[arm][-1].settled):
-            active.append(arm)
-    if not active:
-        return ArmsState(history, (), None)
-    reached = min((history[a][-1].n if history[a] else 0) for a in active)
-    nxt = next((n for n in design.looks if n > reached), None)
-    return ArmsState(history, tuple(active), nxt)
 
 
 def simulate(design: SequentialDesign, differences: np.ndarray) -> tuple:

@@ -1,6 +1,6 @@
 """Sequential mode, the bookkeeping: the design from ``ab.sequential``, which seeds count, what next.
 
-Hydra-free and torch-free, shared by the in-process loop (harness/experiment/sequential.py) and the Hydra
+Hydra-free and torch-free, shared by the in-process loop (harness/experiment/adaptive/sequential.py) and the Hydra
 sweeper (hydra_plugins/harness_sweeper). The statistics are harness.stats.sequential's; here we
 only decide which result files give which paired differences, in which order:
 
@@ -10,7 +10,7 @@ only decide which result files give which paired differences, in which order:
   finite metric; a seed with a failed run counts for no arm (it is recorded, and the next seed
   takes its place, up to ``ab.sequential.max_failures`` failed runs);
 - a run that diverged (a non-finite loss or metric) is counted as ``stats.diverged`` declares
-  (harness/experiment/sequential_diverged.py): worst (a pair counted by the signed-rank sign-flip
+  (harness/experiment/adaptive/sequential_diverged.py): worst (a pair counted by the signed-rank sign-flip
   test), exclude (its seed left out, not a failure), or fail (the run stops);
 - an arm stops getting seeds once its decision is settled (better, worse, equivalent, futile, or
   undecided at the maximum); the run stops when every arm is settled.
@@ -85,7 +85,7 @@ def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_
     ``results``: result dicts (any order; one per (seed, arm)). ``seeds``: ab.seeds as given.
     ``arms``: the arms compared with ``baseline``, in order. ``diverged``: stats.diverged.
     """
-    from harness.experiment import sequential_diverged as sd
+    from harness.experiment.adaptive import sequential_diverged as sd
     from harness.results import diverged as is_diverged
 
     by = {(r.get("seed"), str(r.get("arm"))): r for r in results}
@@ -182,7 +182,7 @@ _SAY = {
 
 
 def sentence(look, design, baseline: str, unit: str) -> str:
-    from harness.experiment import sequential_diverged as sd
+    from harness.experiment.adaptive import sequential_diverged as sd
 
     if isinstance(look, sd.CountedLook):
         return sd.sentence(look, design, baseline, unit)
@@ -202,7 +202,7 @@ def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: in
     """The sequential block: the design, every look of every arm, the decisions, why it stopped.
 
     ``unit``: the metric's declared unit (harness.config.declaration), as the numbers are written."""
-    from harness.experiment.sequential_diverged import lead
+    from harness.experiment.adaptive.sequential_diverged import lead
 
     unit = f" {unit}" if unit else ""
     arms = {}
@@ -236,7 +236,7 @@ def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: in
 
 def stored_design_problem(stored: dict, design, metric: str, baseline: str, where) -> Optional[str]:
     """Why a folder's stored sequential run cannot be continued with this design (None: it can)."""
-    from harness.stats.sequential import SequentialDesign
+    from harness.stats.sequential.design import SequentialDesign
 
     try:
         old = SequentialDesign.from_dict(stored.get("design") or {})

@@ -6,7 +6,7 @@ position of a condition, and a bootstrap resample draws seeds (both arms' runs o
 within each condition, so the pairing survives resampling.
 
 Inputs are lists with one 1-D array per condition (its seeds), so conditions may have different
-numbers of seeds. The scores must be on one scale (see meta.common_scale): the IQM pools raw scores.
+numbers of seeds. The scores must be on one scale (see random_effects.common_scale): the IQM pools raw scores.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import ConfidenceInterval, Result
+from .._core import ConfidenceInterval, Result
 
 
 def _conditions(a, b):

@@ -1,6 +1,6 @@
 """The sequential design: what is declared before any data (looks, alpha, margin, spending, the
 shapes the boundaries are calibrated for), its boundaries and nominal levels, and the first look at
-which the exact sign-flip test can support a claim. The looks themselves are sequential.py's."""
+which the exact sign-flip test can support a claim. The looks themselves are looks.py's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Mapping
 import numpy as np
 from scipy import stats as sps
 
-from harness.stats.sequential_bounds import SPENDINGS, _normal_bounds, _robust_bounds, _t_bounds, spend
+from harness.stats.sequential.bounds import SPENDINGS, _normal_bounds, _robust_bounds, _t_bounds, spend
 
 
 MAX_SKEWNESS = 4.0  # the largest skewness a design may be calibrated for (gamma shape 0.25)

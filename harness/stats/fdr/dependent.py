@@ -9,8 +9,8 @@
 
 Both give up power for a guarantee that needs no assumption on how the claims' p-values depend
 on each other (ablations of one model on the same seeds do depend). Same shapes and result as
-online_fdr.py; ``decisions`` replays recorded rejections. Their forms for claims that overlap in
-time (the ledger's) are in online_fdr_async.py, on the sequences below. stats.fdr names them
+online.py; ``decisions`` replays recorded rejections. Their forms for claims that overlap in
+time (the ledger's) are in asynchronous.py, on the sequences below. stats.fdr names them
 lond_dep and lord_dep.
 """
 
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.stats.online_fdr import _check, _decide, _result, gamma_lord
+from harness.stats.fdr.online import _check, _decide, _result, gamma_lord
 
 
 def beta_dep(n: int, level: float) -> np.ndarray:
-    """LOND-dep's beta_t = level gamma_t / H_t, t = 1..n (gamma: online_fdr.gamma_lord)."""
+    """LOND-dep's beta_t = level gamma_t / H_t, t = 1..n (gamma: online.gamma_lord)."""
     return level * gamma_lord(n) / np.cumsum(1.0 / np.arange(1, n + 1))
 
 

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 @dataclass
 class HarnessSequentialSweeperConf:
-    _target_: str = "hydra_plugins.harness_sweeper.harness_sweeper.HarnessSequentialSweeper"
+    _target_: str = "hydra_plugins.harness_sweeper.sequential_sweeper.HarnessSequentialSweeper"
     # jobs handed to the launcher at once; null: a whole batch of seeds (every arm still running)
     max_batch_size: Optional[int] = None
 

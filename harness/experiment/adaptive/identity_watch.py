@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from harness.experiment import sequential_plan as sp
+from harness.experiment.adaptive import sequential_plan as sp
 
 
 def expected_identity(arms: dict) -> dict:

@@ -5,12 +5,12 @@
 Test t (1-based) starts at time t; its decision time E_t (an integer, E_t >= t) is when its
 p-value is known: the tests that start after E_t (t' > E_t) see it, those that start before do
 not. With E_t = t every decision is known to the next test and each rule is its synchronous
-form (LORD++, SAFFRON, ADDIS in online_fdr.py; LOND in its modified form, max(D, 1)). Each rule
+form (LORD++, SAFFRON, ADDIS in online.py; LOND in its modified form, max(D, 1)). Each rule
 counts only the known decisions, and a rejection earns wealth from the time it became known
 (max(t + 1, E_t + 1) in onlineFDR's indexing), so a test still running can neither earn nor cost
 what has not been seen. A p-value not known yet may be given as NaN: it is never read.
 
-LOND-dep and LORD-dep (online_fdr_dep.py, any dependence) have no published asynchronous form
+LOND-dep and LORD-dep (dependent.py, any dependence) have no published asynchronous form
 (Zrnic et al.'s conflict sets are for local dependence; onlineFDR has none). Theirs here is the
 conservative rule: a test still running counts as not rejected. It keeps their guarantee by the
 argument of their own proof (Javanmard & Montanari 2018, with Blanchard & Roquain's reshaping):
@@ -20,16 +20,16 @@ level c_t H_t (c_t = gamma_t / H_t for LOND-dep, xi_t for LORD-dep: sum about 0.
 known rejections keeps both conditions, whatever the overlap does to the p-values' dependence.
 
 Functions take p-values as a stream (or replicates x stream) and decision times of the same
-shape (or one stream's, shared), and return online_fdr's OnlineFDRResult. ``decisions`` replays
-recorded rejections (the ledger), as in online_fdr.py.
+shape (or one stream's, shared), and return online.py's OnlineFDRResult. ``decisions`` replays
+recorded rejections (the ledger), as in online.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from harness.stats.online_fdr import ALL_METHODS, OnlineFDRResult, gamma_lord, gamma_saffron
-from harness.stats.online_fdr_dep import beta_dep, xi_dep
+from harness.stats.fdr.online import ALL_METHODS, OnlineFDRResult, gamma_lord, gamma_saffron
+from harness.stats.fdr.dependent import beta_dep, xi_dep
 
 
 def _check(pvalues, times, level, decisions):
@@ -73,7 +73,7 @@ def _first(idx, order, none):
 
 def lond_async(pvalues, decision_times, level: float = 0.05, original: bool = False, decisions=None):
     """LOND*: alpha_t = beta_t max(D_t, 1), D_t the rejections known when test t starts (onlineFDR's
-    LONDstar); ``original``: beta_t (D_t + 1), Javanmard & Montanari's form, as lond() in online_fdr.py."""
+    LONDstar); ``original``: beta_t (D_t + 1), Javanmard & Montanari's form, as lond() in online.py."""
     p, E, single, d = _check(pvalues, decision_times, level, decisions)
     reps, n = p.shape
     beta = level * gamma_lord(n)
@@ -208,7 +208,7 @@ ASYNC = {"lond": lond_async, "lord++": lord_async, "saffron": saffron_async, "ad
 
 def ledger_rule(method: str):
     """The asynchronous rule the ledger computes ``method``'s levels with: ASYNC's, LOND in Javanmard &
-    Montanari's original form, beta_t (D_t + 1), as online_fdr.lond (the others are already theirs)."""
+    Montanari's original form, beta_t (D_t + 1), as online.lond (the others are already theirs)."""
     if method not in ASYNC:
         raise ValueError(f"unknown online FDR method {method!r}; one of {', '.join(ALL_METHODS)}")
     if method == "lond":

@@ -14,7 +14,7 @@ true effects are taken to scatter around a mean ``mu`` with spread ``tau``:
   handful of conditions an ML paper has (IntHout et al. 2014); HK keeps it near nominal when each
   condition's variance is known. It is not known here: it comes from 3-10 seeds, and then HK (and
   Cochran's Q) reject too often (scripts/bench_stats.py, section 6), so the harness decides with
-  meta_claims.py and reports these numbers beside, as metafor would give them;
+  claims.py and reports these numbers beside, as metafor would give them;
 - tau^2's interval by the Q-profile method (Viechtbauer 2007), I^2 and its interval from tau^2's
   (Higgins & Thompson 2002, with metafor's typical within-condition variance);
 - the prediction interval for a new condition: mu +- t(K-2) * sqrt(tau^2 + se^2) (Higgins,
@@ -22,7 +22,7 @@ true effects are taken to scatter around a mean ``mu`` with spread ``tau``:
 
 All core functions run on 2-D arrays (rows = simulated meta-analyses) so that the bench can
 simulate thousands at once; ``random_effects`` is the one-row API with a result object.
-The peers' aggregates (rliable) are in meta_peers.py.
+The peers' aggregates (rliable) are in aggregates.py.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import ConfidenceInterval, Result
+from .._core import ConfidenceInterval, Result
 
 _BISECTIONS = 200  # float64 bisection reaches the precision of the bracket well before this
 
@@ -310,7 +310,7 @@ class BetterOnResult(Result):
 def better_on(pvalues, estimates, higher_is_better: bool = True, alpha: float = 0.05) -> BetterOnResult:
     """"Better on k of K": each condition's paired p-value, Holm-adjusted across the K conditions,
     so that the count's claims hold together at family-wise error alpha (Holm 1979)."""
-    from .margins import holm
+    from ..margins import holm
 
     adjusted = holm(list(pvalues))
     signs = [(e > 0) == higher_is_better if e != 0 else None for e in estimates]

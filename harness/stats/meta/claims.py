@@ -1,7 +1,7 @@
 """The claims across conditions that hold their error rate when each condition's variance is
 estimated from a few seeds.
 
-meta.py's random-effects model (REML, Hartung-Knapp) treats each condition's squared standard
+random_effects.py's random-effects model (REML, Hartung-Knapp) treats each condition's squared standard
 error as known. With 3-10 seeds per condition it is an estimate on 2-9 df, and scripts/bench_stats.py
 measures what that costs: the HK test of "no average effect" rejects up to ~11% at alpha 5% (3 seeds,
 5-10 conditions, tau = 0, unequal noise), and Cochran's Q rejects a constant effect up to ~57%.
@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from ._core import one_sample_t
+from .._core import one_sample_t
 
 
 def average_rows(effects, confidence_level: float = 0.95) -> dict:

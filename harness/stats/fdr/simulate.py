@@ -6,7 +6,7 @@ shared factor per replicate: positive dependence, under which LORD++, SAFFRON an
 guaranteed, and which the table reports beside the independent case). Seeded, vectorised over
 replicates: every procedure sees the same streams. ``decision_times`` makes the claims overlap in
 time (each decided a random number of claims after it started, as experiments and sweeps running at
-once are): the asynchronous rules (online_fdr_async.ledger_rule, the ledger's) then decide.
+once are): the asynchronous rules (asynchronous.ledger_rule, the ledger's) then decide.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from .online_fdr import PROCEDURES
-from .online_fdr_async import ledger_rule
-from .online_fdr_dep import DEPENDENT
+from .online import PROCEDURES
+from .asynchronous import ledger_rule
+from .dependent import DEPENDENT
 
 SYNC = {**PROCEDURES, **DEPENDENT}  # every method, each claim decided before the next one starts
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import ConfidenceInterval, Result, one_sample_t
+from .._core import ConfidenceInterval, Result, one_sample_t
 
 
 def _check(values, doses):

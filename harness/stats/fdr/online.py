@@ -16,8 +16,8 @@ Every function takes p-values as a 1-D stream, or a 2-D array (replicates x stre
 vectorised (the simulation), and returns an ``OnlineFDRResult``: ``.alpha`` (alpha_t) and
 ``.rejected``. ``decisions`` replays a stream whose rejections are already on record (a ledger):
 the levels then follow the recorded decisions rather than recomputing them. The ledger's next level
-is online_fdr_async.next_alpha (claims that overlap in time). The two variants for arbitrarily
-dependent claims, lond_dep and lord_dep, are in online_fdr_dep.py; ALL_METHODS names all six.
+is asynchronous.next_alpha (claims that overlap in time). The two variants for arbitrarily
+dependent claims, lond_dep and lord_dep, are in dependent.py; ALL_METHODS names all six.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 METHODS = ("lond", "lord++", "saffron", "addis")
-DEP_METHODS = ("lond_dep", "lord_dep")  # under arbitrary dependence: online_fdr_dep.py
+DEP_METHODS = ("lond_dep", "lord_dep")  # under arbitrary dependence: dependent.py
 ALL_METHODS = METHODS + DEP_METHODS  # what stats.fdr.method offers (harness/config/fdr_spec.py lists them too)
 NAMES = {"lond": "LOND", "lord++": "LORD++", "saffron": "SAFFRON", "addis": "ADDIS", "lond_dep": "LOND-dep",
          "lord_dep": "LORD-dep"}
@@ -172,7 +172,7 @@ def addis(pvalues, level: float = 0.05, lam: float = 0.25, tau: float = 0.5, w0:
 PROCEDURES = {"lond": lond, "lord++": lord_plus_plus, "saffron": saffron, "addis": addis}
 
 def online_fdr(method: str, pvalues, level: float = 0.05, decisions=None) -> OnlineFDRResult:
-    """Run ``method`` (one of METHODS) over a stream with its default tuning (online_fdr_sim.run_rule:
+    """Run ``method`` (one of METHODS) over a stream with its default tuning (simulate.run_rule:
     the dependent variants too)."""
     try:
         procedure = PROCEDURES[method]

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._core import MIN_PAIRS, POWER, Result
+from .._core import MIN_PAIRS, POWER, Result
 from .exact_share import _EXACT_BELOW, exact_share
-from .margin_power import _HERMITE, NodePower, _bound_factors, _margin_power  # noqa: F401 - tests read them here
-from .margins import Margin
-from .t_power import paired_t_power
+from .margin import NodePower, _bound_factors, _margin_power
+from ..margins import Margin
+from .t_test import paired_t_power
 
 
 def fewest_seeds(alpha: float, two_sided: bool = True) -> int:

@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from ._core import _scalar
+from .._core import _scalar
 
 
 _LAGUERRE_MAX_DF = 300  # above this scipy's generalised Laguerre weights overflow (NaN from ~500 df)
