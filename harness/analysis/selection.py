@@ -11,7 +11,7 @@ import math
 from harness import HarnessError
 from harness.analysis.identity import comparability, copies, run_identity
 from harness.results import diverged, digests_version, metric_value
-from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
+from harness.training.fingerprint_coverage import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
 
