@@ -11,7 +11,7 @@ import torch
 from harness.analysis.identity.comparability import check
 from harness.analysis.identity.run_identity import IdentityError, identity
 from harness.experiment.runner import train_one
-from harness.experiment.units import arm_configs
+from harness.experiment.arms import arm_configs
 from harness.training import math_modes
 
 from .conftest import FAST, compose_cfg

@@ -15,7 +15,8 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from harness.experiment.units import Executed, ExperimentError, recorded_threads, run_plan
+from harness.experiment.units import Executed, recorded_threads, run_plan
+from harness.experiment.arms import ExperimentError
 from harness.integrations.interrupts import reached
 
 log = logging.getLogger("harness")
@@ -41,7 +42,8 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     ``overrides`` (and ``config_dirs``): what composed ``cfg``, for ab.conditions (default: Hydra's).
     """
     from harness.tracking import tracker as tracking
-    from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import Declaration
+    from harness.config.metric_spec import DeclarationError
     from harness.config.declaration import read as read_declaration
 
     sweep_root = sweep_root or out_dir
@@ -128,7 +130,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
                 + (" --grid" if _grid_point(out_dir, sweep_root) else ""))
             return Executed(outcome, None)
 
-        from harness.analysis.analyze import AnalysisError
+        from harness.analysis import AnalysisError
         from harness.analysis.render.report import render_table
 
         CURRENT["analysing"] = True  # a Ctrl-C from here on interrupts no run (interrupted_message)
