@@ -1,0 +1,55 @@
+"""A tiny DDP script (gloo, CPU) that records through harness.attach() on every rank (tests/test_ranks.py).
+
+Started by torchrun; run as one process (no WORLD_SIZE) it trains alone. --break_sync: rank 1 nudges
+its own weights after a step (a broken synchronisation). --die_rank R: rank R kills itself (SIGKILL)
+at its 3rd step while the file HARNESS_TEST_DIE_ONCE names exists, removing it first (a rerun
+trains); --raise_rank R: rank R raises there instead."""
+
+import argparse
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+
+import harness
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--seed", type=int, required=True)
+parser.add_argument("--lr", type=float, default=0.1)
+parser.add_argument("--break_sync", action="store_true")
+parser.add_argument("--die_rank", type=int, default=-1)
+parser.add_argument("--raise_rank", type=int, default=-1)
+args, _ = parser.parse_known_args()
+spans = "WORLD_SIZE" in os.environ
+if spans:
+    dist.init_process_group("gloo")
+rank = dist.get_rank() if spans else 0
+run = harness.attach(seed=args.seed)
+with run.init():
+    model = torch.nn.Linear(2, 1)
+run.watch(model)
+net = torch.nn.parallel.DistributedDataParallel(model) if spans else model
+opt = torch.optim.SGD(net.parameters(), lr=args.lr)
+data = harness.TensorBatches(torch.linspace(0, 1, 24).reshape(12, 2), torch.linspace(1, 0, 12))
+once = os.environ.get("HARNESS_TEST_DIE_ONCE")
+for epoch in range(2):
+    for inputs, targets in run.loader(data, batch_size=2):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(net(inputs).flatten(), targets)
+        loss.backward()
+        opt.step()
+        if args.break_sync and rank == 1 and run.steps == 2:
+            with torch.no_grad():
+                model.weight.add_(1e-3)
+        run.step(loss)
+        if run.steps == 3 and rank == args.raise_rank:
+            raise ValueError(f"rank {rank} broke on purpose")
+        if run.steps == 3 and rank == args.die_rank and once and os.path.exists(once):
+            os.remove(once)
+            os.kill(os.getpid(), signal.SIGKILL)
+run.finish({"loss": loss.item()})
+if rank == 0:
+    print(f"score {loss.item():.6f}")
+if spans:
+    dist.destroy_process_group()
