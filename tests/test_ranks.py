@@ -1,0 +1,101 @@
+"""A unit that spans processes: a command arm started through torchrun, each rank attached.
+
+On the CPU with gloo, 2 ranks on 2 cores, each rank one thread (tests/command_scripts/ddp_tiny.py):
+the unit's proofs cover both ranks' shards and compare the replicas' parameters; 1 and 2 ranks are
+different identities, refused naming the world; a killed rank is named, leaves no process behind,
+and rerunning resumes."""
+
+from __future__ import annotations
+
+import pytest
+
+import harness
+from harness.results import read_json
+
+from .conftest import REPO, TEST_CONF
+
+psutil = pytest.importorskip("psutil")
+
+SCRIPT = REPO / "tests" / "command_scripts" / "ddp_tiny.py"
+BASE = ["+experiment=command_toy", "logger=none", "progress=false", "workers=1", "determinism.threads=1",
+        "stats.metrics={score: min}", "ab.seeds=[0]"]
+
+
+def _torchrun(nproc: int) -> str:
+    return f"python -m torch.distributed.run --standalone --nproc_per_node={nproc} {SCRIPT}"
+
+
+def _result(folder, arm, seed=0):
+    return read_json(folder / "runs" / f"seed={seed}" / f"arm={arm}" / "result.json")
+
+
+def _left_behind(tmp_path) -> list:
+    """The processes still running whose command line names this test's folder (the ranks get it
+    through --out)."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if str(tmp_path) in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append((p.info["pid"], p.info["cmdline"]))
+        except psutil.Error:
+            pass
+    return found
+
+
+def test_a_torchrun_unit_proves_both_shards_and_catches_replicas_that_differ(tmp_path):
+    out = tmp_path / "out"
+    res = harness.run([*BASE, f"train.cmd='{_torchrun(2)}'", "+train.args.break_sync=false",
+                       "ab.factor=train.args.break_sync", "ab.arms={synced: false, broken: true}",
+                       "ab.seeds=[0,1,2]", "repro.certificate=true"],
+                      out_dir=out, config_dir=TEST_CONF, verbose=False)
+    synced, broken = _result(out, "synced"), _result(out, "broken")
+    assert synced["status"] == broken["status"] == "completed", (synced.get("error"), broken.get("error"))
+    fp = synced["fingerprints"]
+    shards = fp["ranks"]
+    assert [s["rank"] for s in shards] == [0, 1] and all(s["batches"] == 6 for s in shards)
+    assert shards[0]["data_order"] != shards[1]["data_order"]  # each rank read its own share
+    assert fp["batches"] == 12 and fp["data_order"] not in (None, shards[0]["data_order"], shards[1]["data_order"])
+    assert fp["replicas"] == {"equal": True, "ranks": 2, "says": "equal across 2 ranks"}
+    assert synced["env"]["world"] == {"world_size": 2, "backend": "gloo"}
+    assert res.verdict and res.analysis["pairing"]  # the comparison was analysed
+    # rank 1 nudged its weights after its 2nd step: the replica check names it and the step
+    replicas = broken["fingerprints"]["replicas"]
+    assert replicas["equal"] is False and replicas["differ"] == [{"rank": 1, "from": "from step 2 (of 6)"}]
+    assert "rank 1's parameters differ from rank 0's from step 2" in replicas["says"]
+    certificate = read_json(out / "certificate.json")  # the multi-process unit rerun, its bits compared
+    assert certificate["reproducible"] is True and certificate["line"].startswith("bitwise reproducible: yes")
+
+
+def test_one_and_two_ranks_are_different_identities_and_the_refusal_names_the_world(tmp_path):
+    out = tmp_path / "out"
+    harness.run([*BASE, "ab.factor=train.cmd", f"ab.arms={{one: '{_torchrun(1)}', two: '{_torchrun(2)}'}}",
+                 "repro.certificate=false"], out_dir=out, config_dir=TEST_CONF, verbose=False)
+    with pytest.raises(harness.HarnessError) as refused:
+        harness.analyze_folder(out, write=False)
+    text = str(refused.value)
+    assert "processes per run: world size and backend (env.world)" in text, text
+    assert "2 processes (gloo) for arm two" in text and "1 process for arm one" in text, text
+    assert _result(out, "one")["status"] == _result(out, "two")["status"] == "completed"  # nothing deleted
+
+
+def test_a_rank_that_dies_is_named_leaves_no_process_and_a_rerun_resumes(tmp_path):
+    once = tmp_path / "once"
+    overrides = [*BASE, f"train.cmd='{_torchrun(2)}'",
+                 f"+train.args.fail_once={once}", "+train.args.fail_rank=1", "+train.args.how=kill",
+                 "ab.factor=train.args.how", "ab.arms={killed: kill, raised: raise}",
+                 "repro.certificate=false"]
+    for how in ("kill", "raise"):
+        once.with_name(f"once.{how}").write_text("")
+    out = tmp_path / "out"
+    try:
+        harness.run(overrides, out_dir=out, config_dir=TEST_CONF, verbose=False)
+    except harness.HarnessError:
+        pass  # nothing to analyse: both units failed
+    killed, raised = _result(out, "killed"), _result(out, "raised")
+    assert killed["status"] == raised["status"] == "failed"
+    assert "rank 1 failed first: it was killed by SIGKILL" in killed["error"]["message"], killed["error"]["message"]
+    assert "rank 1 failed first" in raised["error"]["message"]
+    assert "it raised ValueError: rank 1 broke on purpose" in raised["error"]["message"], raised["error"]["message"]
+    assert _left_behind(tmp_path) == []  # torchrun and both ranks are gone
+    harness.run(overrides, out_dir=out, config_dir=TEST_CONF, verbose=False)  # the failed units rerun
+    assert _result(out, "killed")["status"] == _result(out, "raised")["status"] == "completed"
