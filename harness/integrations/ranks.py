@@ -78,11 +78,46 @@ def world_block(w: World, backend: Optional[str], env: Mapping = os.environ) -> 
 def world_words(block) -> Optional[str]:
     """The identity's value for a unit's world: None for one process (nothing recorded, or a world of
     one), else e.g. "2 processes (gloo)" or "2 processes (nccl; NCCL_ALGO=Ring)"."""
-    if not isinstance(block, Mapping) or int(block.get("world_size") or 1) <= 1:
+    if not isinstance(block, Mapping):
+        return None
+    if block.get("world_size") is None:  # a launcher's size decided when it ran, not reported
+        return f"torchrun --nproc_per_node={block.get('nproc_per_node')} --nnodes={block.get('nnodes')} (size unknown)"
+    if int(block["world_size"]) <= 1:
         return None
     details = [str(block.get("backend") or "backend unknown")]
     details += [f"{k}={v}" for k, v in sorted((block.get("nccl") or {}).items())]
     return f"{int(block['world_size'])} processes ({'; '.join(details)})"
+
+
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def launched_world(argv) -> Optional[dict]:
+    """The world a torchrun command line asks for (--nproc_per_node times --nnodes), for a command
+    that reports nothing itself: {"world_size": N, "backend": None} (the backend is the script's,
+    unknown; N None where the size is decided at launch: nproc_per_node=gpu), or None when the
+    command is not torchrun."""
+    argv = [str(a) for a in argv]
+    if argv and os.path.basename(argv[0]) == "torchrun":
+        options = argv[1:]
+    else:
+        found = next((i for i, a in enumerate(argv[:-1]) if a == "-m" and argv[i + 1] in _LAUNCHER_MODULES), None)
+        if found is None:
+            return None
+        options = argv[found + 2:]
+    values: dict = {}
+    i = 0
+    while i < len(options) and options[i].startswith("-"):  # the launcher's options end at the script
+        name, eq, value = options[i].lstrip("-").replace("-", "_").partition("=")
+        if not eq and i + 1 < len(options) and not options[i + 1].startswith("-") \
+                and name not in ("standalone", "no_python", "module", "run_path"):
+            value, i = options[i + 1], i + 1
+        values[name] = value
+        i += 1
+    nproc, nnodes = values.get("nproc_per_node", "1"), values.get("nnodes", "1")
+    if not nproc.isdigit() or not nnodes.isdigit():  # "gpu", "auto", "1:4": decided when it runs
+        return {"world_size": None, "backend": None, "nproc_per_node": nproc, "nnodes": nnodes}
+    return {"world_size": int(nproc) * int(nnodes), "backend": None}
 
 
 def rank_record(folder: Path, rank: int) -> Path:
@@ -208,4 +243,7 @@ def failure_words(stderr_text: str, folder: Path, ending) -> Optional[str]:
         raised = ""
     if raised:
         words += f"; it raised {raised.splitlines()[-1]}"
+        if "timed out" in raised.lower():
+            words += (" -- it waited in a collective past the process group's timeout: another rank never "
+                      "reached that collective (it hung, or took longer than the timeout)")
     return words + " (the launcher then ended the other ranks)"
