@@ -2,10 +2,12 @@
 
 On the CPU with gloo, 2 ranks on 2 cores, each rank one thread (tests/command_scripts/ddp_tiny.py):
 the unit's proofs cover both ranks' shards and compare the replicas' parameters; 1 and 2 ranks are
-different identities, refused naming the world; a killed rank is named, leaves no process behind,
-and rerunning resumes."""
+different identities, refused naming the world; a rank killed, raising or hung in a collective is
+named, leaves no process behind, and rerunning resumes."""
 
 from __future__ import annotations
+
+import signal
 
 import pytest
 
@@ -78,13 +80,13 @@ def test_one_and_two_ranks_are_different_identities_and_the_refusal_names_the_wo
     assert _result(out, "one")["status"] == _result(out, "two")["status"] == "completed"  # nothing deleted
 
 
-def test_a_rank_that_dies_is_named_leaves_no_process_and_a_rerun_resumes(tmp_path):
+def test_a_rank_that_dies_or_hangs_is_named_leaves_no_process_and_a_rerun_resumes(tmp_path):
     once = tmp_path / "once"
     overrides = [*BASE, f"train.cmd='{_torchrun(2)}'",
                  f"+train.args.fail_once={once}", "+train.args.fail_rank=1", "+train.args.how=kill",
-                 "ab.factor=train.args.how", "ab.arms={killed: kill, raised: raise}",
+                 "+train.args.pg_timeout=10", "ab.factor=train.args.how", "ab.arms={killed: kill, raised: raise, hung: hang}",
                  "repro.certificate=false"]
-    for how in ("kill", "raise"):
+    for how in ("kill", "raise", "hang"):
         once.with_name(f"once.{how}").write_text("")
     out = tmp_path / "out"
     try:
@@ -96,6 +98,46 @@ def test_a_rank_that_dies_is_named_leaves_no_process_and_a_rerun_resumes(tmp_pat
     assert "rank 1 failed first: it was killed by SIGKILL" in killed["error"]["message"], killed["error"]["message"]
     assert "rank 1 failed first" in raised["error"]["message"]
     assert "it raised ValueError: rank 1 broke on purpose" in raised["error"]["message"], raised["error"]["message"]
+    # rank 1 never reached the next all-reduce: rank 0 waited past the process group's timeout
+    hung = _result(out, "hung")["error"]["message"]
+    assert "rank 0 failed first" in hung and "waited in a collective past the process group's timeout" in hung, hung
     assert _left_behind(tmp_path) == []  # torchrun and both ranks are gone
     harness.run(overrides, out_dir=out, config_dir=TEST_CONF, verbose=False)  # the failed units rerun
-    assert _result(out, "killed")["status"] == _result(out, "raised")["status"] == "completed"
+    assert all(_result(out, arm)["status"] == "completed" for arm in ("killed", "raised", "hung"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_an_interrupted_or_killed_harness_leaves_no_rank_of_a_black_box_torchrun(tmp_path, sig):
+    # torchrun starts each rank in a session of its own: the unit's process group does not hold them
+    from .test_process_tree import _alive, _end_leftovers, _of_run, _pid_in, _start, _until
+
+    out = tmp_path / "run"
+    script = REPO / "tests" / "command_scripts" / "hang_ranks.py"
+    proc = _start(["+experiment=command_toy", "logger=none", "progress=false", "determinism.threads=1", "workers=1",
+                   f"train.cmd='{_torchrun(2).replace(str(SCRIPT), str(script))}'", "seed=0", "arm=A"], out)
+    try:
+        unit = out / "runs" / "seed=0" / "arm=A"
+        _until(lambda: all(_pid_in(unit / f"rank-{r}.pid") for r in (0, 1)), "both ranks to run")
+        ranks = [_pid_in(unit / f"rank-{r}.pid") for r in (0, 1)]
+        proc.send_signal(sig)
+        proc.communicate(timeout=120)
+        _until(lambda: not any(_alive(p) for p in ranks), "both ranks to end")
+        assert not _of_run(out)
+    finally:
+        proc.kill()
+        _end_leftovers(out)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["torchrun", "--nproc_per_node=2", "train.py", "--lr", "1"], "2 processes (backend unknown)"),
+    (["python", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", "train.py"],
+     "4 processes (backend unknown)"),
+    (["torchrun", "--nnodes=2", "--nproc_per_node=2", "train.py"], "4 processes (backend unknown)"),
+    (["torchrun", "--nproc_per_node=gpu", "train.py"], "torchrun --nproc_per_node=gpu --nnodes=1 (size unknown)"),
+    (["torchrun", "train.py"], None),  # one process: as a script run alone
+    (["python", "train.py", "--nproc_per_node=2"], None),  # not a launcher
+])
+def test_a_torchrun_command_that_reports_nothing_is_identified_by_the_world_it_asks_for(argv, words):
+    from harness.integrations.ranks import launched_world, world_words
+
+    assert world_words(launched_world(argv)) == words

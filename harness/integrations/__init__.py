@@ -6,7 +6,8 @@ arm as a training function: ``train(cfg, run)`` runs the command once for the Ru
 reads its metrics), command_run.py (the Run of a command unit on the CPU, torch-free: the harness's
 process that runs it never imports torch), process.py (the child process: its environment, its
 output files, a timeout, and a process group that dies with the harness), group_guard.py (the small
-process that kills a unit's group when the harness is killed), interrupts.py (a Ctrl-C held while a
+process that kills a unit's group when the harness is killed), proc_tree.py (the processes a
+command started out of its group, found by parent: torchrun's ranks; stdlib only), interrupts.py (a Ctrl-C held while a
 child process starts; the test seam that sends one at a named point), workdir.py (a unit's
 working folder of its own, mirroring the launch folder through links), command_env.py (what a
 command unit's record says of its process: what the harness set, what the script reported, else
