@@ -141,3 +141,60 @@ def test_a_torchrun_command_that_reports_nothing_is_identified_by_the_world_it_a
     from harness.integrations.ranks import launched_world, world_words
 
     assert world_words(launched_world(argv)) == words
+
+
+def test_the_world_records_the_backend_and_the_nccl_settings_that_decide_the_bits():
+    from harness.integrations.ranks import World, world_block, world_words
+
+    env = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_DEBUG": "INFO", "PATH": "/bin"}
+    block = world_block(World(rank=0, size=2, local_rank=0), "nccl", env)
+    assert block == {"world_size": 2, "backend": "nccl", "nccl": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}}
+    assert world_words(block) == "2 processes (nccl; NCCL_ALGO=Ring; NCCL_PROTO=Simple)"
+
+
+def _rank_record(params, data_order="d0", init="i0"):
+    return {"fingerprints": {"init": init, "data_order": data_order, "final": params[-1], "batches": len(params),
+                             "steps": {"loss": ["l"] * len(params), "params": list(params)}}}
+
+
+def test_the_ranks_records_make_one_and_a_rank_without_one_is_named(tmp_path):
+    import json
+
+    from harness.integrations.ranks import RanksFailed, combine, rank_record
+
+    head = {**_rank_record(["a", "b", "c"]), "world": {"world_size": 3, "backend": "gloo"}, "metrics": {"loss": 1.0}}
+    rank_record(tmp_path, 1).write_text(json.dumps(_rank_record(["a", "b", "c"], data_order="d1")))
+    with pytest.raises(RanksFailed, match=r"rank 2 of 3 wrote no record"):
+        combine(head, tmp_path)
+    rank_record(tmp_path, 2).write_text(json.dumps(_rank_record(["a", "x", "y", "z"], data_order="d2")))
+    fp = combine(head, tmp_path)["fingerprints"]
+    assert fp["batches"] == 3 + 3 + 4 and [r["data_order"] for r in fp["ranks"]] == ["d0", "d1", "d2"]
+    assert fp["replicas"]["equal"] is False and fp["replicas"]["differ"] == [{"rank": 2, "from": "from step 2 (of 3)"}]
+    rank_record(tmp_path, 2).write_text(json.dumps(_rank_record(["a", "b", "c"], data_order="d2")))
+    ordered = combine(head, tmp_path)["fingerprints"]
+    assert ordered["replicas"]["says"] == "equal across 3 ranks"
+    # the same shards read by other ranks are another data order: the digest keeps the rank order
+    rank_record(tmp_path, 2).write_text(json.dumps(_rank_record(["a", "b", "c"], data_order="d1")))
+    rank_record(tmp_path, 1).write_text(json.dumps(_rank_record(["a", "b", "c"], data_order="d2")))
+    swapped = combine(head, tmp_path)["fingerprints"]
+    assert swapped["data_order"] != ordered["data_order"] and swapped["batches"] == ordered["batches"]
+
+
+def test_each_rank_reads_its_share_of_the_seeds_order():
+    import torch
+
+    from harness.training.shards import ShardedBatches
+
+    def gen():
+        return torch.Generator().manual_seed(0)
+
+    epoch = torch.randperm(10, generator=gen()).tolist()
+    padded = epoch + epoch[:2]  # 10 examples, 3 ranks: 4 each, padded with the epoch's head
+    shares = []
+    for rank in range(3):
+        sampler = ShardedBatches(10, 3, gen(), rank=rank, size=3)
+        batches = list(sampler)
+        assert len(sampler) == len(batches) == 2  # 4 indices in batches of 3: 3 + 1
+        shares.append(torch.cat(batches).tolist())
+    assert shares == [padded[rank::3] for rank in range(3)]
+    assert sorted(set(sum(shares, []))) == list(range(10))
