@@ -2,7 +2,7 @@
 
 The runs use tests/sequential_fns.paired_metric, whose metric is a fixed function of (seed, shift)
 (paired_value gives it without a run), so the race's drops can be predicted by the vectorised
-simulation (harness.stats.race.simulate) fed with the same numbers. One reference race (a
+simulation (harness.stats.sequential.race.simulate) fed with the same numbers. One reference race (a
 subprocess, the basic launcher, 16 runs) is shared by the tests that read its files; what does not
 live in a subprocess (the plan, the analysis tool, wandb, the override checks) runs in-process.
 """
@@ -45,7 +45,7 @@ def _runs(root: Path) -> dict:
 
 def _expected():
     """The simulation's race on paired_metric's own numbers: survivors and seeds per configuration."""
-    from harness.stats.race import simulate
+    from harness.stats.sequential.race import simulate
 
     names = list(SHIFTS)
     x = np.array([[[paired_value(s, SHIFTS[c], SD) for c in names] for s in range(MAX)]])
@@ -148,8 +148,8 @@ def test_wandb_gets_the_table_of_drops_with_the_interval_against_the_leader(refe
 
 def test_the_plan_replays_the_simulation_on_many_races():
     """race_plan.plan (the sweeper's decisions from result files) = simulate on the same data, both directions."""
-    from harness.experiment.race_plan import RaceDesign, plan
-    from harness.stats.race import simulate
+    from harness.experiment.adaptive.race_plan import RaceDesign, plan
+    from harness.stats.sequential.race import simulate
 
     rng = np.random.default_rng(5)
     k, reps = 4, 60
@@ -170,7 +170,7 @@ def test_the_plan_replays_the_simulation_on_many_races():
 
 def test_simulated_promise_at_the_least_favourable_configuration():
     """Best exactly one margin ahead of all others: it is dropped at most alpha/2 of the time (KN)."""
-    from harness.stats.race import simulate
+    from harness.stats.sequential.race import simulate
 
     k, reps, alpha = 4, 3000, 0.1
     cov = 9 * np.ones((k, k)) + np.eye(k)
@@ -230,7 +230,7 @@ def test_bad_settings_are_refused_before_any_run(tmp_path):
 def test_bad_designs_are_named(overrides, words):
     """The design's checks (the sweeper runs them before any job; end to end above)."""
     from harness.config.declaration import Declaration
-    from harness.experiment.race_plan import design_of
+    from harness.experiment.adaptive.race_plan import design_of
 
     cfg = compose_cfg([*PLAIN, "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=2.0", *overrides])
     with pytest.raises(ValueError, match="Nothing was run") as e:
@@ -285,7 +285,7 @@ def test_a_configuration_has_the_bits_of_the_same_run_outside_the_race(tmp_path,
 
 
 def _design(**kw):
-    from harness.experiment.race_plan import RaceDesign
+    from harness.experiment.adaptive.race_plan import RaceDesign
 
     base = dict(configs=("a", "b", "c"), values={"a": 0, "b": 1, "c": 2}, factor="f", metric="m", direction="max",
                 unit="", margin=1.0, alpha=0.05, min_seeds=5, seeds_per_look=2, max_seeds=15, max_failures=1)
@@ -293,7 +293,7 @@ def _design(**kw):
 
 
 def test_a_failed_run_counts_for_no_configuration_and_past_the_budget_stops_the_race():
-    from harness.experiment.race_plan import plan
+    from harness.experiment.adaptive.race_plan import plan
 
     shift = {"a": 0.0, "b": 2.0, "c": -1.0}
     results = [{"seed": s, "arm": c, "status": "completed", "metrics": {"m": paired_value(s, v)}}
@@ -309,7 +309,7 @@ def test_a_failed_run_counts_for_no_configuration_and_past_the_budget_stops_the_
 def test_a_configuration_that_diverges_where_the_others_finish_is_dropped_named_with_its_seed():
     """issue 33: one NaN seed at the largest learning rate drops that configuration instead of
     stopping the race unsettled; with stats.diverged=exclude it is a failed run, as before."""
-    from harness.experiment.race_plan import plan, record
+    from harness.experiment.adaptive.race_plan import plan, record
 
     shift = {"a": 0.0, "b": 2.0, "c": -1.0}
     results = [{"seed": s, "arm": c, "status": "completed", "metrics": {"m": paired_value(s, v)}}
@@ -332,7 +332,7 @@ def test_a_configuration_that_diverges_where_the_others_finish_is_dropped_named_
 
 
 def test_a_changed_design_is_refused_on_resume(reference):
-    from harness.experiment.race_plan import stored_design_problem
+    from harness.experiment.adaptive.race_plan import stored_design_problem
 
     stored = read_json(reference / "race.json")
     same = _design(configs=tuple(SHIFTS), values=SHIFTS, factor="train.kwargs.shift", metric="test_accuracy",

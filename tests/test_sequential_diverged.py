@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.experiment import sequential_plan as sp
+from harness.experiment.adaptive import sequential_plan as sp
 from harness.results import read_json
 
 from . import _results_factory as F
@@ -115,7 +115,7 @@ def test_a_genuine_failure_stays_a_failure_under_worst(tmp_path):
 
 
 def _design(**kw):
-    from harness.stats.sequential import SequentialDesign
+    from harness.stats.sequential.design import SequentialDesign
 
     return SequentialDesign(**{"max_seeds": 16, "min_seeds": 8, "margin": None, "equivalence": False, **kw})
 
@@ -145,7 +145,7 @@ def test_a_pair_where_both_diverged_is_a_tie_and_the_baseline_diverging_is_a_win
 
 def test_before_the_first_divergence_the_looks_are_the_design_s_own():
     """A divergence after the first look changes nothing of that look: it is the same Look as without it."""
-    from harness.stats.sequential import replay
+    from harness.stats.sequential.looks import replay
 
     values = F.accuracies(12, shift=0.3, noise=0.5, rng_seed=5)
     p = _plan(_results(values, down_b=[9]))
@@ -160,7 +160,7 @@ def _sim_rank_claims(design, rate, experiments, rng):
     for _ in range(experiments):
         d = rng.normal(0, 1, design.max_seeds)
         a_down, b_down = rng.random(design.max_seeds) < rate, rng.random(design.max_seeds) < rate
-        from harness.experiment.sequential_diverged import replay_pairs
+        from harness.experiment.adaptive.sequential_diverged import replay_pairs
 
         g = np.where(a_down & b_down, 0.0, np.where(a_down, np.inf, np.where(b_down, -np.inf, d)))
         h = replay_pairs(design, g, ~(a_down | b_down), both=a_down & b_down, arm="B")

@@ -5,10 +5,8 @@ invocation runs, read from the composed config once at the entry point; below it
 declaration and each arm's read-only config travel), arms.py (each arm's config and the
 single-factor guard), units.py (run the units, write result files, check the pairing, the
 certificate), rerun.py (the certificate's rerun in a fresh process, on a GPU), runner.py (one unit: the training function through the Run), resume.py and
-identity.py (what may be skipped: config and code identity), sequential.py, sequential_plan.py,
-sequential_diverged.py (a diverged run counted as stats.diverged says) and sequential_identity.py
-(seeds in batches until settled), race_plan.py and race.py (racing K
-configurations: the looks and drops; the race folder's analysis.json, report.md and race.png),
+identity.py (what may be skipped: config and code identity), adaptive/ (seeds in batches until
+settled: the sequential mode and the race of K configurations, one loop on either launcher),
 conditions.py (one A/B under every declared condition of ab.conditions, each in condition=NAME/),
 callbacks.py and precheck.py (the Hydra callbacks of a sweep), refused_files.py (what a refused run
 may remove or puts back in its folder: nothing once a unit started), watchdog.py (pool workers end with their

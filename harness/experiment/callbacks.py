@@ -86,7 +86,7 @@ def analyse_sweep(config: DictConfig, root: Path):
     (the analysis or None, why it failed or None). Also the harness plain sweeper's."""
     from harness.analysis.analyze import AnalysisError
     from harness.analysis.grid import analyze_grid_dir, render_grid
-    from harness.analysis.report import render_table
+    from harness.analysis.render.report import render_table
 
     problem = None
     try:

@@ -82,7 +82,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         # the plan (what is run) is read from cfg here, where each way of running first needs its arms;
         # below, only the plan and the declaration travel (an arm's config to the unit runner)
         if cfg.ab.sequential.enabled and not narrowed and not multirun:
-            from harness.experiment.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
+            from harness.experiment.adaptive.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
 
             plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
             preflight_or_refuse(cfg, plan.arms)
@@ -129,7 +129,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             return Executed(outcome, None)
 
         from harness.analysis.analyze import AnalysisError
-        from harness.analysis.report import render_table
+        from harness.analysis.render.report import render_table
 
         CURRENT["analysing"] = True  # a Ctrl-C from here on interrupts no run (interrupted_message)
         reached("analysis")

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis import report as report
+from harness.analysis.render import report as report
 from harness.analysis.analyze import AnalysisError, analyze_dir
 from harness.results import ResultsError
 
@@ -145,8 +145,8 @@ def main(argv=None) -> int:
 
 
 def _race(args) -> int:
-    """A race's declared analysis (harness/experiment/race.py): no choices to make."""
-    from harness.experiment.race import RaceAnalysisError, analyze_race, report as race_report
+    """A race's declared analysis (harness/experiment/adaptive/race_report.py): no choices to make."""
+    from harness.experiment.adaptive.race_report import RaceAnalysisError, analyze_race, report as race_report
 
     given = [f"--{k.replace('_', '-')}" for k in ("metric", "direction", "margin", "baseline", "alpha",
                                                    "bootstrap_resamples", "bootstrap_seed") if getattr(args, k) is not None]

@@ -156,7 +156,7 @@ RACE_COLUMNS = ["config", "value", "status", "dropped_at_look", "dropped_at_seed
 
 
 def race_table(analysis: dict) -> tuple[list, list]:
-    """A race's analysis (harness/experiment/race.py) as one row per configuration: when it was
+    """A race's analysis (harness/experiment/adaptive/race_report.py) as one row per configuration: when it was
     dropped and by whom, with its difference from that look's leader and the simultaneous interval;
     for a configuration still running at the end, against the final leader."""
     race = analysis.get("race") or {}

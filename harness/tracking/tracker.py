@@ -150,7 +150,7 @@ class WandbTracker:
             self._problem("analysis", e, Path(out_dir) / "analysis.json")
 
     def log_race(self, analysis: dict, out_dir) -> None:
-        """A race's analysis (harness/experiment/race.py): one run "race" per race folder, with the
+        """A race's analysis (harness/experiment/adaptive/race_report.py): one run "race" per race folder, with the
         table "race" (who was dropped when, the interval against the leader), race.png and the verdict."""
         race = analysis.get("race") or {}
         self._summary_run("race", "race", Path(out_dir), {"declaration": analysis.get("declaration"),

@@ -1,5 +1,5 @@
 """The harness's sweepers: plain (the default of ``-m``: Hydra's basic sweeper, plain_sweeper.py),
-sequential (``hydra/sweeper=harness_sequential``, harness_sweeper.py) and race
+sequential (``hydra/sweeper=harness_sequential``, sequential_sweeper.py) and race
 (``hydra/sweeper=harness_race``, race_sweeper.py); _lost_units.py, shared by them, makes a job that
 dies (SIGKILL, scancel) a named failed unit instead of a traceback.
 

@@ -1,9 +1,9 @@
 """The sequential sweeper's loop: launch a batch of (seed, arm) jobs, read the result files, decide.
 
 BasicSweeper's loop (launch a batch, ``initial_job_idx`` growing so job folders never collide) with
-the decision between batches taken by harness.experiment.sequential_plan over the result files under the
+the decision between batches taken by harness.experiment.adaptive.sequential_plan over the result files under the
 sweep folder -- the same function, the same looks and the same decisions as the in-process loop
-(harness/experiment/sequential.py). A job's status is read, never its return value (which re-raises); a run
+(harness/experiment/adaptive/sequential.py). A job's status is read, never its return value (which re-raises); a run
 that fails inside a job is recorded in its result file. A job that dies (SIGKILL, scancel) is a failed
 unit too (_lost_units.py): it counts against ``ab.sequential.max_failures``, the sweep goes on, the
 process exits 1 naming it, and the next run of the command runs it again. Past
@@ -57,11 +57,11 @@ class SequentialSweeperImpl:
 
     def sweep(self, arguments: List[str]) -> Any:
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
-        from harness.experiment import sequential_plan as sp
+        from harness.experiment.adaptive import sequential_plan as sp
         from harness.experiment.callbacks import track_sweep_analysis
         from harness.experiment.units import ExperimentError
         from harness.results import load_tree
-        from harness.experiment.sequential import IdentityWatch, identity_stop, prepare, refresh
+        from harness.experiment.adaptive.sequential import IdentityWatch, identity_stop, prepare, refresh
 
         from harness.experiment.resume import lock_timeout_problem
 
@@ -252,7 +252,7 @@ class SequentialSweeperImpl:
 
     def _write(self, cfg, root, design, p, baseline, loaded, status, quiet=False) -> dict:
         """sequential.json; a full disk or a read-only folder ends the sweep with the storage message."""
-        from harness.experiment import sequential_plan as sp
+        from harness.experiment.adaptive import sequential_plan as sp
         from harness.experiment.execute import storage_message
         from harness.results import write_json
 
@@ -277,10 +277,10 @@ class SequentialSweeperImpl:
 
     def _analyse(self, cfg, root: Path, block: dict) -> Optional[str]:
         """Analyse the sweep folder with its looks; the failure's message when the analysis fails."""
-        from harness.experiment import sequential_plan as sp
+        from harness.experiment.adaptive import sequential_plan as sp
         from harness.analysis.analyze import AnalysisError, analyze_dir
-        from harness.analysis.report import render_table
-        from harness.analysis.sequential_figure import write_figure
+        from harness.analysis.render.report import render_table
+        from harness.analysis.render.sequential_figure import write_figure
         from harness.experiment.callbacks import sweep_analysis_failed, track_sweep_analysis
 
         write_figure(block, root / sp.FIGURE_NAME)

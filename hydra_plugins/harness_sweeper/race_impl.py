@@ -2,7 +2,7 @@
 
 The sequential sweeper's pattern (_impl.py): every batch goes through ``self.launcher.launch`` (any
 launcher), job folders numbered on from the highest one, a job's status read and never its return
-value; between batches harness.experiment.race_plan replays the race from the result files under
+value; between batches harness.experiment.adaptive.race_plan replays the race from the result files under
 the sweep folder, so a killed race run again with the same command reaches the same decisions.
 
 The configurations are the experiment's arms, or the values of ONE swept key
@@ -13,10 +13,10 @@ same bits as in a plain sweep. A job's folder is ``<race folder>/seed=S,arm=NAME
 configuration's value among them) are left out of it, and a name is at most 48 characters: long
 values or values with slashes make valid folders.
 
-Between batches an IdentityWatch (harness/experiment/sequential_identity.py, as in the sequential
+Between batches an IdentityWatch (harness/experiment/adaptive/identity_watch.py, as in the sequential
 sweeper) holds the race to one config and code: a training file edited after the first batch stops
 the race with the files named, race.json records the looks as they stood, and nothing is analysed.
-At the end, harness.experiment.race.analyze_race writes analysis.json, report.md and race.png (what
+At the end, harness.experiment.adaptive.race_report.analyze_race writes analysis.json, report.md and race.png (what
 ``python -m harness.analyze`` reproduces) and wandb gets the table of drops.
 """
 
@@ -56,9 +56,9 @@ class RaceSweeperImpl(SequentialSweeperImpl):
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
         from harness.config.declaration import Declaration, DeclarationError
         from harness.config.preflight import PreflightError, preflight
-        from harness.experiment import race_plan as rp
-        from harness.experiment.race import analyze_race, look_drops
-        from harness.experiment.sequential import IdentityWatch, refresh
+        from harness.experiment.adaptive import race_plan as rp
+        from harness.experiment.adaptive.race_report import analyze_race, look_drops
+        from harness.experiment.adaptive.sequential import IdentityWatch, refresh
         from harness.experiment.units import arm_configs
         from harness.results import load_tree, read_json, write_json
 
