@@ -11,10 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from harness.results import load_tree
 
 from .conftest import REPO, TEST_CONF
 from .test_process_tree import _args, _end_leftovers, _of_run, _until
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 SYN = ["+experiment=loss_ab", "logger=none", "progress=false", "determinism.threads=1", "data.train_limit=64",
        "ab.seeds=[0,1,2]", "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0",
@@ -47,7 +50,7 @@ def _workers_of(parent: int) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"harness.experiment.workers" in argv and str(parent).encode() in argv[-3:] and state != "Z":
+        if b"harness.experiment.parallel.workers" in argv and str(parent).encode() in argv[-3:] and state != "Z":
             found.append(int(entry.name))
     return found
 

@@ -1,4 +1,4 @@
-"""A killed local-pool sweep leaves nothing behind: its loky workers (harness/experiment/watchdog.py) and the
+"""A killed local-pool sweep leaves nothing behind: its loky workers (harness/experiment/parallel/watchdog.py) and the
 resource trackers end when the launching process is killed with SIGKILL."""
 
 from __future__ import annotations
@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import FAST, REPO
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
