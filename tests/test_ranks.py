@@ -187,7 +187,7 @@ def test_the_ranks_records_make_one_and_a_rank_without_one_is_named(tmp_path):
 def test_each_rank_reads_its_share_of_the_seeds_order():
     import torch
 
-    from harness.training.shards import ShardedBatches
+    from harness.integrations.ranks.shards import ShardedBatches
 
     def gen():
         return torch.Generator().manual_seed(0)

@@ -18,9 +18,9 @@ stand-alone Run that records nothing when the script runs on its own), lightning
 Callback for a user's own Lightning Trainer, ``harness.lightning``; the only importer of lightning),
 hf.py (the Callback for a user's own Hugging Face Trainer, ``harness.hf``, and ``harness.hf.fit``; the
 only importer of transformers), wandb_hook.py (one wandb run per unit when a trainer brings its own
-wandb logger: shared with the tracker's run, or turned off, said; torch-free), ranks.py (a unit that
-spans processes, torchrun: which rank a process is, the ranks' records made one, the replicas
-compared, the failed rank named; torch-free), rank_side.py (what attach() does in one rank).
+wandb logger: shared with the tracker's run, or turned off, said; torch-free), ranks/ (a unit that spans processes,
+torchrun: which rank a process is, the ranks' records made one, the replicas compared, the failed
+rank named, a rank's share of the order).
 
 May import: harness.training (the Run's public API) and harness.results only. The experiment calls a
 command arm through ``train.fn``'s door (``training_fn``), so resume, workers, sweeps, the
