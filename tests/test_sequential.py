@@ -134,7 +134,7 @@ def test_large_effect_is_settled_early():
     code, used = simulate(SequentialDesign(**SUP), x)
     assert (code == BETTER).mean() >= 0.99
     # a fixed-N t test needs 10 seeds for power 0.9999 at 2 sigma; boundaries that also hold for
-    # skewed differences (issue 24) cost about one seed here, normal-only ones none
+    # skewed differences cost about one seed here, normal-only ones none
     assert used.mean() < 11
     code, used = simulate(SequentialDesign(**SUP, skewness=0.0), x)
     assert (code == BETTER).mean() >= 0.99 and used.mean() < 10
@@ -233,7 +233,7 @@ def test_family_wise_error_across_arms_under_the_null():
     assert wrong.mean() <= tol(ALPHA)
 
 
-# -- quantised metrics: no look claims more than the exact sign-flip test allows (issue 17) ------
+# -- quantised metrics: no look claims more than the exact sign-flip test allows ------
 
 UNIT = 100 / 450  # one test example of a 450-example test set, in points
 LOOK50 = dict(max_seeds=50, min_seeds=6, seeds_per_look=2, alpha=ALPHA, equivalence=False)
