@@ -165,7 +165,13 @@ def _command_env(cfg, settings, reported) -> dict:
     from harness.integrations.command_env import command_environment
     from harness.integrations.command_spec import CommandSpec
 
-    return command_environment(settings.threads, CommandSpec.from_config(cfg).interpreter(), reported)
+    from harness.integrations.ranks import launched_world
+
+    spec = CommandSpec.from_config(cfg)
+    env = command_environment(settings.threads, spec.interpreter(), reported)
+    if "world" not in env and launched_world(spec.argv) is not None:  # a torchrun command that reported nothing
+        env["world"] = launched_world(spec.argv)
+    return env
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ _LABELS = {
     "env.precision": "precision",
     "env.math_modes": "math modes: TF32 and float32 matmul precision (env.math_modes)",
     "env.math_environment": "math environment: TF32/cuBLAS variables, cuDNN and cuBLAS versions (env.math_environment)",
+    "env.world": "processes per run: world size and backend (env.world)",
 }
 
 
@@ -180,7 +181,7 @@ def describe(groups, differences, by_comparison, problems, baseline, within=None
         idents = [identity(g[0]) for g in groups]
         for part in differences:
             shown = "; ".join(
-                f"{_short(ident.get(part))} for "
+                f"{'1 process' if part == 'env.world' and ident.get(part) is None else _short(ident.get(part))} for "
                 + ", ".join(f"arm {arm} seeds {_seeds([r for r in g if str(r.get('arm')) == arm])}"
                             for arm in sorted({str(r.get('arm')) for r in g}))
                 + _files(g)
