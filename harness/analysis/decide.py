@@ -91,6 +91,8 @@ def decide(g: Gathered) -> dict:
     }
     if g.examples_set_aside:  # only then: every other analysis.json stays byte for byte as it was
         out["examples_set_aside"] = g.examples_set_aside
+    if g.replicas_differ:  # likewise
+        out["replicas_differ"] = g.replicas_differ
     diverged.apply(out, g.diverged, arms=arms, baseline=baseline, alpha=alpha, unit=unit)
     # in one order whoever added them (a run adds its sequential block, then the certificate; a
     # re-analysis reads both from disk): the re-analysis rewrites analysis.json byte for byte

@@ -60,6 +60,7 @@ class Gathered:
     extra: dict
     diverged: dict = field(default_factory=dict)  # diverged.gathered(): the rule, the runs, the counted pairs
     examples_set_aside: dict | None = None  # results.set_aside_note: per-example records no metric owns
+    replicas_differ: list = field(default_factory=list)  # units of several processes whose replicas parted
 
 
 def gather(results: list[dict], declaration: Declaration | None = None, *, unreadable=(),
@@ -162,7 +163,19 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         data_unverified=sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results),
         unreadable=[{"path": str(path), "reason": str(reason)} for path, reason in unreadable],
         extra=dict(extra or {}), diverged=div, examples_set_aside=results_io.set_aside_note(results),
+        replicas_differ=_replicas_differ(results),
     )
+
+
+def _replicas_differ(results: list[dict]) -> list:
+    """The runs of several processes whose DDP replicas did not hold the same parameters
+    (fingerprints.replicas): their training broke its own synchronisation, which the screen names."""
+    out = []
+    for r in results:
+        replicas = (r.get("fingerprints") or {}).get("replicas")
+        if isinstance(replicas, dict) and replicas.get("equal") is False:
+            out.append({"seed": r.get("seed"), "arm": r.get("arm"), "says": str(replicas.get("says"))})
+    return out
 
 
 def _fill(g: Gathered, inputs_digest: str, curves: dict) -> None:

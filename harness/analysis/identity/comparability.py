@@ -122,7 +122,7 @@ def check(results, *, baseline: str, others, allow_mixed: bool = False) -> dict:
         idents = [identity(g[0]) for g in groups]
         for part in PARTS:
             values = [ident.get(part) for ident in idents]
-            if all(part in ident for ident in idents) and len({_canonical(v) for v in values}) > 1:
+            if all(_recorded(ident, part) for ident in idents) and len({_canonical(v) for v in values}) > 1:
                 differences.append(part)
     by_comparison = {}
     for arm in others:
@@ -130,12 +130,14 @@ def check(results, *, baseline: str, others, allow_mixed: bool = False) -> dict:
         parts = []
         if len(sub) > 1:
             idents = [identity(g[0]) for g in sub]
-            parts = [p for p in PARTS if all(p in i for i in idents) and len({_canonical(i.get(p)) for i in idents}) > 1]
+            parts = [p for p in PARTS if all(_recorded(i, p) for i in idents)
+                     and len({_canonical(i.get(p)) for i in idents}) > 1]
         by_comparison[arm] = parts
     block = {
         "consistent": len(groups) == 1 and not problems,
         "allowed_mixed": bool(allow_mixed and (len(groups) > 1 or problems)),
-        "parts": list(PARTS),
+        # env.world is listed where a run spanned processes: every one-process analysis.json stays as it was
+        "parts": [p for p in PARTS if p != "env.world" or any(identity(g[0]).get(p) is not None for g in groups)],
         "differs": differences,
         "comparisons": {arm: {"baseline": baseline, "differs": parts} for arm, parts in by_comparison.items()},
         "groups": [_group_summary(g, files=len(groups) > 1) for g in groups],
@@ -146,6 +148,11 @@ def check(results, *, baseline: str, others, allow_mixed: bool = False) -> dict:
         return block
     within = {arm: h for arm, h in configs_by_arm(results).items() if len(h) > 1}
     raise IdentityError(describe(groups, differences, by_comparison, problems, baseline, within))
+
+
+def _recorded(ident: dict, part: str) -> bool:
+    """Whether ``ident`` says what ``part`` was: a run of one process has no env.world, and that says one."""
+    return part in ident or part == "env.world"
 
 
 def configs_by_arm(results) -> dict:

@@ -135,8 +135,8 @@ def identity(r) -> dict:
             if path is not None and factor and any(_under(p, factor) or _under(factor, p) for p in path.split("|")):
                 continue
             value = _env_part(r, part)
-            if value is None and r.get("status") != "completed":
-                continue
+            if value is None and (r.get("status") != "completed" or part == "env.world"):
+                continue  # one process has no world: absent, so its identity reads as before worlds were kept
             out[part] = value
         if len(_IDENTITIES) > 10_000:
             _IDENTITIES.clear()

@@ -100,6 +100,12 @@ def sections(analysis: dict) -> list[Section]:
         out.append(Section("Data", [], show_header=False, notes=[
             f"data not verified: {analysis['data_unverified']} run(s) loaded their data files without checking "
             "the official checksums (data.verify=false)"]))
+    if analysis.get("replicas_differ"):
+        from harness.analysis.render.summary import replicas_line
+
+        out.append(Section("Replicas", ["seed", "arm", "what differs"],
+                           [[str(r["seed"]), str(r["arm"]), r["says"]] for r in analysis["replicas_differ"]],
+                           notes=[replicas_line(analysis["replicas_differ"])]))
     if analysis.get("examples_set_aside"):
         from harness.analysis.render.summary import set_aside_line
 

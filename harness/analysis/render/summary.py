@@ -155,9 +155,18 @@ def lines(analysis: dict) -> list[str]:
             out.append(f"  ... and {len(left) - SHOW_LEFT_OUT} more (report.md names each)")
     if analysis.get("data_unverified"):
         out.append(f"data not verified: {analysis['data_unverified']} run(s) (data.verify=false)")
+    if analysis.get("replicas_differ"):
+        out.append(replicas_line(analysis["replicas_differ"]))
+        out += [f"  - seed {r['seed']} arm {r['arm']}: {r['says']}" for r in analysis["replicas_differ"][:SHOW_LEFT_OUT]]
     if analysis.get("examples_set_aside"):
         out.append(set_aside_line(analysis["examples_set_aside"]))
     return out
+
+
+def replicas_line(runs: list) -> str:
+    """Said where a unit of several processes ended with replicas that differ (fingerprints.replicas)."""
+    return (f"REPLICAS DIFFER in {len(runs)} run(s): their ranks' parameters parted, so their training broke "
+            f"its own synchronisation; the verdict includes them")
 
 
 def set_aside_line(note: dict) -> str:
