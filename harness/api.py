@@ -36,7 +36,7 @@ class ExperimentResult:
         """The verdict sentence of each comparison with the baseline, one per line."""
         if not self.analysis:
             return None
-        from harness.analysis.summary import verdicts
+        from harness.analysis.render.summary import verdicts
 
         return "\n".join(verdicts(self.analysis))
 

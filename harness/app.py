@@ -27,7 +27,7 @@ def run(cfg: DictConfig) -> dict:
 
     from harness.config import factor_override_problem, replace_whole_arms
     from harness.training.determinism import spread_over_gpus
-    from harness.experiment.watchdog import exit_with_parent
+    from harness.experiment.parallel.watchdog import exit_with_parent
 
     hc = HydraConfig.get()
     replace_whole_arms(cfg, hc.overrides.task)
@@ -39,7 +39,7 @@ def run(cfg: DictConfig) -> dict:
     sweep_root = Path(hc.sweep.dir) if multirun else out_dir
     if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
-        exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/experiment/watchdog.py)
+        exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/experiment/parallel/watchdog.py)
     CURRENT["folder"] = sweep_root
     adaptive = [k for k in ("sequential", "race") if cfg.ab[k].get("enabled")]
     if multirun and adaptive and not any(

@@ -193,7 +193,7 @@ def measure(root: Path, n_files: int, version: int) -> dict:
     walls = {True: [], False: []}
     for _ in range(3):
         for apart in (True, False):
-            code = ("import sys; from harness.analysis import report; from harness.analysis.analyze import analyze_dir; "
+            code = ("import sys; from harness.analysis.render import report; from harness.analysis.analyze import analyze_dir; "
                     f"report.render_table(analyze_dir(sys.argv[1], write=False, apart={apart}))")
             t = time.perf_counter()
             subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, check=True, env=env)

@@ -1,4 +1,4 @@
-"""Operating characteristics of the race (harness.stats.race: Kim & Nelson 2001 on common seeds).
+"""Operating characteristics of the race (harness.stats.sequential.race: Kim & Nelson 2001 on common seeds).
 
 Prints, in one run, for each scenario: the probability of a correct selection (the best alone
 left), of the best being in the returned set, of a good one (within the margin of the best) in it, the family-wise rate of wrong drops (a configuration
@@ -26,7 +26,7 @@ if REPO_ROOT not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from harness.stats.race import simulate  # noqa: E402
+from harness.stats.sequential.race import simulate  # noqa: E402
 
 N0, STEP, MAX, ALPHA, DELTA, COMMON = 10, 2, 40, 0.05, 1.0, 3.0
 

@@ -35,9 +35,10 @@ import numpy as np  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 from scipy.optimize import minimize_scalar  # noqa: E402
 
-from harness.stats.sequential import (BETTER, EQUIVALENT, FUTILE, UNDECIDED, WORSE,
-                                      SequentialDesign, first_claim_seeds, simulate)  # noqa: E402
-from harness.stats.sequential_bounds import _robust_bounds, spend  # noqa: E402
+from harness.stats.sequential.design import (BETTER, EQUIVALENT, FUTILE, UNDECIDED, WORSE,  # noqa: E402
+                                             SequentialDesign, first_claim_seeds)
+from harness.stats.sequential.looks import simulate  # noqa: E402
+from harness.stats.sequential.bounds import _robust_bounds, spend  # noqa: E402
 
 EXPERIMENTS = 20_000
 BOUNDARY_EXPERIMENTS = 50_000  # cells that check an error rate against alpha: SE 0.001

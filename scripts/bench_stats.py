@@ -51,7 +51,8 @@ from harness import stats  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_diverged  # noqa: E402 - section 8, in a file of its own
 import bench_stats_cost  # noqa: E402 - section 9, in a file of its own
-from harness.stats.power import _EXACT_BELOW, _exact_share  # noqa: E402
+from harness.stats.power.exact_share import _EXACT_BELOW  # noqa: E402
+from harness.stats.power.seeds_needed import _exact_share  # noqa: E402
 
 ALPHA = 0.05
 FAILED = []
@@ -310,7 +311,7 @@ def _conditions(rng, experiments, k, n, tau, mu=0.0):
 
 
 def conditions_rows(rng, experiments):
-    from harness.stats import meta, meta_claims, trend
+    from harness.stats.meta import claims as meta_claims, random_effects as meta, trend
 
     lines = ["### 7. Across conditions (issue 19): K conditions of n seeds, per-condition seed sd 0.5..2", "",
              "The claims: the average effect is a t over the K per-condition effects; a common effect is tested by "

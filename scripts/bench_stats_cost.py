@@ -32,7 +32,7 @@ import json, statistics, sys, time
 import numpy as np
 import scipy.stats  # noqa: F401 - imports are not what is measured
 from harness import stats
-from harness.stats import exact_share
+from harness.stats.power import exact_share
 if sys.argv[2] == "off":
     exact_share._table.cache_clear()
     exact_share._table = lambda: {}

@@ -1,5 +1,5 @@
-"""Build harness/stats/exact_share_table.json: the exact sign-flip test's share of the t test's
-power (harness.stats.exact_share.simulate_share) for every count of pairs below 20, every effect
+"""Build harness/stats/power/exact_share_table.json: the exact sign-flip test's share of the t test's
+power (harness.stats.power.exact_share.simulate_share) for every count of pairs below 20, every effect
 on the 0.05-sd grid between the draws' bounds, at the levels the verdict decides claims at when
 alpha is 0.05 (1 to 3 comparisons with the baseline; a declared or an estimated margin).
 
@@ -7,7 +7,7 @@ Each entry is simulate_share's own counts (``exact_share.counts``), so a share r
 is the number the simulation gives; tests/test_stats_cost.py regenerates a sample and compares.
 Other levels (another alpha) are simulated when asked, as before. Takes a few minutes.
 
-    python scripts/build_exact_share_table.py [--out harness/stats/exact_share_table.json]
+    python scripts/build_exact_share_table.py [--out harness/stats/power/exact_share_table.json]
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
-from harness.stats import exact_share  # noqa: E402
-from harness.stats.power import decision_levels, fewest_seeds  # noqa: E402
+from harness.stats.power import exact_share  # noqa: E402
+from harness.stats.power.seeds_needed import decision_levels, fewest_seeds  # noqa: E402
 
 
 def table_levels(alpha: float = 0.05, comparisons=(1, 2, 3)) -> list[float]:
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         for n in range(fewest_seeds(level, two_sided=False), exact_share._EXACT_BELOW):
             shares.setdefault(str(n), {})[repr(level)] = entry(n, level)
         print(f"level {level:.6g}: done ({time.perf_counter() - started:.0f} s)", flush=True)
-    table = {"what": "harness.stats.exact_share.counts(n, j / 20, level) for low < j < high, "
+    table = {"what": "harness.stats.power.exact_share.counts(n, j / 20, level) for low < j < high, "
                      "built by scripts/build_exact_share_table.py",
              "sims": exact_share._EXACT_SIMS, "step": exact_share._STEP, "shares": shares}
     with open(args.out, "w") as f:

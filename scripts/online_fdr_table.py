@@ -4,7 +4,7 @@ Streams of 200 one-sided z-tests, a share pi1 of true effects of 3 sd, independe
 equicorrelated (rho 0.5: positive dependence), 2,000 streams per cell, seeded. The first table
 decides each claim before the next one starts; the second makes them overlap (each decided 0 to 9
 claims after it started: up to 10 experiments at once, finishing out of order) under the ledger's
-asynchronous rules (harness/stats/online_fdr_async.py). PASS when every method holds FDR <= 0.1
+asynchronous rules (harness/stats/fdr/asynchronous.py). PASS when every method holds FDR <= 0.1
 within 3 standard errors on independent claims, and LOND-dep and LORD-dep on dependent ones too.
 About a minute on 2 cores.
     python scripts/online_fdr_table.py
@@ -14,8 +14,8 @@ import sys
 
 import numpy as np
 
-from harness.stats.online_fdr import ALL_METHODS, DEP_METHODS, NAMES
-from harness.stats.online_fdr_sim import decision_times, simulate_online_fdr, simulate_streams
+from harness.stats.fdr.online import ALL_METHODS, DEP_METHODS, NAMES
+from harness.stats.fdr.simulate import decision_times, simulate_online_fdr, simulate_streams
 
 LEVEL, N, REPS, LAG = 0.1, 200, 2000, 9
 

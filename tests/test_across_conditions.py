@@ -13,7 +13,7 @@ import harness
 from harness.api import HarnessError
 from harness.config.declaration import Declaration, DeclarationError
 from harness.results import load_tree, read_json
-from harness.stats.meta import random_effects
+from harness.stats.meta.random_effects import random_effects
 
 from .conftest import compose_cfg, run_cli
 
@@ -101,7 +101,7 @@ def test_the_report_has_one_table_the_sentence_and_the_forest_plot(ran):
 def test_the_forest_plot_draws_the_average_the_weighted_estimate_the_prediction_and_the_margin(ran):
     from matplotlib.figure import Figure
 
-    from harness.analysis import figures
+    from harness.analysis.render import figures
 
     out, _ = ran
     summary = read_json(out / "analysis.json")

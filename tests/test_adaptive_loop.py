@@ -73,7 +73,7 @@ def _sequential(root: Path, max_failures: int):
     from types import SimpleNamespace
 
     from harness.experiment.adaptive.sequential_policy import SequentialPolicy
-    from harness.stats.sequential import SequentialDesign
+    from harness.stats.sequential.design import SequentialDesign
 
     design = SequentialDesign(max_seeds=12, min_seeds=6, alpha=0.05, margin=1.0)
     declaration = SimpleNamespace(metric="m", unit="", diverged="worst")

@@ -1,4 +1,4 @@
-"""harness.analysis.analyze, harness.analysis.report and the `python -m harness.analyze` command, on synthetic
+"""harness.analysis.analyze, harness.analysis.render.report and the `python -m harness.analyze` command, on synthetic
 result files built by tests/_results_factory.py."""
 
 import io
@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # the factory lives beside the t
 import _results_factory as F  # noqa: E402
 
 from harness import stats
-from harness.analysis import report as report  # noqa: E402
-from harness.analysis import summary  # noqa: E402
-from harness.analysis import markdown  # noqa: E402
+from harness.analysis.render import report as report  # noqa: E402
+from harness.analysis.render import summary  # noqa: E402
+from harness.analysis.render import markdown  # noqa: E402
 from harness.analysis.analyze import SCHEMA, AnalysisError, analyze, analyze_dir  # noqa: E402
 from harness.tools.analyze import main  # noqa: E402
 from harness.results import ResultsError  # noqa: E402
@@ -504,10 +504,10 @@ def test_examples_that_do_not_match_the_metric_are_not_used():
     assert a["test_set_noise"]["available"] and items[3]["seed"] not in a["arms"]["B"]["seeds"]
     usable = {(r["seed"], r["arm"]): {"value": r["metrics"]["test_accuracy"], "result": r} for r in items}
     by_arm = {arm: {s: run for (s, x), run in usable.items() if x == arm} for arm in ("A", "B")}
-    from harness.analysis import evidence as evidence
+    from harness.analysis import example_records
     from harness.config.declaration import metric_spec
 
-    _, note = evidence.examples({"B": list(range(6))}, by_arm, "A", metric_spec("test_accuracy", F.DIRECTIONS["test_accuracy"]))
+    _, note = example_records.examples({"B": list(range(6))}, by_arm, "A", metric_spec("test_accuracy", F.DIRECTIONS["test_accuracy"]))
     assert note["available"] is False and "not the same test set" in note["reason"]
 
 
@@ -541,7 +541,7 @@ def test_wilcoxon_variant_is_labelled_for_readers_of_r():
 
 
 def test_the_figure_with_three_numeric_arms_has_verdict_title_pairs_dose_response_and_curves(tmp_path):
-    from harness.analysis.figures import figure
+    from harness.analysis.render.figures import figure
 
     a = analyze(_with_examples(arms=("A", "B", "C")), **FAST)
     fig = figure(a, title=summary.title(a), fmt=report._Fmt(a))

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from harness import results as results_io
-from harness.analysis import comparability
-from harness.analysis import evidence
+from harness.analysis.identity import comparability
+from harness.analysis import example_records
 from harness.config.metric_spec import metric_spec
 from tests import _results_factory as F
 
@@ -30,7 +30,7 @@ def test_a_records_value_is_numpys_mean_of_its_outcomes_to_the_bit():
             for p in (0.0, 0.03, 0.5, 0.975, 1.0):
                 correct = rng.random(n) < p
                 record = results_io.pack_examples(correct, metric=spec.name)
-                value, outcomes = evidence.record_value(record, spec)
+                value, outcomes = example_records.record_value(record, spec)
                 assert np.array_equal(outcomes, correct) and outcomes.dtype == bool
                 plain = spec.example_scale * float(np.asarray(correct, dtype=bool).mean())
                 assert value == plain, (spec.name, n, p, value, plain)
@@ -55,14 +55,14 @@ def test_a_records_mean_from_its_packed_bits_is_record_value_to_the_bit():
     records.append({"metric": spec.name, "n": 9, "correct": base64.b64encode(b"\xff\xff\xff\xff").decode()})
     records.append({"metric": spec.name, "n": 0, "correct": ""})
     for record in records:
-        value = evidence.record_value(record, spec)[0]
-        mean = evidence.record_mean(record, spec)
+        value = example_records.record_value(record, spec)[0]
+        mean = example_records.record_mean(record, spec)
         assert (mean == value or (np.isnan(mean) and np.isnan(value))) and isinstance(mean, float), record
     same = [results_io.pack_examples(rng.random(450) < 0.9, metric=spec.name) for _ in range(30)]
     nine, twenty = (results_io.pack_examples(rng.random(n) < 0.5, metric=spec.name) for n in (9, 20))
     for group in (same, same[:1], records[:4], [nine, records[-2]], [records[-3], twenty], []):
         plain = np.array([results_io.unpack_examples(r) for r in group])
-        got = evidence.outcomes(group)
+        got = example_records.outcomes(group)
         assert got.dtype == plain.dtype and got.shape == plain.shape and np.array_equal(got, plain)
 
 
@@ -203,20 +203,21 @@ def test_agrees_is_the_float32_tolerance_comparison_to_the_bit():
         for rel in (0.0, 1e-9, 2e-7, 4.7e-7, 4.8e-7, 1e-6, 1e-3):
             pairs.append((float(x), float(x) * (1 + rel)))
     for value, expected in pairs:
-        plain = abs(float(value) - float(expected)) <= evidence.float32_tolerance(value, expected)
-        assert evidence.agrees(value, expected) == plain, (value, expected)
+        plain = abs(float(value) - float(expected)) <= example_records.float32_tolerance(value, expected)
+        assert example_records.agrees(value, expected) == plain, (value, expected)
 
 
 def test_what_the_statistics_do_not_read_is_made_after_they_are_handed_over(tmp_path, monkeypatch):
     """Apart, the curves and the inputs digest are made while the second process computes the
     statistics (issue 33), not before it can start; the analysis is the same as made here."""
-    from harness.analysis import comparability, decide, evidence
+    from harness.analysis.identity import comparability
+    from harness.analysis import curves, decide
     from harness.analysis.analyze import analyze_dir
 
     root = _tree(tmp_path)
     here = analyze_dir(root, write=False)
     events = []
-    for module, name in ((evidence, "curves"), (comparability, "inputs_digest")):
+    for module, name in ((curves, "curves"), (comparability, "inputs_digest")):
         made = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _made=made, _name=name: events.append(_name) or _made(*a))
     send = decide.StatisticsApart.send

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analysis import summary
+from harness.analysis.render import summary
 from harness.analysis.analyze import analyze, analyze_dir
 from harness.config.declaration import of_results
 from harness.results import read_json

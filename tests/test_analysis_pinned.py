@@ -168,7 +168,7 @@ def _digest(*texts) -> str:
 def _analysis_digest(analysis: dict) -> str:
     from rich.console import Console
 
-    from harness.analysis import markdown, report
+    from harness.analysis.render import markdown, report
 
     screen = io.StringIO()
     report.render_table(analysis, Console(file=screen, width=120, color_system=None), tables=True)

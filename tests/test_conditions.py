@@ -1,5 +1,5 @@
-"""Issue 19, item 3: dose trends over a numeric factor with three or more values (harness.stats.trend,
-analysis.evidence.dose_trend, the report's section and the dose-response figure's line)."""
+"""Issue 19, item 3: dose trends over a numeric factor with three or more values (harness.stats.meta.trend,
+analysis.dose_trend, the report's section and the dose-response figure's line)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from scipy.linalg import null_space
 sys.path.insert(0, str(Path(__file__).parent))
 import _results_factory as F  # noqa: E402
 
-from harness.analysis import evidence  # noqa: E402
+from harness.analysis.dose_trend import dose_trend as dose_trend_block  # noqa: E402
 from harness.analysis.analyze import analyze  # noqa: E402
-from harness.analysis.markdown import markdown  # noqa: E402
-from harness.analysis.figures import write_figure  # noqa: E402
-from harness.stats.trend import dose_trend, linearity_rows, per_seed_slopes  # noqa: E402
+from harness.analysis.render.markdown import markdown  # noqa: E402
+from harness.analysis.render.figures import write_figure  # noqa: E402
+from harness.stats.meta.trend import dose_trend, linearity_rows, per_seed_slopes  # noqa: E402
 
 
 def test_the_trend_is_a_t_test_of_per_seed_least_squares_slopes():
@@ -73,17 +73,17 @@ def _three_dose_results(shifts=(0.0, 0.5, 1.0)):
 def test_the_dose_trend_block_reads_the_runs_and_reaches_the_report_and_figure(tmp_path):
     items, values, arms = _three_dose_results()
     usable = {(r["seed"], r["arm"]): {"result": r, "value": r["metrics"]["test_accuracy"]} for r in items}
-    block = evidence.dose_trend(usable, list(arms), 0.05)
+    block = dose_trend_block(usable, list(arms), 0.05)
     table = np.array([values[a] for a in arms]).T
     ref = dose_trend(table, list(arms.values()))
     assert block["doses"] == [0.0, 0.1, 0.2] and block["seeds"] == 8
     assert block["slope_per_unit"] == pytest.approx(ref.slope) and block["pvalue"] == pytest.approx(ref.pvalue)
     assert block["trend"] and block["linearity"]["df"] == [1, 7]
     # two arms, or arms whose factor value is not a number: no dose trend
-    assert evidence.dose_trend({k: v for k, v in usable.items() if k[1] != "C"}, ["A", "B"], 0.05) is None
+    assert dose_trend_block({k: v for k, v in usable.items() if k[1] != "C"}, ["A", "B"], 0.05) is None
     named = {k: {"result": {**v["result"], "factor_value": str(v["result"]["factor_value"])}, "value": v["value"]}
              for k, v in usable.items()}
-    assert evidence.dose_trend(named, list(arms), 0.05) is None
+    assert dose_trend_block(named, list(arms), 0.05) is None
 
     analysis = analyze(items)
     assert analysis["dose_trend"] == block  # the analysis carries it to analysis.json

@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from harness.analysis import markdown
+from harness.analysis.render import markdown
 from harness.analysis.analyze import analyze
 from harness import instantiate as load
 from harness.builtin.data import DataError

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import harness
-from harness.analysis import evidence as evidence
+from harness.analysis import example_records
 from harness.tools import golden as golden
 from harness.tools import noise_audit as noise_audit
 from harness import results as results_io
@@ -237,12 +237,12 @@ def test_the_agreement_check_tolerates_float32_rounding_and_no_more():
     by_arm = {arm: {r["seed"]: {"value": r["metrics"]["val_score"], "result": r} for r in items if r["arm"] == arm}
               for arm in ("A", "B")}
     compared = {"B": list(range(4))}
-    arrays, note = evidence.examples(compared, by_arm, "A", VAL_SCORE)
+    arrays, note = example_records.examples(compared, by_arm, "A", VAL_SCORE)
     assert note["available"], note
     assert arrays["B"][0].shape == (4, N_VAL)
     # one example more is not rounding
     by_arm["B"][2]["value"] += 100 / N_VAL
-    arrays, note = evidence.examples(compared, by_arm, "A", VAL_SCORE)
+    arrays, note = example_records.examples(compared, by_arm, "A", VAL_SCORE)
     assert not note["available"] and "seed 2 arm B" in note["reason"] and "not the same test set" in note["reason"]
 
 

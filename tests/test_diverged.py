@@ -14,7 +14,7 @@ import pytest
 
 from harness.analysis.analyze import analyze
 from harness.analysis.selection import AnalysisError
-from harness.analysis.summary import lines
+from harness.analysis.render.summary import lines
 from harness.stats.diverged import diverged_pairs_test, diverged_pvalues, signed_ranks
 
 from . import _results_factory as F

@@ -8,7 +8,7 @@ import torch
 
 import harness
 from harness.analysis.analyze import analyze
-from harness.analysis.summary import lines, pairing_line
+from harness.analysis.render.summary import lines, pairing_line
 from harness.results import read_json
 from harness.training.proof import EMPTY_DIGESTS
 from harness.training.run import Run

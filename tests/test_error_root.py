@@ -49,7 +49,7 @@ def test_every_error_of_the_package_is_a_harness_error():
 
 def test_the_root_is_one_object_and_keeps_the_old_bases():
     from harness.api import HarnessError
-    from harness.analysis.outputs import OutputsNotWritten
+    from harness.analysis.render.outputs import OutputsNotWritten
     from harness.analysis.selection import AnalysisError
     from harness.experiment.arms import ExperimentError
     from harness.experiment.runner import MetricsError
@@ -72,7 +72,7 @@ def _rebuilt(e: BaseException) -> BaseException:
 
 
 def test_every_harness_error_survives_pickling():
-    from harness.analysis.outputs import OutputsNotWritten
+    from harness.analysis.render.outputs import OutputsNotWritten
     from harness.training.steps import NonFiniteLoss
 
     special = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.analysis.evidence import curves
+from harness.analysis.curves import curves
 from harness.stats import exact_std
 from harness.tools.noise_audit import spread, std_ratio
 
@@ -54,7 +54,7 @@ def test_an_interval_end_at_zero_reads_0_not_the_bisections_rounding():
 
 
 def test_the_screen_prints_an_end_at_zero_as_0():
-    from harness.analysis.summary import Fmt
+    from harness.analysis.render.summary import Fmt
 
     assert Fmt({"unit": ""}).interval([-1.1e-09, 0.6]) == "[0, +0.6]"
     assert Fmt({"unit": ""}).interval([0.0012, 0.6]) == "[+0.0012, +0.6]"  # a small real end stays

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from harness.analysis import figures
+from harness.analysis.render import figures
 from harness.analysis.analyze import analyze_dir
 from harness.tools import analyze as analyze_tool
 

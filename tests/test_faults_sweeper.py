@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 
-from harness.analysis.outputs import write_together
+from harness.analysis.render.outputs import write_together
 from harness.results import read_json
 
 from .conftest import REPO, run_cli

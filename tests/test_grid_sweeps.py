@@ -111,10 +111,10 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
     from statsmodels.stats.meta_analysis import combine_effects
 
     from harness.analysis.grid import analyze_grid_dir
-    from harness.stats.meta import effect_slope, random_effects
+    from harness.stats.meta.random_effects import effect_slope, random_effects
 
     # the gain shrinks as lr grows; every point decided (an undecided one adds a seeds-needed search:
-    # stats/power.py, ~10 s a point under load)
+    # stats/power/seeds_needed.py, ~10 s a point under load)
     root = _grid_of(tmp_path, {0.01: 3.0, 0.02: 2.0, 0.04: 1.0})
     summary = analyze_grid_dir(root)
     block = summary["across_points"]["arms"]["B"]
@@ -127,7 +127,7 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
         y.append(d.mean())
         se.append(d.std(ddof=1) / np.sqrt(len(d)))
     assert block["effects"] == pytest.approx(y) and block["standard_errors"] == pytest.approx(se, rel=1e-9)
-    # Cochran's Q as statsmodels computes it; the pooled estimate and slope as harness.stats.meta gives them
+    # Cochran's Q as statsmodels computes it; the pooled estimate and slope as harness.stats.meta.random_effects gives them
     sm = combine_effects(np.array(y), np.array(se) ** 2)
     assert block["heterogeneity"]["q"] == pytest.approx(sm.q)
     # the decision: Alexander-Govern on the per-seed differences (each point its own seed variance)
@@ -135,6 +135,12 @@ def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
              for p in summary["points"]]
     assert block["heterogeneity"]["pvalue"] == pytest.approx(alexandergovern(*diffs).pvalue, rel=1e-6)
     assert block["heterogeneity"]["differs"]
+    # each (point, arm) p-value Holm-adjusted over the grid, by the one Holm of harness.stats
+    from harness.stats import holm
+
+    raw = [point["comparisons"]["B"]["pvalue"] for point in summary["points"]]
+    assert [point["comparisons"]["B"]["pvalue_holm_grid"] for point in summary["points"]] == holm(raw).tolist()
+    assert holm(raw).tolist() == pytest.approx(multipletests(raw, method="holm")[1])
     # the average: a t over the 3 effects; the random-effects estimate beside it
     assert block["pooled"]["estimate"] == pytest.approx(np.mean(y)) and "not a random sample" in block["pooled"]["label"]
     assert block["pooled"]["pvalue"] == pytest.approx(ttest_1samp(y, 0.0).pvalue)

@@ -329,7 +329,7 @@ def test_result_files_pack_the_steps_and_version_1_is_still_read(tmp_path, capsy
 
 
 def test_results_of_one_identity_are_one_group_whatever_else_their_environment_records():
-    """The identity parts decide (harness.analysis.comparability): environment keys outside them
+    """The identity parts decide (harness.analysis.identity.comparability): environment keys outside them
     (the Python version, the processor name) and their order do not split a sweep."""
     from harness.analysis.analyze import analyze
 

@@ -16,9 +16,9 @@ from harness.ledger import cli
 from harness.ledger.record import assign_alpha, claim_rows, declaration_hash, record_analysis
 from harness.ledger.postgres import open_ledger
 from harness.ledger.store import Ledger, LedgerError
-from harness.stats import online_fdr as ofdr
-from harness.stats.online_fdr_async import next_alpha
-from harness.stats.online_fdr_dep import DEPENDENT
+from harness.stats.fdr import online as ofdr
+from harness.stats.fdr.asynchronous import next_alpha
+from harness.stats.fdr.dependent import DEPENDENT
 
 
 def _declaration(experiment="abl", fdr=None, alpha=0.05) -> Declaration:
@@ -169,7 +169,7 @@ def test_the_dependent_methods_levels_are_onlinefdrs_and_the_cli_shows_them(tmp_
 
 
 def test_lord_dep_counts_a_claim_still_running_as_not_rejected(tmp_path):
-    from harness.stats.online_fdr_async import lord_dep_async
+    from harness.stats.fdr.asynchronous import lord_dep_async
 
     path, fdr = tmp_path / "l.sqlite", {"method": "lord_dep", "level": 0.1}
     first = assign_alpha(_declaration("abl0", fdr=fdr), tmp_path / "e0", path)
@@ -250,7 +250,7 @@ def test_the_default_ledger_is_harness_ledger_when_set(monkeypatch, tmp_path):
 def test_overlapping_claims_take_the_asynchronous_level_from_when_each_decision_was_known(tmp_path):
     """Zrnic et al.'s LORD*: a claim declared while the one before it runs sees no decision of it; the
     rejection counts from the first claim declared after it was recorded (onlineFDR's decision time)."""
-    from harness.stats.online_fdr_async import lord_async
+    from harness.stats.fdr.asynchronous import lord_async
 
     path, fdr = tmp_path / "l.sqlite", {"method": "lord++", "level": 0.1}
     first = assign_alpha(_declaration("abl0", fdr=fdr), tmp_path / "e0", path)

@@ -14,7 +14,7 @@ from harness.ledger import cli
 from harness.ledger.postgres import open_ledger
 from harness.ledger.record import assign_alpha, record_analysis
 from harness.ledger.store import LedgerError
-from harness.stats import online_fdr as ofdr
+from harness.stats.fdr import online as ofdr
 
 from .test_ledger import _analysis, _declaration, check_two_writers
 

@@ -11,9 +11,9 @@ import pytest
 
 from harness.analysis.analyze import analyze_dir
 from harness.ledger.store import Ledger
-from harness.stats import online_fdr as ofdr
-from harness.stats.online_fdr_async import next_alpha
-from harness.stats.online_fdr_dep import DEPENDENT
+from harness.stats.fdr import online as ofdr
+from harness.stats.fdr.asynchronous import next_alpha
+from harness.stats.fdr.dependent import DEPENDENT
 
 SYN = [  # a training function with no training (tests/sequential_fns.py): an effect of 4 on 3 seeds, the fewest
     # a claim rests on: a sweep job or a process costs far more than a seed's run

@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from harness.analysis.comparability import IdentityError, check, identity
+from harness.analysis.identity.comparability import IdentityError, check, identity
 from harness.experiment.runner import train_one
 from harness.experiment.units import arm_configs
 from harness.training import math_modes
@@ -101,7 +101,7 @@ def test_float32_math_keeps_the_config_hash_of_results_made_before_the_keys():
 
 
 def test_the_report_says_tf32_when_float32_math_was_not_float32():
-    from harness.analysis.evidence import setup
+    from harness.analysis.run_setup import setup
 
     def usable(device, **modes):
         env = {"device": device, "mode": "strict", "threads": 1,

@@ -1,4 +1,4 @@
-"""The online FDR procedures (harness/stats/online_fdr.py) against the R/Bioconductor package onlineFDR,
+"""The online FDR procedures (harness/stats/fdr/online.py) against the R/Bioconductor package onlineFDR,
 and their false discovery rate by simulation.
 
 Reference numbers: onlineFDR 2.19.1 (github.com/dsrobertson/onlineFDR at 1d89c48, built with
@@ -11,9 +11,9 @@ R CMD INSTALL on Debian's R 4.2.2), run on the p-values of the package's vignett
 import numpy as np
 import pytest
 
-from harness.stats import online_fdr as ofdr
-from harness.stats.online_fdr_async import next_alpha
-from harness.stats.online_fdr_sim import simulate_online_fdr, simulate_streams
+from harness.stats.fdr import online as ofdr
+from harness.stats.fdr.asynchronous import next_alpha
+from harness.stats.fdr.simulate import simulate_online_fdr, simulate_streams
 
 VIGNETTE_P = [2.90e-14, 0.00143, 0.06514, 0.00174, 0.00171, 3.61e-05, 0.79149, 0.27201, 0.28295, 7.59e-08,
               0.69274, 0.30443, 0.000487, 0.72342, 0.54757]

@@ -1,4 +1,4 @@
-"""Asynchronous online FDR (harness/stats/online_fdr_async.py; Zrnic, Ramdas & Jordan 2021) against
+"""Asynchronous online FDR (harness/stats/fdr/asynchronous.py; Zrnic, Ramdas & Jordan 2021) against
 onlineFDR itself, and its reduction to the synchronous rules when every decision is known at once.
 
 Reference numbers: onlineFDR 2.19.1 (github.com/dsrobertson/onlineFDR at 1d89c48, R CMD INSTALL on
@@ -13,10 +13,10 @@ test decided one step late), and an overlapping one where tests finish out of or
 import numpy as np
 import pytest
 
-from harness.stats import online_fdr as ofdr
-from harness.stats import online_fdr_async as afdr
-from harness.stats.online_fdr_dep import DEPENDENT, lond_dep, xi_dep
-from harness.stats.online_fdr_sim import decision_times, simulate_online_fdr, simulate_streams
+from harness.stats.fdr import online as ofdr
+from harness.stats.fdr import asynchronous as afdr
+from harness.stats.fdr.dependent import DEPENDENT, lond_dep, xi_dep
+from harness.stats.fdr.simulate import decision_times, simulate_online_fdr, simulate_streams
 
 from .test_online_fdr import VIGNETTE_P
 

@@ -1,4 +1,4 @@
-"""Online FDR under dependence (harness/stats/online_fdr_dep.py) against onlineFDR, and its false
+"""Online FDR under dependence (harness/stats/fdr/dependent.py) against onlineFDR, and its false
 discovery rate under positive dependence by simulation.
 
 Reference numbers: onlineFDR 2.19.1 (github.com/dsrobertson/onlineFDR at 1d89c48, R CMD INSTALL on
@@ -10,9 +10,9 @@ Debian's R 4.2.2) on the vignette's 15 ``sample.df$pval`` (tests/test_online_fdr
 import numpy as np
 import pytest
 
-from harness.stats import online_fdr as ofdr
-from harness.stats.online_fdr_dep import DEPENDENT
-from harness.stats.online_fdr_sim import simulate_streams
+from harness.stats.fdr import online as ofdr
+from harness.stats.fdr.dependent import DEPENDENT
+from harness.stats.fdr.simulate import simulate_streams
 
 from .test_online_fdr import VIGNETTE_P
 

@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # the factory lives beside the t
 
 import _results_factory as F  # noqa: E402
 
-from harness.analysis import evidence as evidence
-from harness.analysis import report as report  # noqa: E402
-from harness.analysis import summary  # noqa: E402
+from harness.analysis import curves
+from harness.analysis.render import report as report  # noqa: E402
+from harness.analysis.render import summary  # noqa: E402
 from harness.analysis.analyze import analyze, analyze_dir  # noqa: E402
 
 FAST = {"bootstrap_resamples": 999}
@@ -61,7 +61,7 @@ def test_keys_logged_at_different_steps_sparse_and_absent_are_averaged_where_pre
     sparse = {"step": [10, 50], "train_loss": [2.2, None], "val_bpc": [None, 3.2]}
     no_val = {"step": [10, 30, 50], "train_loss": [2.4, 1.7, 1.0]}
     rs = _results({(0, "A"): every_10, (1, "A"): sparse, (2, "A"): no_val})
-    out = evidence.curves(_usable([r for r in rs if r["seed"] < 3]), ["A", "B"])
+    out = curves.curves(_usable([r for r in rs if r["seed"] < 3]), ["A", "B"])
     _json_clean(out)
     tl = out["A"]["train_loss"]
     assert tl["step"] == [10, 20, 30, 40, 50]
@@ -80,7 +80,7 @@ def test_a_run_without_a_logged_curve_gets_its_train_loss_from_the_per_step_loss
     losses = {0: [2.5, 2.0, 1.5, 1.25], 1: [2.0, 1.5, 1.0, 0.5]}
     for r in rs:
         r["fingerprints"]["steps"] = {"loss": _loss_bits(losses[r["seed"] % 2]), "params": ["0" * 16] * 4}
-    out = evidence.curves(_usable(rs), ["A", "B"])
+    out = curves.curves(_usable(rs), ["A", "B"])
     _json_clean(out)
     tl = out["A"]["train_loss"]
     assert tl["step"] == [1, 2, 3, 4]
@@ -89,7 +89,7 @@ def test_a_run_without_a_logged_curve_gets_its_train_loss_from_the_per_step_loss
 
 
 def test_the_figure_draws_sparse_curves_and_old_analyses_with_holes():
-    from harness.analysis.figures import figure
+    from harness.analysis.render.figures import figure
 
     rs = _results({(s, "A"): {"step": [10, 20, 30], "train_loss": [None, 1.5, None]} for s in range(6)})
     a = analyze(rs, **FAST)
@@ -117,7 +117,7 @@ def test_logged_every_10_and_every_25_steps_the_analysis_ends_with_its_verdict_a
 
 
 def test_a_figure_that_fails_is_a_warning_naming_the_file(tmp_path, monkeypatch, caplog, capsys):
-    from harness.analysis import figures as figures
+    from harness.analysis.render import figures as figures
     from harness.tools.analyze import main
 
     def broken(*args, **kwargs):
@@ -143,16 +143,16 @@ def test_runs_logged_at_the_same_steps_give_each_steps_mean_and_sd_of_those_runs
     rng = np.random.default_rng(n_runs)
     steps = [10, 20, 30, 40]
     values = rng.normal(2.0, 0.5, (n_runs, len(steps))).round(6)
-    curves = {(seed, arm): {"step": steps, "train_loss": values[seed].tolist()}
+    logged = {(seed, arm): {"step": steps, "train_loss": values[seed].tolist()}
               for seed in range(n_runs) for arm in ("A",)}
-    rs = [r for r in _results(curves, n_seeds=n_runs) if r["arm"] == "A"]
-    got = evidence.curves(_usable(rs), ["A"])["A"]["train_loss"]
+    rs = [r for r in _results(logged, n_seeds=n_runs) if r["arm"] == "A"]
+    got = curves.curves(_usable(rs), ["A"])["A"]["train_loss"]
     assert got["step"] == steps and got["count"] == [n_runs] * 4 and got["n"] == n_runs
     assert got["mean"] == [float(np.array(values[:, j]).mean()) for j in range(4)]
     assert got["std"] == [float(np.array(values[:, j]).std(ddof=1)) if n_runs > 1 else 0.0 for j in range(4)]
     if n_runs > 1:
         rs[0]["curve"]["train_loss"][1] = float("nan")
-        got = evidence.curves(_usable(rs), ["A"])["A"]["train_loss"]
+        got = curves.curves(_usable(rs), ["A"])["A"]["train_loss"]
         assert got["count"] == [n_runs, n_runs - 1, n_runs, n_runs]
         assert got["mean"][1] == float(np.array(values[1:, 1]).mean())
 
@@ -161,7 +161,7 @@ def test_runs_logged_at_the_same_steps_give_each_steps_mean_and_sd_of_those_runs
 def test_the_figure_keeps_its_title_labels_and_ticks_inside_the_image_without_overlap(comparisons):
     # the figure has fixed margins (no layout engine): what they must hold is checked here, on a
     # title of one line (one comparison) and of several (many, wrapped)
-    from harness.analysis.figures import figure
+    from harness.analysis.render.figures import figure
 
     rs = _results({(s, "A"): {"step": [10, 20, 30], "train_loss": [2.0, 1.5, 1.25]} for s in range(6)})
     a = analyze(rs, **FAST)

@@ -2,7 +2,7 @@
 
 The runs use tests/sequential_fns.paired_metric, whose metric is a fixed function of (seed, shift)
 (paired_value gives it without a run), so the race's drops can be predicted by the vectorised
-simulation (harness.stats.race.simulate) fed with the same numbers. One reference race (a
+simulation (harness.stats.sequential.race.simulate) fed with the same numbers. One reference race (a
 subprocess, the basic launcher, 16 runs) is shared by the tests that read its files; what does not
 live in a subprocess (the plan, the analysis tool, wandb, the override checks) runs in-process.
 """
@@ -45,7 +45,7 @@ def _runs(root: Path) -> dict:
 
 def _expected():
     """The simulation's race on paired_metric's own numbers: survivors and seeds per configuration."""
-    from harness.stats.race import simulate
+    from harness.stats.sequential.race import simulate
 
     names = list(SHIFTS)
     x = np.array([[[paired_value(s, SHIFTS[c], SD) for c in names] for s in range(MAX)]])
@@ -149,7 +149,7 @@ def test_wandb_gets_the_table_of_drops_with_the_interval_against_the_leader(refe
 def test_the_plan_replays_the_simulation_on_many_races():
     """race_plan.plan (the sweeper's decisions from result files) = simulate on the same data, both directions."""
     from harness.experiment.adaptive.race_plan import RaceDesign, plan
-    from harness.stats.race import simulate
+    from harness.stats.sequential.race import simulate
 
     rng = np.random.default_rng(5)
     k, reps = 4, 60
@@ -170,7 +170,7 @@ def test_the_plan_replays_the_simulation_on_many_races():
 
 def test_simulated_promise_at_the_least_favourable_configuration():
     """Best exactly one margin ahead of all others: it is dropped at most alpha/2 of the time (KN)."""
-    from harness.stats.race import simulate
+    from harness.stats.sequential.race import simulate
 
     k, reps, alpha = 4, 3000, 0.1
     cov = 9 * np.ones((k, k)) + np.eye(k)

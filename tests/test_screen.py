@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.analyze import analyze
-from harness.analysis.summary import lines
+from harness.analysis.render.summary import lines
 
 from . import _results_factory as F
 

@@ -1,5 +1,7 @@
 """Sequential decisions (harness.stats.sequential): design checks, error rates by small
-simulations (tolerances from their standard errors), replay, direction, several arms."""
+simulations (tolerances from their standard errors), replay, direction, several arms. What a run
+does next (the next batch, which arms go on) is read from
+harness.experiment.adaptive.sequential_plan, the bookkeeping the in-process loop and the sweeper share."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ import math
 import numpy as np
 import pytest
 
-from harness.stats.sequential import (BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign,
-                                      evaluate, first_claim_seeds, next_seeds, replay, replay_arms,
-                                      sequential_look, simulate)
-from harness.stats.sequential_bounds import _normal_bounds, spend
+from harness.stats.sequential.bounds import _normal_bounds, spend
+from harness.stats.sequential.design import BETTER, DECISIONS, EQUIVALENT, WORSE, SequentialDesign, first_claim_seeds
+from harness.experiment.adaptive import sequential_plan as sp
+from harness.stats.sequential.looks import evaluate, replay, simulate
 from harness.stats.sign_flip import sign_flip_reaches, sign_flip_tail
+
+from . import _results_factory as F
 
 ALPHA = 0.05
 SIMS = 4000  # experiments per simulated cell: SE of a rate near 0.05 is 0.0034
@@ -21,6 +25,17 @@ SIMS = 4000  # experiments per simulated cell: SE of a rate near 0.05 is 0.0034
 
 def tol(p, n=SIMS):
     return p + 3 * math.sqrt(p * (1 - p) / n)
+
+
+def _plan(design, diffs: dict):
+    """The run's plan over result files whose arm - baseline differences are ``diffs`` (arm -> per seed)."""
+    values = {"A": [50.0] * max(len(d) for d in diffs.values()), **{a: [50.0 + x for x in d] for a, d in diffs.items()}}
+    return sp.plan(design, F.make_results(values), seeds=[], baseline="A", arms=list(diffs), metric="test_accuracy")
+
+
+def _pairs(d) -> np.ndarray:
+    """The differences the plan reads from those result files (50 + x - 50, as floats give it)."""
+    return np.array([50.0 + x for x in d]) - 50.0
 
 
 # designs shared by the tests (boundaries are cached per look schedule and spending)
@@ -51,10 +66,14 @@ def test_bad_design_fails_with_a_clear_message(kwargs, words):
     assert str(e.value).startswith("SequentialDesign: ")
 
 
-def test_looks_schedule_and_next_seeds():
-    d = SequentialDesign(max_seeds=20, min_seeds=6, seeds_per_look=4, margin=1.0)
+def test_looks_schedule_and_next_batch():
+    d = SequentialDesign(max_seeds=20, min_seeds=6, seeds_per_look=4, margin=1.0, futility=0)
     assert d.looks == (6, 10, 14, 18, 20)  # the last look is always at max_seeds
-    assert [next_seeds(d, n) for n in (0, 6, 7, 18, 20)] == [6, 4, 3, 2, 0]
+    unsettled = np.resize([6.0, -6.0], 20)  # mean 0, an interval too wide to settle anything before the last look
+    batches = [_plan(d, {"B": unsettled[:n]}) for n in (0, 6, 7, 18, 20)]
+    assert [len(p.batch_seeds) for p in batches] == [6, 4, 3, 2, 0]  # up to the next look; none after the last
+    assert batches[2].batch_seeds == [7, 8, 9] and batches[2].batch_arms == ["A", "B"]
+    assert batches[-1].history["B"][-1].decision == "undecided"
     stored = json.loads(json.dumps(d.to_dict()))  # stored with the run, compared on resume
     assert SequentialDesign.from_dict(stored) == d
     assert SequentialDesign.from_dict({**stored, "alpha": 0.1}) != d
@@ -131,8 +150,8 @@ def test_replay_is_a_prefix_and_ignores_seeds_after_the_decision():
         part = replay(d, x[:cut])
         assert part == full[: len(part)]
     assert replay(d, np.r_[x, np.ones(5)]) == full  # a batch too many changes nothing
-    assert sequential_look(d, x) == full[-1]
-    assert sequential_look(d, x[:5]) is None  # before the first look
+    assert _plan(d, {"B": x}).history["B"] == replay(d, _pairs(x), arm="B")  # the run's looks are replay's
+    assert _plan(d, {"B": x[:5]}).history["B"] == ()  # before the first look
     json.dumps([look.to_dict() for look in full])
 
 
@@ -158,7 +177,7 @@ def test_constant_differences_rest_on_the_exact_sign_flip_test():
     d = SequentialDesign(**SUP)  # looks at 6, 9, 12, ...; each claim one-sided at 0.025 overall
     # six equal differences: sd 0 and a zero-width interval beyond 0, but six equal signs have
     # exact sign-flip p 2**-6 = 0.016, above the first look's nominal level
-    look = sequential_look(d, np.full(6, 0.25))
+    look = replay(d, np.full(6, 0.25))[-1]
     assert look.interval == (0.25, 0.25) and look.sd == 0 and look.nominal_alpha < 2.0**-6
     assert look.decision == "continue" and look.sign_flip_p == 2.0**-6
     assert "sd 0" in look.note and "2^-6" in look.note and "no claim at this look" in look.note
@@ -190,17 +209,16 @@ def test_arms_split_alpha_and_a_worse_arm_stops_getting_seeds():
     assert d.one_sided_alpha == pytest.approx(ALPHA / 6)
     rng = np.random.default_rng(9)
     diffs = {"bad": rng.standard_normal(12) - 3.0, "b": rng.standard_normal(12), "c": rng.standard_normal(12)}
-    state = replay_arms(d, diffs)
-    assert state.decisions()["bad"] == "worse" and "bad" not in state.active
+    state = _plan(d, diffs)
+    assert state.history["bad"][-1].decision == "worse" and "bad" not in state.active
     stopped_at = state.history["bad"][-1].n
-    assert stopped_at < 12 and set(state.active) == {"b", "c"}
-    assert state.next_n == next(n for n in d.looks if n > state.history["b"][-1].n)
+    assert stopped_at < 12 and state.active == ["b", "c"] and state.batch_arms == ["A", "b", "c"]
+    assert state.batch_seeds == list(range(12, next(n for n in d.looks if n > 12)))  # the active arms' next look
+    assert state.history == {a: replay(d, _pairs(x)[: len(state.pair_seeds[a])], arm=a) for a, x in diffs.items()}
     # the dropped arm has no more seeds; the others go on: the same decisions for it
     more = {"bad": diffs["bad"][:stopped_at], **{a: np.r_[diffs[a], rng.standard_normal(6)] for a in "bc"}}
-    assert replay_arms(d, more).history["bad"] == state.history["bad"]
-    json.dumps(state.to_dict())
-    with pytest.raises(ValueError, match="arms=3"):
-        replay_arms(d, {"b": diffs["b"]})
+    assert _plan(d, more).history["bad"] == state.history["bad"]
+    json.dumps({a: [x.to_dict() for x in h] for a, h in state.history.items()})
 
 
 def test_family_wise_error_across_arms_under_the_null():

@@ -115,7 +115,7 @@ def test_a_genuine_failure_stays_a_failure_under_worst(tmp_path):
 
 
 def _design(**kw):
-    from harness.stats.sequential import SequentialDesign
+    from harness.stats.sequential.design import SequentialDesign
 
     return SequentialDesign(**{"max_seeds": 16, "min_seeds": 8, "margin": None, "equivalence": False, **kw})
 
@@ -145,7 +145,7 @@ def test_a_pair_where_both_diverged_is_a_tie_and_the_baseline_diverging_is_a_win
 
 def test_before_the_first_divergence_the_looks_are_the_design_s_own():
     """A divergence after the first look changes nothing of that look: it is the same Look as without it."""
-    from harness.stats.sequential import replay
+    from harness.stats.sequential.looks import replay
 
     values = F.accuracies(12, shift=0.3, noise=0.5, rng_seed=5)
     p = _plan(_results(values, down_b=[9]))

@@ -66,7 +66,7 @@ def test_in_process_run_stops_when_settled_and_drops_the_worse_arm(reference):
 
 
 def test_the_screen_leads_with_the_sequential_decision_and_labels_fixed_n_numbers_information(reference):
-    from harness.analysis.summary import lines
+    from harness.analysis.render.summary import lines
 
     screen = lines(read_json(reference / "analysis.json"))
     assert screen[0].endswith(": sequential decision")
@@ -81,7 +81,7 @@ def test_the_screen_leads_with_the_sequential_decision_and_labels_fixed_n_number
 def test_report_flags_skewed_differences(reference):
     import copy
 
-    from harness.analysis.report import sequential_sections
+    from harness.analysis.render.report import sequential_sections
 
     analysis = read_json(reference / "analysis.json")
     assert not any("skewed" in n for n in sequential_sections(analysis)[0].notes)

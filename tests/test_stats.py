@@ -263,7 +263,8 @@ def test_fewer_than_three_pairs_is_an_error():
 
 
 def test_seeds_needed_matches_statsmodels_power():
-    from harness.stats.power import _EXACT_BELOW, _exact_share
+    from harness.stats.power.exact_share import _EXACT_BELOW
+    from harness.stats.power.seeds_needed import _exact_share
 
     # d_z = 1: statsmodels solves n = 9.94 for 80% t-test power, so 10 seeds; but every claim must
     # also pass the exact sign-flip test (issue 24), with which 10 seeds give 0.79: 11
@@ -350,15 +351,15 @@ def _loaded_after(imports: str, modules: tuple) -> list:
 
 def test_the_analysis_side_imports_neither_hydra_wandb_nor_statsmodels():
     # nor scipy.stats or matplotlib at import: harness.analyze starts faster, they load when used
-    assert _loaded_after("harness.stats, harness.analysis.analyze, harness.analyze, harness.analysis.report",
+    assert _loaded_after("harness.stats, harness.analysis.analyze, harness.analyze, harness.analysis.render.report",
                          ("hydra", "wandb", "statsmodels", "scipy.stats", "matplotlib")) == []
 
 
 def test_the_gathering_process_compiles_only_the_stats_it_uses():
     # python -m harness.analyze's first process reads and gathers while a second computes the
     # statistics: it needs harness.stats._core alone (issue 33: the rest is compiled on first use)
-    assert _loaded_after("harness.tools.analyze", ("harness.stats.verdict", "harness.stats.paired", "harness.stats.power",
-                                                   "harness.stats.noise", "harness.stats.margins", "harness.stats.words")) == []
+    assert _loaded_after("harness.tools.analyze", ("harness.stats.verdict", "harness.stats.paired", "harness.stats.power.seeds_needed",
+                                                   "harness.stats.noise", "harness.stats.margins", "harness.stats.verdict_words")) == []
 
 
 def test_every_name_of_the_stats_api_resolves_from_its_module():
@@ -369,6 +370,6 @@ def test_every_name_of_the_stats_api_resolves_from_its_module():
     for module, names in stats._LAZY.items():
         for name in names:
             assert getattr(stats, name) is getattr(importlib.import_module(f"harness.stats.{module}"), name)
-    assert stats.power is importlib.import_module("harness.stats.power")  # submodules by name, as before
+    assert stats.power is importlib.import_module("harness.stats.power")  # submodules and rooms by name, as before
     with pytest.raises(AttributeError):
         stats.no_such_name

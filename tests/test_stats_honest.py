@@ -14,7 +14,8 @@ from scipy import integrate
 from scipy import stats as sps
 
 from harness import stats
-from harness.stats.power import _EXACT_BELOW, _exact_share
+from harness.stats.power.exact_share import _EXACT_BELOW
+from harness.stats.power.seeds_needed import _exact_share
 
 STEP = 100 / 360  # one test example of a 360-example test set, in points
 

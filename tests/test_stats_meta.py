@@ -1,5 +1,5 @@
-"""The random-effects model across conditions (harness.stats.meta) and rliable's aggregates
-(harness.stats.meta_peers), checked against published numbers and their own formulas.
+"""The random-effects model across conditions (harness.stats.meta.random_effects) and rliable's aggregates
+(harness.stats.meta.aggregates), checked against published numbers and their own formulas.
 
 The published numbers are metafor's canonical example (Viechtbauer 2010; the README of
 github.com/wviechtb/metafor and the rma.uni documentation): the 13 BCG vaccine trials (dat.bcg,
@@ -18,10 +18,10 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from harness.stats.meta import (
+from harness.stats.meta.random_effects import (
     better_on, common_scale, effect_slope, pooled_rows, q_profile, random_effects, reml_tau2,
 )
-from harness.stats.meta_peers import iqm_difference, probability_of_improvement
+from harness.stats.meta.aggregates import iqm_difference, probability_of_improvement
 
 # dat.bcg: tpos, tneg, cpos, cneg (vaccinated TB+/TB-, control TB+/TB-), and absolute latitude
 BCG = np.array([
@@ -154,7 +154,7 @@ def test_probability_of_improvement_and_iqm_follow_rliable():
 
 
 def test_the_claims_that_carry_estimated_variances_are_the_textbook_tests():
-    from harness.stats.meta_claims import average_rows, common_effect_pvalue, slope_rows
+    from harness.stats.meta.claims import average_rows, common_effect_pvalue, slope_rows
 
     rng = np.random.default_rng(4)
     y = rng.normal(0.3, 1.0, 6)
@@ -175,7 +175,7 @@ def test_the_claims_that_carry_estimated_variances_are_the_textbook_tests():
 
 
 def test_the_prediction_interval_for_a_new_condition_is_a_t_interval_for_one_more_draw():
-    from harness.stats.meta_claims import average_rows
+    from harness.stats.meta.claims import average_rows
 
     y = np.array([0.2, 0.9, 0.4, 1.3])
     low, high = average_rows(y)["prediction"]

@@ -1,4 +1,4 @@
-"""The seeds-needed search (harness.stats.power._smallest_t_n): the smallest n whose power reaches
+"""The seeds-needed search (harness.stats.power.seeds_needed._smallest_t_n): the smallest n whose power reaches
 the target, found with few power evaluations even when it lies thousands of seeds above the normal
 approximation (a difference near the margin), and the same n as scanning every count in blocks of 64
 from that approximation, which is how it was found before (issue 18: an analysis near the margin
@@ -9,10 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.stats import power as P
+from harness.stats import MIN_PAIRS
+from harness.stats.margins import Margin
+from harness.stats.power import seeds_needed as P
 
 
-def _block_scan(power_at, gap, sd, one_sided_alpha, power, max_seeds, min_n=P.MIN_PAIRS):
+def _block_scan(power_at, gap, sd, one_sided_alpha, power, max_seeds, min_n=MIN_PAIRS):
     """The search as it was: every count, 64 at a time, from just below the normal approximation."""
     from scipy import stats as sps
 
@@ -61,7 +63,7 @@ def test_the_seeds_needed_are_the_block_scans_across_effects_near_and_far_from_t
     cases = [(0.05, 0.6, 0.4, 0.01), (0.3, 0.6, 0.4, 0.01), (0.39, 0.2, 0.4, 0.0), (0.41, 0.2, 0.4, 0.01),
              (0.45, 0.6, 0.4, 0.01), (0.45, 0.2, 0.4, 0.0), (0.8, 0.2, 0.4, 0.0)]
     def margin(m, b):  # declared, or estimated with its bound's share of alpha
-        return P.Margin(m, "auto", "", low=m, high=m, df=11, bound_alpha=b) if b else m
+        return Margin(m, "auto", "", low=m, high=m, df=11, bound_alpha=b) if b else m
 
     fast = [P.seeds_needed_for(e, sd, margin(m, b), n=12) for e, sd, m, b in cases]
     monkeypatch.setattr(P, "_smallest_t_n", _block_scan)

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.stats.sequential import (BETTER, EQUIVALENT, WORSE, SequentialDesign, evaluate, first_claim_seeds,
-                                      replay, simulate)
-from harness.stats.sequential_bounds import hall_interval, hall_statistic, sample_skewness
+from harness.stats.sequential.bounds import hall_interval, hall_statistic, sample_skewness
+from harness.stats.sequential.design import BETTER, EQUIVALENT, WORSE, SequentialDesign, first_claim_seeds
+from harness.stats.sequential.looks import evaluate, replay, simulate
 
 ALPHA = 0.05
 SIMS = 20_000  # SE of a rate near 0.05: 0.0015

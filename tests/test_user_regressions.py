@@ -48,19 +48,19 @@ def test_arms_that_set_a_whole_subtree_are_analysed_without_a_dose_trend(tmp_pat
 
 def test_a_dose_trend_says_why_it_is_absent(tmp_path):
     """Three numeric arms get the trend; two arms get none, and analysis.json says why."""
-    from harness.analysis import evidence
+    from harness.analysis import dose_trend
 
     def usable(values):
         return {(s, arm): {"value": float(s + i), "result": {"factor_value": v}}
                 for s in range(3) for i, (arm, v) in enumerate(values.items())}
 
     three = {"A": 0.0, "B": 0.1, "C": 0.2}
-    assert evidence.dose_trend(usable(three), list(three), 0.05)["doses"] == [0.0, 0.1, 0.2]
-    assert "3 or more" in evidence.dose_trend_why(usable({"A": 0.0, "B": 0.1}), ["A", "B"])
+    assert dose_trend.dose_trend(usable(three), list(three), 0.05)["doses"] == [0.0, 0.1, 0.2]
+    assert "3 or more" in dose_trend.dose_trend_why(usable({"A": 0.0, "B": 0.1}), ["A", "B"])
     subtree = {"A": {"lr": 0.05}, "B": {"lr": 0.1}, "C": {"lr": 0.2}}
-    assert evidence.dose_trend(usable(subtree), list(subtree), 0.05) is None
-    assert "not numbers" in evidence.dose_trend_why(usable(subtree), list(subtree))
-    assert evidence.dose_trend_why(usable(three), list(three)) is None
+    assert dose_trend.dose_trend(usable(subtree), list(subtree), 0.05) is None
+    assert "not numbers" in dose_trend.dose_trend_why(usable(subtree), list(subtree))
+    assert dose_trend.dose_trend_why(usable(three), list(three)) is None
 
 
 # -- the conditions experiment with the default workers -----------------------------------------

@@ -2,15 +2,19 @@
 
 Owns: analyze.py (analyze / analyze_dir: gather then decide, from a folder to its files), gather.py
 (the checks, and what the statistics read from the results, made compact), decide.py (the statistics
-and analysis.json's content, also in a second process), diverged.py (runs that diverged, counted as
-stats.diverged says), selection.py (which runs count), seed_reach.py (whether the seed reached the training), comparability.py and certificate.py (one identity, or what differs; run_identity.py a run's identity
-read from its result; copies.py one run per (seed, arm) and the digest of the runs used; shown_apart.py shows differing
-values cut around where they differ; math_identity.py the math modes as identity parts), evidence.py (the
-other metrics, per-example records, setup), curves.py (the learning curves per arm), blocks.py (analysis.json's blocks), grid.py
-(one A/B at several settings), across_conditions.py (its points read together), conditions.py (the declared conditions of
-ab.conditions read together: the root's analysis.json, report.md and forest plot), summary.py (the
-verdict screen), report.py, markdown.py, figures.py and sequential_figure.py (the terminal, report.md
-and the PNGs), outputs.py (one analysis's files replaced together or not at all).
+and analysis.json's content, also in a second process), blocks.py (analysis.json's blocks),
+selection.py (which runs count), diverged.py (runs that diverged, counted as stats.diverged says),
+other_metrics.py (the other declared metrics, arm against baseline), example_records.py (the
+per-example outcomes of the analysed metric), run_setup.py (determinism, device, precision, threads
+across the runs), dose_trend.py (the paired trend over a numeric factor), curves.py (the learning
+curves per arm), grid.py (one A/B at several settings), across_conditions.py (its points read
+together), conditions.py (the declared conditions of ab.conditions read together: the root's
+analysis.json, report.md and forest plot).
+
+Sub-rooms: identity/ (which results may be compared: one identity, one run per (seed, arm), whether
+the seed reached the training, the repro certificate's) and render/ (what shows an analysis: the
+verdict screen, the terminal, report.md, the PNGs, and its files written together); render/ computes
+no statistics.
 
 May import: harness.stats, harness.config (the declaration), harness.results. Never trains.
 """

@@ -2,8 +2,8 @@
 
 Each condition keeps its own paired verdict; this module adds what the conditions say together,
 for one arm against the baseline. The claims are decided by tests that hold alpha when each
-condition's variance comes from a few seeds (stats/meta_claims.py); the random-effects model's
-numbers (stats/meta.py: REML, Hartung-Knapp, as metafor gives them) stand beside them:
+condition's variance comes from a few seeds (stats/meta/claims.py); the random-effects model's
+numbers (stats/meta/random_effects.py: REML, Hartung-Knapp, as metafor gives them) stand beside them:
 
 - heterogeneity: does the effect differ between conditions? Decided by the Alexander-Govern test on
   the per-seed paired differences; Cochran's Q, the random-effects spread tau (REML) with its
@@ -28,7 +28,7 @@ import numpy as np
 
 from harness import stats
 from harness.config.metric_spec import PERCENT_UNITS
-from harness.stats import meta, meta_claims, meta_peers
+from harness.stats.meta import aggregates as meta_peers, claims as meta_claims, random_effects as meta
 
 POOLED_LABEL = ("the average effect over these conditions (t test over the K per-condition effects, each one "
                 "observation; the random-effects REML/Hartung-Knapp estimate beside it); the conditions are the "

@@ -3,9 +3,9 @@
 ``analyze(results)`` takes result dicts (the contract in results.py) and returns the content of
 analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
 writes analysis.json, report.md and analysis.png beside them. analyze() is gather() (gather.py: the
-checks, with selection.py, comparability.py and evidence.py underneath, and what the statistics
-read, made compact) then decide() (decide.py: the statistics of harness/stats/ and analysis.json's
-content). Which values are compared with which, and what is refused:
+checks, with selection.py and identity/ underneath, and what the statistics read, made compact)
+then decide() (decide.py: the statistics of harness/stats/ and analysis.json's content). Which
+values are compared with which, and what is refused:
 
 - a failed run, or one whose metric is missing or not a finite number, is excluded and named;
 - a run without a partner of the same seed in the baseline arm is unpaired: dropped and named;
@@ -27,9 +27,9 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.analysis import comparability as comparability
-from harness.analysis.certificate import certificate_for
-from harness.analysis.outputs import write_together
+from harness.analysis.identity import comparability as comparability
+from harness.analysis.identity.certificate import certificate_for
+from harness.analysis.render.outputs import write_together
 from harness.analysis.decide import SCHEMA, StatisticsApart, decide  # noqa: F401 - SCHEMA public here too
 from harness.analysis.gather import CHOICES, Gathered, declared, fill_later, gather  # noqa: F401 - CHOICES public here too
 from harness.config import declaration as declaration_io
@@ -184,8 +184,8 @@ ALTERNATIVES = "alternatives"  # alternative analyses go to alternatives/<choice
 def write_outputs(analysis: dict, folder: Path) -> None:
     """analysis.json, report.md and analysis.png in folder, replaced together or not at all
     (outputs.write_together; a failure raises OutputsNotWritten, which says nothing was replaced)."""
-    from harness.analysis.markdown import write_markdown
-    from harness.analysis.figures import write_figure  # matplotlib is only needed when writing
+    from harness.analysis.render.markdown import write_markdown
+    from harness.analysis.render.figures import write_figure  # matplotlib is only needed when writing
 
     write_together(folder, {ANALYSIS_NAME: lambda path: results_io.write_json(path, analysis),
                             REPORT_NAME: lambda path: write_markdown(analysis, path),

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from harness import stats
-from harness.analysis.evidence import all_finite_numbers
+from harness.analysis.curves import all_finite_numbers
 from harness.analysis.selection import _seed_sorted
 from harness.stats.sign_flip import sign_flip_method
 

@@ -231,7 +231,7 @@ def write_figure(summary: dict, path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from harness.analysis import figures
+    from harness.analysis.render import figures
 
     arms = list(summary["across_conditions"])
     fig = Figure(figsize=(7 * len(arms), 2.2 + 0.55 * len(summary["conditions"])))
@@ -251,7 +251,7 @@ def write_figure(summary: dict, path) -> None:
 def write_conditions(summary: dict, folder) -> None:
     """analysis.json, report.md and analysis.png at the root, replaced together or not at all."""
     from harness import results as results_io
-    from harness.analysis.outputs import write_together
+    from harness.analysis.render.outputs import write_together
 
     folder = Path(folder)
     write_together(folder, {"analysis.json": lambda p: results_io.write_json(p, summary),

@@ -1,8 +1,7 @@
 """Learning curves per arm: the mean and band over seeds of what each run logged (``curves``),
 and the checks at C speed that a list holds only finite numbers (``all_finite_numbers``).
 
-Pure functions of usable runs (selection._usable_runs); evidence.py, which gathers everything the
-result files hold beside the primary metric, re-exports them.
+Pure functions of usable runs (selection._usable_runs).
 """
 
 from __future__ import annotations

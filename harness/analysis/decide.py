@@ -13,7 +13,7 @@ import numpy as np
 
 from harness import stats
 from harness.analysis import diverged as diverged
-from harness.analysis import evidence as evidence
+from harness.analysis import dose_trend, other_metrics
 from harness.analysis.blocks import _arm_summary, _comparison_block, _noise_floor_block, _plain
 from harness.analysis.gather import Gathered
 from harness.analysis.selection import AnalysisError, _seed_sorted
@@ -47,7 +47,7 @@ def decide(g: Gathered) -> dict:
         seed=decl.bootstrap_seed, n_test=n_test, unit=unit, higher_is_better=higher_is_better,
         examples=examples, n_comparisons=k,
     ) if compared else {}
-    others_reported = evidence.other_metrics(usable, compared, baseline, metric, directions, alpha)
+    others_reported = other_metrics.other_metrics(usable, compared, baseline, metric, directions, alpha)
 
     out = {
         "schema": SCHEMA,
@@ -82,8 +82,8 @@ def decide(g: Gathered) -> dict:
             for arm, c in comparisons.items()
         },
         "curves": g.curves,
-        "dose_trend": evidence.dose_trend(usable, arms, alpha),  # a numeric factor with 3+ arms, else None
-        "dose_trend_why": evidence.dose_trend_why(usable, arms),  # why there is none (None when there is)
+        "dose_trend": dose_trend.dose_trend(usable, arms, alpha),  # a numeric factor with 3+ arms, else None
+        "dose_trend_why": dose_trend.dose_trend_why(usable, arms),  # why there is none (None when there is)
         "not_compared": g.not_compared,
         "excluded": g.excluded,
         "unreadable": g.unreadable,

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 
 from harness import stats
 from harness import results as results_io
-from harness.analysis import comparability as comparability
+from harness.analysis.identity import comparability as comparability
 from harness.analysis import diverged as diverged
-from harness.analysis import evidence as evidence
-from harness.analysis.seed_reach import seed_ignored
+from harness.analysis import curves, example_records, run_setup
+from harness.analysis.identity.seed_reach import seed_ignored
 from harness.analysis.selection import (
     AnalysisError, _arm_order, _check_duplicates, _check_metric_exists, _check_one_configuration_per_arm,
     _check_options, _check_pairing, _common_n_test, _describe_excluded, _drop_unpaired, _names,
@@ -49,7 +49,7 @@ class Gathered:
     not_compared: list
     excluded: list
     n_test: int | None
-    examples: tuple  # evidence.examples: (arm -> outcome arrays, or None; the note)
+    examples: tuple  # example_records.examples: (arm -> outcome arrays, or None; the note)
     factor_values: dict  # arm -> the factor's value
     setup: dict
     curves: dict
@@ -147,15 +147,15 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     excluded = _sorted_entries([{k: v for k, v in e.items() if k != "diverged"} for e in excluded], arms)
     if later is not None:
         later.append(lambda g, results=results, usable=usable: _fill(g, comparability.inputs_digest(results),
-                                                                     evidence.curves(usable, arms)))
+                                                                     curves.curves(usable, arms)))
     return Gathered(
         decl=decl, experiment=experiment, factor=factor, arms=arms, baseline=baseline, ident=ident,
         usable={key: _compact(run) for key, run in usable.items()}, verified=verified, pairing=pairing, compared=compared,
         not_compared=not_compared, excluded=excluded,
         n_test=_common_n_test(usable) if spec.examples else None,
-        examples=evidence.examples(compared, by_arm, baseline, spec),
+        examples=example_records.examples(compared, by_arm, baseline, spec),
         factor_values={arm: _factor_value(arm, results) for arm in arms},
-        setup=evidence.setup(usable), curves={} if later is not None else evidence.curves(usable, arms),
+        setup=run_setup.setup(usable), curves={} if later is not None else curves.curves(usable, arms),
         # runs whose data files were trusted without their checksums (data.verify=false): the report says so
         data_unverified=sum(((r.get("config") or {}).get("data") or {}).get("verify") is False for r in results),
         unreadable=[{"path": str(path), "reason": str(reason)} for path, reason in unreadable],

@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 
 from harness.analysis import across_conditions
-from harness.analysis import comparability as comparability
-from harness.analysis import figures
-from harness.analysis.certificate import certificate_for
+from harness.analysis.identity import comparability as comparability
+from harness.analysis.render import figures
+from harness.analysis.identity.certificate import certificate_for
 from harness import results as results_io
 from harness.config import declaration as declaration_io
 from harness.analysis.analyze import (ALTERNATIVES, CERTIFICATE_NAME, CHOICES, OUTPUT_NAMES, AnalysisError, _load, alternative_name,
@@ -139,10 +139,14 @@ def _summary(points, not_analysed, swept, unreadable) -> dict:
         rows.append({"setting": point["setting"], "folder": point["folder"], "n_results": sum(
             arm["n"] for arm in a["arms"].values()), "comparisons": comparisons,
             "certificate": (a.get("certificate") or {}).get("line")})
+    from harness.stats import holm
+
     family = [(row, arm) for row in rows for arm in row["comparisons"]]
-    adjusted = holm([row["comparisons"][arm]["pvalue"] for row, arm in family])
-    for (row, arm), p in zip(family, adjusted):
-        row["comparisons"][arm]["pvalue_holm_grid"] = p
+    # a comparison without a p-value keeps None and is not counted in the family Holm adjusts over
+    tested = [(row, arm) for row, arm in family if _is_p(row["comparisons"][arm]["pvalue"])]
+    adjusted = holm([row["comparisons"][arm]["pvalue"] for row, arm in tested]) if tested else []
+    for (row, arm), p in zip(tested, adjusted):
+        row["comparisons"][arm]["pvalue_holm_grid"] = float(p)
     return {
         "schema": SCHEMA,
         "across_points": _across_points(points, swept, first),
@@ -197,15 +201,8 @@ def _across_points(points, swept, first) -> dict:
     return out
 
 
-def holm(pvalues) -> list:
-    """Holm's step-down adjustment (None stays None)."""
-    indexed = sorted((p, i) for i, p in enumerate(pvalues) if p is not None and not math.isnan(p))
-    out = [None] * len(pvalues)
-    m, running = len(indexed), 0.0
-    for rank, (p, i) in enumerate(indexed):
-        running = max(running, min(1.0, (m - rank) * p))
-        out[i] = running
-    return out
+def _is_p(p) -> bool:
+    return p is not None and not math.isnan(p)
 
 
 def _certificate_of(folder, paths, certificate, group):
@@ -375,4 +372,4 @@ def _across_on_figure(ax, summary, xs, numeric) -> None:
                     label=f"{arm}: slope {slope['per_unit']:+.3g}/unit, p = {slope['pvalue']:.2g}")
 
 
-__all__ = ["SCHEMA", "analyze_grid_dir", "holm", "render_grid", "write_figure", "write_markdown"]
+__all__ = ["SCHEMA", "analyze_grid_dir", "render_grid", "write_figure", "write_markdown"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from harness import HarnessError
-from harness.analysis import comparability as comparability
+from harness.analysis.identity import comparability as comparability
 from harness.results import diverged, digests_version, metric_value
 from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
 
@@ -112,11 +112,11 @@ def _usable_runs(results, spec):
 
     ``spec``: the primary metric's declaration (harness.config.declaration.MetricSpec). A metric declared
     as the mean of per-example outcomes (examples: true) must agree with the run's own record of
-    them up to float32 rounding (evidence.agrees): a run whose metric its record contradicts (a
+    them up to float32 rounding (example_records.agrees): a run whose metric its record contradicts (a
     hand-edited result.json, a loop that recorded another test set) is excluded, named with both
     values. A usable run with such a record also carries "n_examples", its size, and "record":
-    (the record, evidence.record_mean of it)."""
-    from harness.analysis import evidence as evidence
+    (the record, example_records.record_mean of it)."""
+    from harness.analysis import example_records
 
     metric = spec.name
     usable = {}
@@ -128,7 +128,7 @@ def _usable_runs(results, spec):
                              **({"diverged": True} if diverged(r, metric) else {})})
             continue
         value = metric_value(r, metric)  # a NaN written to result.json comes back as NaN: a divergence
-        record = evidence.record_of(r, spec) if spec.examples else None
+        record = example_records.record_of(r, spec) if spec.examples else None
         if value is None:
             reason = f"metric {metric} is missing"
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -137,13 +137,13 @@ def _usable_runs(results, spec):
             excluded.append({"seed": seed, "arm": arm, "reason": f"metric {metric} is {value}",
                              **({"diverged": True} if diverged(r, metric) else {})})
             continue
-        elif record is not None and not evidence.agrees(value, given := evidence.record_mean(record, spec)):
-            shown_value, shown_given = evidence.two_numbers(value, given)
+        elif record is not None and not example_records.agrees(value, given := example_records.record_mean(record, spec)):
+            shown_value, shown_given = example_records.two_numbers(value, given)
             reason = (f"{metric} {shown_value} disagrees with its per-example record ({shown_given} from "
                       f"{record['n']} examples): excluded")
         else:
             usable[(seed, arm)] = {"value": float(value), "result": r}
-            if record is not None:  # read once: evidence.examples uses it again
+            if record is not None:  # read once: example_records.examples uses it again
                 usable[(seed, arm)].update(n_examples=record["n"], record=(record, given))
             continue
         excluded.append({"seed": seed, "arm": arm, "reason": reason})

@@ -9,7 +9,7 @@ declaration.json. lond_dep and lord_dep hold the FDR under any dependence betwee
 
 from __future__ import annotations
 
-# harness.stats.online_fdr.ALL_METHODS with none first (tests/test_ledger_run.py checks they agree)
+# harness.stats.fdr.online.ALL_METHODS with none first (tests/test_ledger_run.py checks they agree)
 FDR_METHODS = ("none", "lond", "lord++", "saffron", "addis", "lond_dep", "lord_dep")
 
 

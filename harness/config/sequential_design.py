@@ -2,7 +2,7 @@
 
 Validating a design is the declaration's job, so it lives beside it: ``settings_problems`` names each
 bad value (the preflight lists them before any run), ``design_of`` turns a declaration into the
-statistics core's SequentialDesign (harness.stats.sequential). The bookkeeping of a running design,
+statistics core's SequentialDesign (harness.stats.sequential.design). The bookkeeping of a running design,
 which seeds count and what runs next, is harness.experiment.adaptive.sequential_plan's.
 """
 
@@ -68,7 +68,7 @@ def settings_problems(decl) -> list[str]:
 def design_of(decl):
     """The SequentialDesign a declaration (harness.config.declaration) declares: ab.sequential with the
     margin of stats.margin. ValueError: one paragraph per problem."""
-    from harness.stats.sequential import SequentialDesign
+    from harness.stats.sequential.design import SequentialDesign
 
     problems = []
     baseline, others = baseline_and_arms(decl)
@@ -96,7 +96,7 @@ def design_of(decl):
     else:
         # the first look at which the exact sign-flip test can reach that look's level (2**-n at most
         # its nominal level): looks before it could only stop for futility, their alpha unused
-        from harness.stats.sequential import first_claim_seeds
+        from harness.stats.sequential.design import first_claim_seeds
         try:
             min_seeds = first_claim_seeds(**kw)
         except ValueError as e:  # a rule of the core not mirrored above: its own sentence, under our key
@@ -127,5 +127,5 @@ def min_claim_seeds(alpha: float, arms: int, margin) -> int:
     """The core's floor (SequentialDesign.min_claim_seeds): the exact sign-flip test's 2**-n <= a1.
 
     The least ``min_seeds`` may be. The default first look (``min_seeds`` null) is later where the
-    first look's nominal level is below 2**-floor (harness.stats.sequential.first_claim_seeds)."""
+    first look's nominal level is below 2**-floor (harness.stats.sequential.design.first_claim_seeds)."""
     return max(3, math.ceil(math.log2(1.0 / one_sided_alpha(alpha, arms, margin)) - 1e-12))

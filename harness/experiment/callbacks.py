@@ -57,9 +57,9 @@ class AnalyzeSweep(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         # Inherited by every job (in this process, a pool's workers, submitit's subprocesses):
         # the sweep's id, under which its jobs share wandb's online outcome (tracking.OnlineGate),
-        # and this process's pid, which a pool worker's watchdog watches (harness/experiment/watchdog.py).
+        # and this process's pid, which a pool worker's watchdog watches (harness/experiment/parallel/watchdog.py).
         from harness.tracking.tracker import SWEEP_ENV
-        from harness.experiment.watchdog import LAUNCHER_ENV
+        from harness.experiment.parallel.watchdog import LAUNCHER_ENV
 
         os.environ[SWEEP_ENV] = uuid.uuid4().hex[:12]
         os.environ[LAUNCHER_ENV] = str(os.getpid())
@@ -86,7 +86,7 @@ def analyse_sweep(config: DictConfig, root: Path):
     (the analysis or None, why it failed or None). Also the harness plain sweeper's."""
     from harness.analysis.analyze import AnalysisError
     from harness.analysis.grid import analyze_grid_dir, render_grid
-    from harness.analysis.report import render_table
+    from harness.analysis.render.report import render_table
 
     problem = None
     try:

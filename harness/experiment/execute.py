@@ -69,7 +69,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     except tracking.TrackingConfigError as e:
         raise ExperimentError(str(e)) from None
     from harness.experiment.plan import Plan, check_unless_done, preflight_or_refuse
-    from harness.experiment.workers import Workers
+    from harness.experiment.parallel.workers import Workers
 
     # side by side (cfg.workers > 1, resolved with the threads): workers start when the first unit
     # needs one, so a no-op rerun starts none; they end with this invocation, Ctrl-C included
@@ -128,7 +128,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             declaration.write(out_dir, say=say)
             declaration = read_declaration(out_dir) or declaration  # as written: with when it was declared
         if pool.side_by_side:
-            from harness.experiment.side_by_side import run_side_by_side
+            from harness.experiment.parallel.side_by_side import run_side_by_side
 
             outcome = run_side_by_side(plan, pool, log=say, tracker=tracker, stop_on_fatal=not multirun)
         else:
@@ -141,7 +141,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             return Executed(outcome, None)
 
         from harness.analysis.analyze import AnalysisError
-        from harness.analysis.report import render_table
+        from harness.analysis.render.report import render_table
 
         CURRENT["analysing"] = True  # a Ctrl-C from here on interrupts no run (interrupted_message)
         reached("analysis")

@@ -23,8 +23,8 @@ from pathlib import Path
 from harness.config.ledger_spec import url_problem
 from harness.ledger.postgres import is_url, open_ledger, shown
 from harness.ledger.store import LedgerError
-from harness.stats.online_fdr import ALL_METHODS, NAMES
-from harness.stats.online_fdr_async import next_alpha
+from harness.stats.fdr.online import ALL_METHODS, NAMES
+from harness.stats.fdr.asynchronous import next_alpha
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 _OFFLINE = {"bh": "Benjamini-Hochberg", "by": "Benjamini-Yekutieli"}

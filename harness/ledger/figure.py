@@ -12,7 +12,7 @@ def write_stream_figure(tests: list[dict], path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from harness.stats.online_fdr import NAMES
+    from harness.stats.fdr.online import NAMES
 
     fig = Figure(figsize=(8, 4.5))
     FigureCanvasAgg(fig)

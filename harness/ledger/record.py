@@ -16,8 +16,8 @@ from pathlib import Path
 from harness.ledger.claims import _folder, claim_rows, declaration_hash  # noqa: F401 - the ledger's door
 from harness.ledger.postgres import is_url, open_ledger, shown
 from harness.ledger.store import LedgerError
-from harness.stats.online_fdr import NAMES
-from harness.stats.online_fdr_async import next_alpha
+from harness.stats.fdr.online import NAMES
+from harness.stats.fdr.asynchronous import next_alpha
 
 def _stream_alpha(method: str, level: float):
     def alpha_for(tests):

@@ -23,29 +23,21 @@ The package, bottom to top (each module imports only from those above it in this
     paired.py    paired t, Welch, Wilcoxon, sign-flip permutation, bootstrap interval, d_z
     noise.py     seed noise, what pairing removed, the test set's own noise
     margins.py   the margin, minimum-effect test, TOST, multiple comparisons
-    t_power.py   the paired t test's power (the noncentral t tail by quadrature)
-    exact_share.py  the exact test's share of the t test's power below 20 pairs (a shipped table)
-    margin_power.py  a margin claim's power averaged over an estimated margin, and bounds on it
-    power.py     power and seeds needed
-    words.py     the verdict in words
+    power/       power and seeds needed (the t test's power, the exact test's share of it, a margin claim's)
+    verdict_words.py  the verdict in words
     decision_p.py  the decision p-values: never below the exact sign-flip test's, Bonferroni
     verdict.py   decide, compare, compare_to_baseline
     diverged.py  pairs with a diverged run counted as worst: the signed-rank sign-flip test
     sources.py   the spread of each source of randomness against the full seed spread
 
-The sequential design (docs/sequential.md) stands apart, imported only by the sequential runner:
-sequential_bounds.py (spending, boundaries, Hall's skewness-corrected t), sequential_design.py (the
-design declared before the data) and sequential.py (the looks and their decisions), on sign_flip.py;
-race.py (Kim & Nelson's race of K configurations), imported only by the race sweeper.
-Across conditions: meta.py (the random-effects model, REML / Hartung-Knapp), meta_claims.py (the
-claims across conditions, decided with the conditions' estimated variances), meta_peers.py (rliable's
-aggregates), trend.py (dose trends).
-Across claims: online_fdr.py (LOND, LORD++, SAFFRON, ADDIS: each claim's level alpha_t from the
-claims before it, as the R package onlineFDR computes it), online_fdr_async.py (Zrnic et al.'s
-asynchronous rules for claims that overlap in time, the dependent variants' conservative one; the
-ledger's next level), online_fdr_dep.py (LOND and LORD under arbitrary dependence), online_fdr_sim.py
-(their simulated FDR and power, claims decided in turn or overlapping), imported by the ledger
-(harness/ledger/).
+Rooms that stand apart from the verdict, each imported only by its own user:
+
+    sequential/  the sequential design (docs/sequential.md), imported by the sequential runner, and
+                 the race of K configurations, imported by the race
+    meta/        across conditions: the random-effects model, the claims across conditions, rliable's
+                 aggregates, dose trends
+    fdr/         across claims: online FDR (LOND, LORD++, SAFFRON, ADDIS, their asynchronous and
+                 dependent forms, their simulated FDR and power), imported by the ledger (harness/ledger/)
 """
 
 from ._core import (
@@ -62,25 +54,29 @@ _LAZY = {
     "paired": ("BOOTSTRAP_MIN_PAIRS", "BootstrapResult", "PermutationResult", "TTestResult", "WilcoxonResult", "bootstrap_ci", "effect_size_dz",
                "mean_interval", "paired_t", "sign_flip_permutation", "studentized_bootstrap", "welch_t",
                "wilcoxon_signed_rank"),
-    "power": ("SeedsNeeded", "claim_floors", "decision_levels", "fewest_seeds", "paired_t_power", "sd_interval",
-              "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin"),
+    "power.t_test": ("paired_t_power",),
+    "power.seeds_needed": ("SeedsNeeded", "claim_floors", "decision_levels", "fewest_seeds", "sd_interval",
+                           "seeds_needed", "seeds_needed_for", "seeds_to_settle_margin"),
+    "decision_p": ("decision_pvalues", "exact_sign_flip_pvalues", "sign_flip_floor"),
     "verdict": ("DIFFERS", "VERDICTS", "DecisionInterval", "PairedComparison", "Verdict", "compare",
-                "compare_to_baseline", "decide", "decision_pvalues", "exact_sign_flip_pvalues", "sign_flip_floor"),
-    "words": ("beyond_test_set_sentence", "verdict_sentence"),
+                "compare_to_baseline", "decide"),
+    "verdict_words": ("beyond_test_set_sentence", "verdict_sentence"),
 }
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
+_SUBMODULES = ("decision_p", "diverged", "margins", "noise", "paired", "sign_flip", "sources", "verdict", "verdict_words",
+               "power", "sequential", "meta", "fdr")
 
 
 def __getattr__(name: str):
-    """A name of the package's API, imported from its module on first use; a submodule by its name
-    (``stats.power``), which callers reach as an attribute of the package."""
+    """A name of the package's API, imported from its module on first use; a submodule or room by its
+    name (``stats.power``), which callers reach as an attribute of the package."""
     import importlib
 
     if name in _HOME:
         value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
         globals()[name] = value  # looked up once
         return value
-    if name in _LAZY or name in ("decision_p", "t_power", "exact_share", "margin_power", "sign_flip"):
+    if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

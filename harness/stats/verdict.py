@@ -26,11 +26,11 @@ from .paired import (
     bootstrap_not_shown, effect_size_dz,
     paired_t, sign_flip_permutation, welch_t, wilcoxon_signed_rank,
 )
-from .decision_p import (  # noqa: F401 - public here too
+from .decision_p import (
     _tail, decision_pvalues, exact_sign_flip_pvalues, sign_flip_floor,
 )
-from .power import SeedsNeeded, seeds_needed_for
-from .words import beyond_test_set_sentence, verdict_sentence
+from .power.seeds_needed import SeedsNeeded, seeds_needed_for
+from .verdict_words import beyond_test_set_sentence, verdict_sentence
 
 VERDICTS = ("identical", "better", "worse", "smaller_than_margin", "equivalent", "differs", "undecided")
 DIFFERS = ("better", "worse", "smaller_than_margin", "differs")  # the test against 0 rejected

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis import report as report
+from harness.analysis.render import report as report
 from harness.analysis.analyze import AnalysisError, analyze_dir
 from harness.results import ResultsError
 

@@ -141,7 +141,7 @@ class IdentityWatch:
         return self._describe(by_arm, held, edited, root, [r for r in loaded if r.get("_path") not in self.looked])
 
     def _describe(self, by_arm: dict, held: dict, edited: list, root: Path, since: list) -> str:
-        from harness.analysis.comparability import config_differences
+        from harness.analysis.identity.comparability import config_differences
 
         what: dict = {}  # what changed -> where it shows (the files on disk, the results)
         for e in edited:

@@ -61,7 +61,7 @@ class InProcessLauncher:
     def _side_by_side(self, units, say) -> Outcome:
         """One batch's units on the workers: each unit exactly as run_plan(plan.narrow(seed, arm)) runs
         it in this process (the same config, so the same result files), without a preflight per unit."""
-        from harness.experiment.side_by_side import certify_with, run_units
+        from harness.experiment.parallel.side_by_side import certify_with, run_units
 
         todo = []
         for seed, arm in units:

@@ -1,6 +1,6 @@
 """The race's bookkeeping: its design, which result files count, each look's drops, what runs next.
 
-Hydra-free and torch-free; the statistics are harness.stats.race's (Kim & Nelson's procedure). The
+Hydra-free and torch-free; the statistics are harness.stats.sequential.race's (Kim & Nelson's procedure). The
 configurations are the declaration's arms (from ``ab.arms``, or a sweep override the race sweeper
 turned into arms). Seeds are used in order (``ab.seeds``, then the smallest integers not in it, as
 in sequential mode); a seed counts when every configuration still running has a completed result
@@ -48,12 +48,12 @@ class RaceDesign:
 
     @property
     def looks(self) -> list:
-        from harness.stats.race import schedule
+        from harness.stats.sequential.race import schedule
 
         return schedule(self.min_seeds, self.seeds_per_look, self.max_seeds)
 
     def to_dict(self) -> dict:
-        from harness.stats.race import kn_h2
+        from harness.stats.sequential.race import kn_h2
 
         out = asdict(self)
         out["configs"] = list(self.configs)
@@ -125,7 +125,7 @@ class Race:
 
 
 def plan(design: RaceDesign, results, *, seeds) -> Race:
-    from harness.stats import race as kn
+    from harness.stats.sequential import race as kn
 
     cfgs = list(design.configs)
     k = len(cfgs)
@@ -220,7 +220,7 @@ def plan(design: RaceDesign, results, *, seeds) -> Race:
 
 def summary(design: RaceDesign, p: Race) -> dict:
     """Each configuration against the leader: mean, difference and its interval, seeds spent."""
-    from harness.stats import race as kn
+    from harness.stats.sequential import race as kn
 
     cfgs = list(design.configs)
     sign = 1.0 if design.direction == "max" else -1.0

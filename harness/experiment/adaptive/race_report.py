@@ -120,8 +120,8 @@ def figure(block: dict, path: Path) -> None:
 def analyze_race(folder, *, write: bool = True, ledger=None) -> dict:
     """The declared race analysis of ``folder`` (analysis.json's dict); written with report.md and
     race.png, replaced together or not at all, unless ``write`` is false."""
-    from harness.analysis import comparability
-    from harness.analysis.outputs import write_together
+    from harness.analysis.identity import comparability
+    from harness.analysis.render.outputs import write_together
     from harness.config.declaration import DeclarationError, read
     from harness.experiment.adaptive import race_plan as rp
     from harness.results import load_tree, read_json, write_json

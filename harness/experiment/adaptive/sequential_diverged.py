@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.stats.sequential import Look, replay
-from harness.stats.sequential_bounds import spend
+from harness.stats.sequential.bounds import spend
+from harness.stats.sequential.looks import Look, replay
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,7 @@ def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: in
 
 def stored_design_problem(stored: dict, design, metric: str, baseline: str, where) -> Optional[str]:
     """Why a folder's stored sequential run cannot be continued with this design (None: it can)."""
-    from harness.stats.sequential import SequentialDesign
+    from harness.stats.sequential.design import SequentialDesign
 
     try:
         old = SequentialDesign.from_dict(stored.get("design") or {})

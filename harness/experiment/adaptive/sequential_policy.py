@@ -113,8 +113,8 @@ class SequentialPolicy:
     def analyse(self, block: dict, *, show_table: bool, tables):
         """sequential.png and the analysis with the looks; (analysis, None) or (None, the AnalysisError)."""
         from harness.analysis.analyze import AnalysisError, analyze_dir
-        from harness.analysis.report import render_table
-        from harness.analysis.sequential_figure import write_figure
+        from harness.analysis.render.report import render_table
+        from harness.analysis.render.sequential_figure import write_figure
 
         write_figure(block, self.root / sp.FIGURE_NAME)
         try:
