@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from harness.experiment.execute import CURRENT, execute, fail, storage_message
-from harness.experiment.units import ExperimentError
+from harness.experiment.arms import ExperimentError
 
 log = logging.getLogger("harness")
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import harness
-from harness.api import HarnessError
-from harness.config.declaration import Declaration, DeclarationError
+from harness import HarnessError
+from harness.config.declaration import Declaration
+from harness.config.metric_spec import DeclarationError
 from harness.results import load_tree, read_json
 from harness.stats.meta.random_effects import random_effects
 
@@ -118,6 +119,7 @@ def test_the_forest_plot_draws_the_average_the_weighted_estimate_the_prediction_
     assert any(list(line.get_xdata()) == [lo, hi] for line in ax.lines)
 
 
+@pytest.mark.slow
 def test_a_condition_is_the_plain_ab_with_its_overrides_and_a_rerun_resumes(ran, capsys):
     out, _ = ran
     before = {p: p.read_bytes() for p in out.rglob("result.json")}
@@ -129,6 +131,7 @@ def test_a_condition_is_the_plain_ab_with_its_overrides_and_a_rerun_resumes(ran,
     assert {p: p.read_bytes() for p in out.rglob("result.json")} == before
 
 
+@pytest.mark.slow
 def test_the_files_are_reproduced_from_disk_and_a_grid_reading_keeps_them(ran):
     from harness.analysis.conditions import analyze_conditions_dir
     from harness.tools.analyze import main
@@ -160,7 +163,7 @@ def test_the_command_line_reproduces_the_claim_and_refuses_flags_that_change_its
 
 def test_a_sweep_is_told_to_sweep_the_overrides_as_a_grid(tmp_path):
     from harness.experiment.execute import execute
-    from harness.experiment.units import ExperimentError
+    from harness.experiment.arms import ExperimentError
 
     cfg = compose_cfg([*CHEAP, CONDITIONS])
     with pytest.raises(ExperimentError, match="in one process") as e:
@@ -168,6 +171,7 @@ def test_a_sweep_is_told_to_sweep_the_overrides_as_a_grid(tmp_path):
     assert "as a grid" in str(e.value) and not list(tmp_path.rglob("result.json"))
 
 
+@pytest.mark.slow
 def test_the_claim_reaches_wandb(ran, tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -176,7 +178,7 @@ def _analysis_digest(analysis: dict) -> str:
 
 
 def _refusal(call) -> str:
-    from harness.analysis.analyze import AnalysisError
+    from harness.analysis import AnalysisError
 
     try:
         call()

@@ -15,9 +15,10 @@ import pytest
 import torch
 
 import harness
-from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
+from harness.integrations.process import ATTACHED_NAME, RUN_ENV, run_settings
 from harness.results import read_json
-from harness.training.run import Run, RunUsageError
+from harness.training.run import Run
+from harness.training.steps import RunUsageError
 
 from .conftest import REPO, run_cli
 
@@ -91,6 +92,7 @@ def test_a_script_that_attaches_but_never_watches_says_so(unit_env):
                                        "steps": {"loss": [], "params": []}}})
 
 
+@pytest.mark.slow
 def test_the_example_with_attach_is_paired_by_its_fingerprints_and_bitwise(tmp_path):
     out = tmp_path / "run"
     proc = run_cli(["--config-dir", str(EXAMPLE / "conf"), "+experiment=command_attach_ab", "ab.seeds=[0,1,2]",

@@ -44,7 +44,7 @@ def test_python_in_train_cmd_is_the_harness_interpreter_whatever_python_is_first
 
 
 def test_an_interpreter_without_torch_for_a_script_that_imports_it_is_refused_before_any_unit(tmp_path):
-    from harness.api import HarnessError
+    from harness import HarnessError
 
     bare = tmp_path / "venv" / "bin" / "python"  # answers as a Python with no packages would
     bare.parent.mkdir(parents=True)
@@ -57,6 +57,7 @@ def test_an_interpreter_without_torch_for_a_script_that_imports_it_is_refused_be
     assert not list((tmp_path / "out").glob("runs/*/*/result.json"))
 
 
+@pytest.mark.slow
 def test_a_plain_command_records_what_happened_inside_it_as_unknown(tmp_path):
     out = tmp_path / "out"
     harness.run([*BASE, f"train.cmd=[python,{TOY}]", "ab.seeds=[0,1,2]", "repro.certificate=false"],
@@ -89,6 +90,7 @@ def test_a_command_unit_through_the_torch_path_never_records_the_harness_process
     assert env["reported_by_script"] is False and env["interpreter"] == sys.executable
 
 
+@pytest.mark.slow
 def test_an_attached_command_records_what_the_script_reported(tmp_path):
     import torch
 
@@ -174,7 +176,7 @@ def test_an_empty_train_cmd_is_refused_before_anything_is_written(tmp_path, cmd)
 
 
 def test_an_empty_train_cmd_through_the_api_names_the_key(tmp_path):
-    from harness.api import HarnessError
+    from harness import HarnessError
 
     with pytest.raises(HarnessError, match="train.cmd is empty"):
         harness.run([*BASE, "train.cmd=''", "ab.seeds=[0]"], out_dir=tmp_path / "out", config_dir=TEST_CONF,

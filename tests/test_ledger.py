@@ -13,7 +13,8 @@ import pytest
 
 from harness.config.declaration import Declaration
 from harness.ledger import cli
-from harness.ledger.record import assign_alpha, claim_rows, declaration_hash, record_analysis
+from harness.ledger.record import assign_alpha, record_analysis
+from harness.ledger.claims import claim_rows, declaration_hash
 from harness.ledger.postgres import open_ledger
 from harness.ledger.store import Ledger, LedgerError
 from harness.stats.fdr import online as ofdr
@@ -56,6 +57,7 @@ def _append(path, worker, n, start):
                                 level=0.1, alpha_for=lambda tests: 0.001 * (len(tests) + 1))
 
 
+@pytest.mark.slow
 def test_two_processes_appending_at_once_write_each_claim_exactly_once(tmp_path):
     check_two_writers(tmp_path / "ledger.sqlite")
 

@@ -110,7 +110,7 @@ def _failure(r) -> str:
 def _usable_runs(results, spec):
     """(seed, arm) -> {"value", "result"} for completed runs with a finite metric; the rest named.
 
-    ``spec``: the primary metric's declaration (harness.config.declaration.MetricSpec). A metric declared
+    ``spec``: the primary metric's declaration (harness.config.metric_spec.MetricSpec). A metric declared
     as the mean of per-example outcomes (examples: true) must agree with the run's own record of
     them up to float32 rounding (example_records.agrees): a run whose metric its record contradicts (a
     hand-edited result.json, a loop that recorded another test set) is excluded, named with both
@@ -208,11 +208,17 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
         )
     black_box = bool(usable) and all((run["result"].get("fingerprints") or {}).get("black_box") for run in usable.values())
     needed = [key for key, c in checks.items() if c["required"]]
+    if not needed and _code_factor(usable):  # ab.factor=code: another revision may change them, and where
+        needed = [key for key, c in checks.items() if c["state"] == "equal"]  # they are equal they prove it
     # a missing or partial proof unproves the pairing, even one ab.factor would have allowed to differ
     whole = not any(c["state"] in ("missing", "partial") for c in checks.values())
     proven = bool(needed) and not black_box and whole and all(checks[key]["state"] == "equal" for key in needed)
     block = {"proven": proven, "basis": BLACK_BOX if black_box else "fingerprints", "checks": checks}
     return (needed if proven else []), block
+
+
+def _code_factor(usable) -> bool:
+    return bool(usable) and all(run["result"].get("factor") == "code" for run in usable.values())
 
 
 def _pairing_check(key, required, seeds, equal, differ, missing, partial=(), batches=()) -> dict:

@@ -14,7 +14,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from harness import HarnessError
-from harness.experiment.identity import flatten as _flatten, plain as _plain, under as _under
+from harness.experiment.identity import plain as _plain, under as _under
+from harness.results import flatten as _flatten
 
 _FACTOR_FORBIDDEN = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name", "repro")
 
@@ -159,8 +160,9 @@ def pairing_expectation(factor: str) -> dict:
     """Which fingerprints arms of one seed must share, given what the factor may change."""
     head = factor.split(".")[0]
     return {
-        "init": head != "model",  # a different model has different initial weights
-        "data_order": head not in ("data", "train"),  # batch size, epochs, data change the order
+        "init": head not in ("model", "code"),  # a different model has different initial weights
+        # batch size, epochs, data change the order; another revision of the code may change both
+        "data_order": head not in ("data", "train", "code"),
     }
 
 

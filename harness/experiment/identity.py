@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 import harness
 
 from harness.results import NOT_IN_IDENTITY as NOT_IN_HASH  # never change a run's numbers  # noqa: F401
-from harness.results import config_digest, flatten  # noqa: F401 - flatten is used by arms.py
+from harness.results import config_digest
 
 
 # train's keys of a command arm (schema.py): left out of a config that runs train.fn, so that a
@@ -38,6 +38,8 @@ def plain(cfg) -> dict:
     if isinstance(train, dict) and train.get("cmd") is None:
         for key in COMMAND_KEYS:
             train.pop(key, None)
+    if isinstance(out, dict) and out.get("code", "") is None:
+        out.pop("code")  # no code arm: the identity every run had before ab.factor=code existed
     return out
 
 
@@ -256,6 +258,8 @@ def describe_code_change(old: Optional[dict], new: dict) -> str:
     if not isinstance(old, dict):
         return f"the code changed (now {new['version']})"
     parts = []
+    if (old.get("code_arm") or {}) != (new.get("code_arm") or {}):
+        parts.append(_code_arm_change(old.get("code_arm") or {}, new["code_arm"]))
     if old.get("harness") != new["harness"]:
         parts.append("the harness's own source")
     of, nf = old.get("files") or {}, new["files"]
@@ -274,6 +278,19 @@ def describe_code_change(old: Optional[dict], new: dict) -> str:
     if not parts:
         parts.append(f"the code version ({old.get('version')} -> {new['version']})")
     return "the code changed: " + "; ".join(parts)
+
+
+def _code_arm_change(old: dict, new: dict) -> str:
+    """A code arm's snapshot changed (ab.factor=code): which revision, commit and files."""
+    what = f"{new['revision']}'s snapshot {str(old.get('snapshot'))[:12]} -> {new['snapshot'][:12]}"
+    if old.get("commit") != new.get("commit"):
+        what += f" (commit {str(old.get('commit'))[:12]} -> {str(new.get('commit'))[:12]})"
+    before, after = old.get("changes") or {}, new.get("changes") or {}
+    files = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if files:
+        what += f", files changed since the last launch: {', '.join(files[:8])}" + (
+            f" and {len(files) - 8} more" if len(files) > 8 else "")
+    return what
 
 
 def describe_config_change(old: Optional[dict], new: Optional[dict], limit: int = 8) -> str:

@@ -52,12 +52,16 @@ def check_job(job_cfg: DictConfig, multirun: bool = True) -> None:
     from omegaconf import open_dict
 
     from harness.experiment.conditions import refuse_narrowed
-    from harness.experiment.units import ExperimentError, arm_configs
+    from harness.experiment.arms import ExperimentError, arm_configs
     from harness.config.preflight import PreflightError, preflight
 
     job_cfg = job_cfg.copy()
     with open_dict(job_cfg):
         job_cfg.pop("hydra", None)  # the job's own config, as its task function will get it
+    if multirun and job_cfg.ab.get("factor") == "code":  # each job would snapshot the tree when it starts
+        from harness.experiment.code_arms import NOT_IN_A_SWEEP
+
+        raise ExperimentError(NOT_IN_A_SWEEP)
     if job_cfg.ab.get("conditions"):
         refuse_narrowed(multirun=multirun, narrowed=job_cfg.seed is not None or job_cfg.arm is not None)
     arms = arm_configs(job_cfg)
@@ -130,7 +134,7 @@ class CheckBeforeRuns(Callback):
         from harness.experiment.execute import CURRENT
         from harness.config import factor_override_problem, replace_whole_arms
         from harness.config.ledger_spec import shown
-        from harness.experiment.units import ExperimentError
+        from harness.experiment.arms import ExperimentError
 
         check_ledger(config)  # the sweep's own; a job's (a swept ledger.url) by check_job's preflight below
         CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process

@@ -24,7 +24,8 @@ from harness import HarnessError
 from harness.config.declaration import declared_metrics
 from harness.training.components import ComponentError, resolve_callable, targets
 from harness.integrations.command_spec import code_files, is_command, training_fn
-from harness.experiment.identity import code_identity, config_digest, plain
+from harness.experiment.identity import code_identity, plain
+from harness.results import config_digest
 # torch is imported by the first run, not here: a bad value is refused before that (execute.py).
 from harness.results import SCHEMA
 
@@ -39,15 +40,29 @@ def _value(x):
 
 def code_of(cfg) -> dict:
     """The code identity of an arm's config (cached per process)."""
-    # a command arm's script and the .py files beside it are its code, like a train.fn's package
-    files = code_files(cfg)  # with repro.code_git, the git tree of their repository too (one folder)
-    code = code_identity(targets(cfg), [*cfg.repro.code_paths, *files], bool(cfg.repro.code_git),
-                         git_folders=[os.path.dirname(os.path.abspath(p)) for p in files[:1]])
+    if cfg.get("code") is not None:  # a code arm (ab.factor=code): its snapshot is the project's code
+        from harness.experiment import code_arms
+
+        outside = [t for t in targets(cfg) if not code_arms.inside_repository(cfg, _root_of(t))]
+        code = code_arms.identity(cfg, code_identity(outside, [p for p in cfg.repro.code_paths
+                                                               if not code_arms.inside_repository(cfg, p)]))
+    else:
+        # a command arm's script and the .py files beside it are its code, like a train.fn's package
+        files = code_files(cfg)  # with repro.code_git, the git tree of their repository too (one folder)
+        code = code_identity(targets(cfg), [*cfg.repro.code_paths, *files], bool(cfg.repro.code_git),
+                             git_folders=[os.path.dirname(os.path.abspath(p)) for p in files[:1]])
     if not is_command(cfg):
         return code
     from harness.integrations.command_env import command_code
 
     return command_code(cfg, code)  # with the interpreter that runs the script, and its packages
+
+
+def _root_of(target: str) -> str:
+    from harness.experiment.identity import _package_of
+
+    root = _package_of(target)[1]
+    return str(root) if root is not None else "/"
 
 
 def check_metrics(metrics) -> dict:
@@ -70,6 +85,14 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
               stop_after: Optional[int] = None, folder=None, arm: Optional[str] = None) -> dict:
     """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
     (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
+    from harness.experiment.code_arms import running
+
+    with running(cfg):  # a code arm (ab.factor=code): its revision's snapshot is the code that runs
+        return _train_one(cfg, seed, progress=progress, init_hook=init_hook, stop_after=stop_after,
+                          folder=folder, arm=arm)
+
+
+def _train_one(cfg, seed, *, progress, init_hook, stop_after, folder, arm) -> dict:
     from harness.integrations.command_run import runs_without_torch
     from harness.training.determinism import settings_from
 

@@ -19,11 +19,11 @@ from typing import Callable, Optional
 from omegaconf import DictConfig
 
 from harness.integrations.interrupts import stop_if_seen
-from harness.experiment.identity import config_digest, plain as _plain
+from harness.experiment.identity import plain as _plain
+from harness.results import config_digest
 from harness.results import RESULT_NAME, digests_version, load_steps, save_weights, read_json, read_result, run_dir, write_json, write_result
-from harness.experiment.resume import bits_after_rerun, decide, resume_decision, run_lock, set_aside_other_configurations, supersede  # noqa: F401
-from harness.experiment.arms import (  # noqa: F401 - public here too
-    ExperimentError, PairingError, arm_configs)
+from harness.experiment.resume import bits_after_rerun, decide, run_lock, set_aside_other_configurations, supersede
+from harness.experiment.arms import ExperimentError, PairingError
 from harness.experiment.plan import Plan, check_unless_done
 from harness.experiment.runner import code_of, run_one
 from harness.experiment.rerun import rerun_fresh
@@ -164,6 +164,9 @@ def describe(plan: Plan) -> None:
     from harness.experiment.refused_files import units_begin
 
     units_begin()
+    from harness.experiment.code_arms import materialize
+
+    materialize()  # ab.factor=code: the arms' snapshots into the results, read-only
     described = plan.described()
     if _read_or_none(plan.out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
         write_json(plan.out_dir / "experiment.json", described)
@@ -189,6 +192,9 @@ def run_experiment(
     out_dir = Path(out_dir)
     if is_auto(cfg.determinism.threads):  # called directly, not through execute (which resolved it)
         pin_threads(cfg, out_dir, say=log)
+    from harness.experiment.code_arms import prepare
+
+    prepare(cfg, out_dir)  # ab.factor=code: each arm's revision read now, before any unit
     plan = Plan.from_config(cfg, out_dir, certify=certify, certificate_dir=certificate_dir)
     check_unless_done(cfg, plan, log)
     return run_plan(plan, log=log, tracker=tracker, stop_on_fatal=stop_on_fatal)

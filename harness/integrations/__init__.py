@@ -17,7 +17,9 @@ stand-alone Run that records nothing when the script runs on its own), lightning
 Callback for a user's own Lightning Trainer, ``harness.lightning``; the only importer of lightning),
 hf.py (the Callback for a user's own Hugging Face Trainer, ``harness.hf``, and ``harness.hf.fit``; the
 only importer of transformers), wandb_hook.py (one wandb run per unit when a trainer brings its own
-wandb logger: shared with the tracker's run, or turned off, said; torch-free).
+wandb logger: shared with the tracker's run, or turned off, said; torch-free), code_snapshot.py (a
+code arm's unit run from its revision's snapshot: sys.path and the modules for a train.fn, the
+script and PYTHONPATH for a command).
 
 May import: harness.training (the Run's public API) and harness.results only. The experiment calls a
 command arm through ``train.fn``'s door (``training_fn``), so resume, workers, sweeps, the

@@ -78,10 +78,11 @@ class RaceSweeperImpl(AdaptiveSweeperImpl):
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
         from omegaconf import OmegaConf
 
-        from harness.config.declaration import Declaration, DeclarationError
+        from harness.config.declaration import Declaration
+        from harness.config.metric_spec import DeclarationError
         from harness.config.preflight import PreflightError, preflight
         from harness.experiment.adaptive.race_policy import RaceConfigError, RacePolicy, design_for, prepare
-        from harness.experiment.units import arm_configs
+        from harness.experiment.arms import arm_configs
 
         base, extra = self._configurations(arguments)
         cfg = self._task_config_with(extra)
@@ -126,7 +127,8 @@ class RaceSweeperImpl(AdaptiveSweeperImpl):
     @staticmethod
     def _track(cfg, root: Path, analysis: dict) -> None:
         """The race's table of drops in wandb; closing the tracker prints the sweep's sync hint."""
-        from harness.tracking.tracker import TrackingConfigError, open_tracker
+        from harness.tracking.options import TrackingConfigError
+        from harness.tracking.tracker import open_tracker
 
         try:
             tracker = open_tracker(cfg, root, sweep_root=root)

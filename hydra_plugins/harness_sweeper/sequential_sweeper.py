@@ -47,12 +47,13 @@ class HarnessSequentialSweeper(Sweeper):
 class SequentialSweeperImpl(AdaptiveSweeperImpl):
     def sweep(self, arguments: List[str]) -> Any:
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
-        from harness.config.declaration import Declaration, DeclarationError
+        from harness.config.declaration import Declaration
+        from harness.config.metric_spec import DeclarationError
         from harness.experiment.adaptive.sequential_policy import SequentialPolicy, prepare
         from harness.experiment.callbacks import sweep_analysis_failed, track_sweep_analysis
         from harness.experiment.plan import preflight_or_refuse
         from harness.experiment.resume import lock_timeout_problem
-        from harness.experiment.units import ExperimentError, arm_configs
+        from harness.experiment.arms import ExperimentError, arm_configs
 
         self._check_arguments(arguments)
         cfg = self._task_config()

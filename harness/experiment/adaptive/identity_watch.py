@@ -28,7 +28,7 @@ def refresh(arms: dict, root: Path, say=print) -> int:
     The plan reads every result file under root, so this is where a changed config or code makes
     a seed run again; a failed run of the same config and code stays (it counts as a failure).
     """
-    from harness.experiment.units import supersede
+    from harness.experiment.resume import supersede
     from harness.results import find_result_files, read_json
 
     ident = expected_identity(arms)

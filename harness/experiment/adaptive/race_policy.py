@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.experiment.adaptive import race_plan as rp
-from harness.experiment.units import ExperimentError
+from harness.experiment.arms import ExperimentError
 from harness.results import read_json, write_json
 
 

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from harness.config.sequential_design import baseline_and_arms, design_of
 from harness.experiment.adaptive import sequential_plan as sp
-from harness.experiment.units import ExperimentError
+from harness.experiment.arms import ExperimentError
 from harness.results import read_json, write_json
 
 
@@ -112,7 +112,8 @@ class SequentialPolicy:
 
     def analyse(self, block: dict, *, show_table: bool, tables):
         """sequential.png and the analysis with the looks; (analysis, None) or (None, the AnalysisError)."""
-        from harness.analysis.analyze import AnalysisError, analyze_dir
+        from harness.analysis import AnalysisError
+        from harness.analysis.analyze import analyze_dir
         from harness.analysis.render.report import render_table
         from harness.analysis.render.sequential_figure import write_figure
 
