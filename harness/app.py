@@ -41,10 +41,11 @@ def run(cfg: DictConfig) -> dict:
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
         exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/experiment/parallel/watchdog.py)
     CURRENT["folder"] = sweep_root
-    if multirun and cfg.ab.sequential.enabled and not any(
+    adaptive = [k for k in ("sequential", "race") if cfg.ab[k].get("enabled")]
+    if multirun and adaptive and not any(
             n in str(hc.sweeper.get("_target_", "")) for n in ("HarnessSequentialSweeper", "HarnessRaceSweeper")):
-        log.warning("ab.sequential.enabled=true is ignored by this sweeper: each job runs its seed and arm. "
-                    "Add seeds until settled with -m hydra/sweeper=harness_sequential (or without -m).")
+        log.warning(f"ab.{adaptive[0]}.enabled=true is ignored by this sweeper: each job runs its seed and arm. "
+                    f"Run it with -m hydra/sweeper=harness_{adaptive[0]} (or without -m).")
     try:
         done = execute(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
     except OSError as e:

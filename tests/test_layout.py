@@ -181,8 +181,7 @@ FACADES = {"harness.lightning", "harness.hf"}
 # Names still taken from a module that only imports them, while the rooms that hold them are being
 # rearranged: none may be added, and one leaves this list once its importers use the defining module
 STILL_REEXPORTED = {
-    "harness.experiment.resume.lock_timeout_problem", "harness.experiment.adaptive.sequential.IdentityWatch",
-    "harness.experiment.adaptive.sequential.identity_stop",
+    "harness.experiment.resume.lock_timeout_problem",
 }
 
 

@@ -121,7 +121,7 @@ def test_the_race_folder_has_its_analysis_and_harness_analyze_reproduces_it(refe
 def test_wandb_gets_the_table_of_drops_with_the_interval_against_the_leader(reference, tmp_path, monkeypatch):
     """The sweeper's last step (RaceSweeperImpl._track) with logger=wandb, offline, on the reference's
     analysis; the .wandb file read back as the tracking tests do."""
-    from hydra_plugins.harness_sweeper.race_impl import RaceSweeperImpl
+    from hydra_plugins.harness_sweeper.race_sweeper import RaceSweeperImpl
 
     from . import wandb_reader
 
@@ -251,7 +251,7 @@ def test_bad_designs_are_named(overrides, words):
 def test_bad_overrides_are_refused_by_the_sweeper(overrides, words, capsys):
     from types import SimpleNamespace
 
-    from hydra_plugins.harness_sweeper.race_impl import RaceSweeperImpl
+    from hydra_plugins.harness_sweeper.race_sweeper import RaceSweeperImpl
 
     impl = RaceSweeperImpl(None)
     impl.hydra_context = SimpleNamespace(config_loader=None)
@@ -270,7 +270,7 @@ def test_plugin_is_discovered_light_and_its_schema_composes():
     hydra_cfg = compose(["+experiment=loss_ab", "hydra/sweeper=harness_race"], return_hydra_config=True)
     assert hydra_cfg.hydra.sweeper._target_.endswith("HarnessRaceSweeper")
     assert dict(compose_cfg(["+experiment=loss_ab"]).ab.race) == {
-        "min_seeds": 10, "seeds_per_look": 2, "max_seeds": 40, "max_failures": 0}
+        "enabled": False, "min_seeds": 10, "seeds_per_look": 2, "max_seeds": 40, "max_failures": 0}
     probe = subprocess.run(
         [sys.executable, "-c", "import sys, hydra_plugins.harness_sweeper.race_sweeper; "
                                "print(sorted({'torch', 'scipy', 'harness'} & set(sys.modules)))"],
@@ -387,7 +387,7 @@ def test_long_values_and_values_with_slashes_make_valid_folders():
     from types import SimpleNamespace
 
     from harness.config import compose
-    from hydra_plugins.harness_sweeper.race_impl import RaceSweeperImpl, arm_name
+    from hydra_plugins.harness_sweeper.race_sweeper import RaceSweeperImpl, arm_name
 
     values = [f"/data/{'x' * 200}/train", f"/data/{'x' * 200}/valid"]
     names = [arm_name("train.kwargs.tag", v) for v in values]
@@ -445,3 +445,31 @@ def test_a_race_at_its_seed_limit_returns_its_survivors_and_its_screen_counts_ev
     look = next(line for line in screen.splitlines() if "race look 1 at 4 seeds" in line)
     assert "dropped shift_9.0 (diverged at seed 1" in look
     assert f"Seeds spent {trained} of 12" in screen
+
+
+@pytest.mark.slow
+def test_the_race_runs_in_one_process_with_the_sweepers_decisions_and_bits(reference, tmp_path):
+    """``ab.race.enabled=true`` without -m, the configurations declared as ab.arms: the same loop on
+    the in-process launcher gives the sweeper's race (its looks, drops and verdict) on the same runs,
+    bit for bit, and the same analysis files (python -m harness.analyze reproduces them)."""
+    from harness.api import run
+
+    arms = "{" + ", ".join(f"{n}: {v}" for n, v in SHIFTS.items()) + "}"
+    out = tmp_path / "in_process"
+    res = run([*PLAIN, "train.fn=tests.sequential_fns.paired_metric", "ab.factor=train.kwargs.shift",
+               f"ab.arms={arms}", "ab.race.enabled=true"], out_dir=out, verbose=False)
+    assert res.analysis is not None
+    mine, theirs = read_json(out / "race.json"), read_json(reference / "race.json")
+    for key in ("status", "outcome", "verdict", "looks", "alive", "winner", "configs", "seeds_spent", "failed"):
+        assert mine[key] == theirs[key], key
+    assert _runs(out) == _runs(reference)
+    assert read_json(out / "analysis.json")["race"] == read_json(reference / "analysis.json")["race"]
+    assert (out / "report.md").read_text() == (reference / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_in_process_race_refuses_a_sequential_race(tmp_path):
+    proc = run_cli([*PLAIN, "train.fn=tests.sequential_fns.paired_metric", "ab.race.enabled=true",
+                    "ab.sequential.enabled=true", f"hydra.run.dir={tmp_path / 'both'}"])
+    assert proc.returncode == 2 and "set one of them to false" in " ".join(proc.stderr.split())
+    assert not (tmp_path / "both" / "runs").exists()

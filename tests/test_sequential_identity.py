@@ -164,7 +164,7 @@ def test_arms_whose_code_differs_where_it_was_shared_stop_the_run(tmp_path):
     of the first batch started after an edit): the arms' code was one at the start, so no look. And
     after a look, an arm whose results all have another identity than at that look is named too."""
     from harness.experiment.arms import arm_configs
-    from harness.experiment.adaptive.sequential import IdentityWatch
+    from harness.experiment.adaptive.identity_watch import IdentityWatch
 
     from .conftest import compose_cfg
 

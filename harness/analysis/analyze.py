@@ -144,7 +144,7 @@ def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict,
             extra["certificate"] = certificate_for(results_io.read_json(certificate), loaded.results)
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
             unreadable.append((CERTIFICATE_NAME, f"not valid JSON ({e})"))
-    sequential = folder / "sequential.json"  # the looks of a sequential run (harness/experiment/adaptive/sequential.py)
+    sequential = folder / "sequential.json"  # the looks of a sequential run (harness/experiment/adaptive/sequential_policy.py)
     if sequential.is_file() and "sequential" not in extra:
         try:
             extra["sequential"] = results_io.read_json(sequential)

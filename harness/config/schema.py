@@ -222,9 +222,11 @@ class SequentialConfig:
 @dataclass
 class RaceConfig:
     # Race the arms (or one swept key: optim.lr=0.01,0.03,0.1) to the best with
-    # -m hydra/sweeper=harness_race (docs/racing.md): every configuration on the same seeds, in
-    # batches; after each look Kim & Nelson's procedure drops those shown worse than the best by more
-    # than stats.margin (a number > 0), with stats.alpha. The design: declare it before the data.
+    # -m hydra/sweeper=harness_race, or the arms without -m and enabled=true (docs/racing.md): every
+    # configuration on the same seeds, in batches; after each look Kim & Nelson's procedure drops
+    # those shown worse than the best by more than stats.margin (a number > 0), with stats.alpha.
+    # The design: declare it before the data.
+    enabled: bool = False  # on: python -m harness races the arms; -m hydra/sweeper=harness_race needs no flag
     min_seeds: int = 10  # the first look, where each pair's variance of differences is estimated
     seeds_per_look: int = 2  # seeds added between looks
     max_seeds: int = 40  # the most seeds a configuration gets; the race stops there with the set left

@@ -87,13 +87,25 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     try:
         # the plan (what is run) is read from cfg here, where each way of running first needs its arms;
         # below, only the plan and the declaration travel (an arm's config to the unit runner)
-        if cfg.ab.sequential.enabled and not narrowed and not multirun:
-            from harness.experiment.adaptive.sequential import run_sequential  # seeds in batches until settled (docs/sequential.md)
+        race = bool(cfg.ab.race.get("enabled", False))
+        if (cfg.ab.sequential.enabled or race) and not narrowed and not multirun:
+            from harness.experiment.adaptive import in_process  # seeds in batches until settled (docs/sequential.md, racing.md)
 
+            if race and cfg.ab.sequential.enabled:
+                raise ExperimentError("ab.sequential.enabled=true and ab.race.enabled=true: a run is either a "
+                                      "sequential A/B (seeds until each arm is settled against the baseline) or a "
+                                      "race (configurations dropped until the best is left); set one of them to "
+                                      "false. Nothing was run.")
             plan = Plan.from_config(cfg, out_dir, sweep_root=sweep_root, multirun=multirun)
             preflight_or_refuse(cfg, plan.arms)
-            executed = run_sequential(plan, declaration, say=say, tracker=tracker, show_table=show_table,
-                                      pool=pool if pool.side_by_side else None)
+            workers = pool if pool.side_by_side else None
+            if race:  # the race records its settled claims in the ledger itself (race_report.analyze_race)
+                from omegaconf import OmegaConf
+
+                return in_process.run_race(plan, declaration, OmegaConf.to_container(cfg.ab.race), say=say,
+                                           tracker=tracker, pool=workers, ledger=cfg.get("ledger"))
+            executed = in_process.run_sequential(plan, declaration, say=say, tracker=tracker, show_table=show_table,
+                                                 pool=workers)
             _record(cfg, executed.analysis, out_dir, say)  # the decision at the look that settled it
             return executed
         if declaration.conditions:  # every (condition, seed, arm); the average across them (conditions.py)

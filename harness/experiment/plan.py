@@ -80,7 +80,7 @@ class Plan:
         return self.seed is not None or self.arm is not None
 
     def narrow(self, seed: int, arm: Optional[str] = None) -> "Plan":
-        """This plan narrowed to one seed (and one arm), as a sweep job is (adaptive/sequential.py's units):
+        """This plan narrowed to one seed (and one arm), as a sweep job is (adaptive/in_process.py's units):
         each arm's config resolved now, with the seed, as the job's would be. ab.seeds stays as given.
         Raises ExperimentError as arm_configs does."""
         arms = _read_only(resolve_arms(self.arm_sources, self.factor, seed))

@@ -138,7 +138,7 @@ def _dose_trend_section(analysis: dict, f: _Fmt) -> Section:
 
 
 def sequential_sections(analysis: dict) -> list[Section]:
-    """The looks of a sequential run (analysis["sequential"], harness/experiment/adaptive/sequential.py): a line per look."""
+    """The looks of a sequential run (analysis["sequential"], harness/experiment/adaptive/sequential_policy.py): a line per look."""
     seq = analysis.get("sequential")
     if not isinstance(seq, dict) or not isinstance(seq.get("arms"), dict):
         return []

@@ -1,9 +1,9 @@
-"""One identity per sequential run: config and code checked between batches, on every launcher.
+"""One identity per adaptive run (sequential or race): config and code checked between batches, on every launcher.
 
 A look decides on results of ONE identity (config_hash and code_version). ``IdentityWatch`` pins what
 the results and the code on disk were at the start; a change between batches (an edited training
 file picked up by a process-per-job launcher, a changed code_paths file, a config that resolves
-differently) stops the run with the files named, and ``identity_stop`` records the looks as they
+differently) stops the run with the files named, and the loop (loop.py) records the looks as they
 stood before it. No decision is taken on mixed identities.
 """
 
@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from harness.experiment.adaptive import sequential_plan as sp
-
 
 def expected_identity(arms: dict) -> dict:
     """arm -> (config_hash, code_version): what a result of each arm's config records (resume's rule)."""
@@ -21,6 +19,32 @@ def expected_identity(arms: dict) -> dict:
     from harness.experiment.runner import code_of
 
     return {a: (config_hash(c), code_of(c)["version"]) for a, c in arms.items()}
+
+
+def refresh(arms: dict, root: Path, say=print) -> int:
+    """Move aside results of another config or code than ``arms``' (arm -> config; resume's rule),
+    failed ones too: at the start of a run, before the watch holds it to one identity.
+
+    The plan reads every result file under root, so this is where a changed config or code makes
+    a seed run again; a failed run of the same config and code stays (it counts as a failure).
+    """
+    from harness.experiment.resume import supersede
+    from harness.results import find_result_files, read_json
+
+    ident = expected_identity(arms)
+    moved = 0
+    for path in find_result_files(root) if root.exists() else []:
+        try:
+            r = read_json(path)
+        except (OSError, ValueError):
+            continue  # the analysis names unreadable files
+        want = ident.get(str(r.get("arm")))
+        if want and (r.get("config_hash"), r.get("code_version")) != want:
+            dest = supersede(path)
+            moved += 1
+            say(f"seed={r.get('seed')} arm={r.get('arm')}: result of another config or code moved to {dest}; "
+                "it runs again when its seed is reached")
+    return moved
 
 
 # -- one identity per run: checked between batches -------------------------------------------------
@@ -230,16 +254,3 @@ def _paths(rs, root: Path, limit: int = 3) -> str:
     paths = sorted(short(r["_path"]) for r in rs if r.get("_path"))
     shown = ", ".join(paths[:limit])
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "") if paths else "no file"
-
-
-def identity_stop(watch: IdentityWatch, message: str, previous, design, loaded, *, seeds, baseline, arms, metric,
-                  budget, diverged: str = "worst"):
-    """The plan recorded when the identity changed: the looks as they stood at the last look before
-    (``previous``), or, without one, the looks of the results of the run's identity; stopped with
-    ``message``, nothing to run next. No look is taken on the results of the batch that changed."""
-    p = previous if previous is not None else sp.plan(design, watch.consistent(loaded), seeds=seeds,
-                                                       baseline=baseline, arms=arms, metric=metric,
-                                                       max_failures=budget, diverged=diverged)
-    p.stopped = message
-    p.batch_seeds, p.batch_arms = [], []
-    return p

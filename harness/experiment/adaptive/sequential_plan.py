@@ -1,6 +1,6 @@
 """Sequential mode, the bookkeeping: the design from ``ab.sequential``, which seeds count, what next.
 
-Hydra-free and torch-free, shared by the in-process loop (harness/experiment/adaptive/sequential.py) and the Hydra
+Hydra-free and torch-free, shared by the in-process mode and the Hydra
 sweeper (hydra_plugins/harness_sweeper). The statistics are harness.stats.sequential's; here we
 only decide which result files give which paired differences, in which order:
 
