@@ -60,10 +60,12 @@ def reuse_baseline(group: Path, folder: Path) -> dict[int, bytes]:
     return copied
 
 
-def baseline_units(folder: Path, copied: dict[int, bytes]) -> dict:
-    """Which of the judgement's baseline units were reused unchanged and which it ran itself."""
+def baseline_units(folder: Path, copied: dict[int, bytes], seeds) -> dict:
+    """Of the seeds the judgement used: the baseline units reused unchanged from earlier judgements, and
+    those it ran itself (a copied unit the resume rule did not accept was rerun: it counts as ran)."""
     reused, ran = [], []
-    for result in sorted((folder / "runs").glob(f"seed=*/arm={BASELINE_ARM}/{RESULT}")):
-        seed = int(result.parent.parent.name.split("=", 1)[1])
-        (reused if copied.get(seed) == result.read_bytes() else ran).append(seed)
-    return {"reused": sorted(reused), "ran": sorted(ran)}
+    for seed in sorted(seeds):
+        result = folder / "runs" / f"seed={seed}" / f"arm={BASELINE_ARM}" / RESULT
+        if result.is_file():
+            (reused if copied.get(seed) == result.read_bytes() else ran).append(seed)
+    return {"reused": reused, "ran": ran}

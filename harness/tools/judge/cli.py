@@ -23,7 +23,8 @@ from harness.tools.judge.verdict import BAD_INPUT, EXIT, KEEP, judgement
 
 WORKTREE = "WORKTREE"
 # set by the judge: an override of one of them would change what is judged, or how
-OWN_KEYS = ("ab.factor", "ab.arms", "ab.baseline", "ab.sequential.enabled", "ab.sequential.alpha", "stats.fdr",
+OWN_KEYS = ("ab.factor", "ab.arms", "stats.baseline", "ab.sequential.enabled", "ab.sequential.alpha", "stats.alpha",
+            "stats.fdr",
             "hydra.run.dir", "hydra.sweep.dir", "ledger.path", "ledger.url", "ledger.enabled", "code")
 
 
@@ -89,8 +90,8 @@ def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: flo
     where = f"ledger.url={ledger}" if is_url(ledger) else f"ledger.path={Path(ledger).resolve()}"
     argv = [sys.executable, "-m", "harness", *(["--config-dir", str(Path(args.config_dir).resolve())]
                                                 if args.config_dir else []),
-            *args.overrides, "ab.factor=code", f"ab.arms={{A: '{baseline}', B: '{candidate}'}}", "ab.baseline=A",
-            "ab.sequential.enabled=true", f"ab.sequential.alpha={alpha_t!r}", f"hydra.run.dir={folder}", where]
+            *args.overrides, "ab.factor=code", f"ab.arms={{A: '{baseline}', B: '{candidate}'}}", "stats.baseline=A",
+            "ab.sequential.enabled=true", f"stats.alpha={alpha_t!r}", f"hydra.run.dir={folder}", where]
     return subprocess.run(argv, stdout=sys.stderr, stderr=sys.stderr).returncode
 
 
@@ -115,7 +116,7 @@ def judge(argv=None) -> tuple[dict, int]:
     out = judgement(read_json(analysis_path), test["alpha_t"], CANDIDATE_ARM)
     kept = out["verdict"] == KEEP
     settle(ledger, test["test"], out["p"], kept)
-    out.update(baseline={"revision": args.baseline, "commit": baseline, "units": baseline_units(folder, copied)},
+    out.update(baseline={"revision": args.baseline, "commit": baseline, "units": baseline_units(folder, copied, out["seeds"])},
                candidate={"revision": args.candidate, "commit": None if candidate == WORKTREE else candidate},
                ledger={**test, "claim_id": claim_id(ledger, folder)}, results=str(folder.resolve()))
     return out, EXIT[out["verdict"]]

@@ -26,14 +26,15 @@ def judgement(analysis: dict, alpha_t: float, arm: str = "B") -> dict:
     decision = sequential.get("decision") or "none"
     p = _p(comparison)
     identical = (comparison.get("verdict") or {}).get("code") == "identical"
-    verdict, why = _map(decision, identical, p, alpha_t, analysis.get("margin"))
+    margin = (analysis.get("declaration") or {}).get("margin")  # the declared one (None: better/worse than 0 only)
+    verdict, why = _map(decision, identical, p, alpha_t, margin)
     return {"verdict": verdict, "why": why, "decision": decision,
             "effect": look.get("estimate", comparison.get("mean_diff")),
             "interval": look.get("interval"), "interval_level": look.get("level"),
             "seeds": sequential.get("seeds", comparison.get("seeds", [])),
             "n": sequential.get("n", comparison.get("n_pairs")),
             "p": p, "sign_flip_p": look.get("sign_flip_p"), "alpha_t": alpha_t,
-            "metric": analysis.get("metric"), "direction": analysis.get("direction"), "margin": analysis.get("margin"),
+            "metric": analysis.get("metric"), "direction": analysis.get("direction"), "margin": margin,
             "sentence": sequential.get("sentence")}
 
 
