@@ -330,6 +330,7 @@ def _cli(*args):
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_table_and_writes_byte_identical_analysis(tmp_path, capsys):
     root = _tree(tmp_path)
     first = _cli(root, "--bootstrap-resamples", "999", "--tables")

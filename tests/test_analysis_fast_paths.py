@@ -158,6 +158,7 @@ def test_a_statistics_process_that_ends_without_an_answer_is_replaced_by_computi
     assert "ended without an answer (exit code 3); computing them in this process instead" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_refusal_of_the_statistics_process_sets_the_stale_analysis_aside(tmp_path):
     """The statistics process refuses (here: an extra key that would overwrite the analysis's own)
     and the refusal is raised here: outputs that described other results are moved aside, and

@@ -166,6 +166,7 @@ def _tiny(cmd: DocCommand) -> list[str]:
     return TINY[cmd.module]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", E2E, ids=lambda c: c.id)
 def test_each_documented_feature_example_runs_as_promised(cmd: DocCommand, tmp_path):
     """One subprocess per example, in a fresh folder (the repository's tests/ and examples/ beside it,

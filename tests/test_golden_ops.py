@@ -14,6 +14,7 @@ TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.mode
         "stats.metric=train_loss", "+stats.metrics.train_loss=min"]  # its own loop: its own declaration
 
 
+@pytest.mark.slow
 @pytest.mark.solo  # replays with 2 threads: the count is the point
 def test_stored_op_stream_names_the_op_where_the_rerun_parts(tmp_path, capsys):
     path = tmp_path / "golden.json"
@@ -32,6 +33,7 @@ def test_stored_op_stream_names_the_op_where_the_rerun_parts(tmp_path, capsys):
     assert "max |Δ| not available" in out  # the golden keeps hashes only
 
 
+@pytest.mark.slow
 def test_without_a_stored_stream_both_sides_are_replayed_here_and_it_says_so(tmp_path, capsys):
     path = tmp_path / "golden.json"
     assert golden.main(["save", str(path), *TINY]) == 0

@@ -83,6 +83,7 @@ def test_independent_terms_are_recovered_and_add_up_and_the_difference_of_equal_
     assert r["reading_difference"]["kind"] == "none"
 
 
+@pytest.mark.slow
 def test_a_training_that_scrambles_on_any_change_is_called_unstable(conf, tmp_path):
     r = _run(conf, tmp_path, "train.kwargs.scramble=true", k=40)  # enough runs for the intervals to tell
     assert r["reading_a"]["kind"] == "unstable", r["reading_a"]
@@ -115,6 +116,7 @@ def test_bad_input_is_refused_in_one_paragraph(conf, tmp_path, capsys):
     assert "workers=0 is not allowed: give 'auto'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_wandb_run_holds_the_json_table_the_readings_and_the_figure(conf, tmp_path, monkeypatch):
     """With the harness's default logger (wandb, offline), one run "noise sources" whose table rows are
     the json's numbers, whose summary holds the two reading sentences and whose figure is the png;
@@ -172,6 +174,7 @@ def fitted(cfg, run: Run, shift: float = 0.0) -> dict:
         return {"score": float(((model(x) - y) ** 2).mean()) + shift}
 
 
+@pytest.mark.slow
 def test_side_by_side_gives_the_serial_numbers_and_ulp_and_thread_counts_are_rows(conf, tmp_path, monkeypatch, capsys):
     """Side by side (workers=2, the experiment's worker processes) every run's numbers are the serial
     path's, bit for bit, at the same pinned thread count, and the run at 2 threads runs alone on the 2

@@ -10,6 +10,7 @@ from tests.conftest import FAST, FAST_CLI_GROUP, run_cli
 # -- 8.3: a single run checks its output folder, and prints no warning ---------------------------
 
 
+@pytest.mark.slow
 @FAST_CLI_GROUP
 def test_a_plain_run_prints_no_warning(fast_cli_run):
     # no hydra.run.dir override: the default folder is what interpolates ${hydra:job.override_dirname}
@@ -53,6 +54,7 @@ def conf(tmp_path):
     return tmp_path / "conf"
 
 
+@pytest.mark.slow
 def test_golden_save_takes_config_dir_after_the_file(tmp_path, conf):
     golden = tmp_path / "golden.json"
     proc = run_cli(["save", str(golden), "--config-dir", str(conf), "+experiment=tiny_ab", "logger=none",

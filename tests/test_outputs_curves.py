@@ -101,6 +101,7 @@ def test_the_figure_draws_sparse_curves_and_old_analyses_with_holes():
     assert list(fig.axes[3].lines[0].get_xdata()) == [20, 30]
 
 
+@pytest.mark.slow
 def test_logged_every_10_and_every_25_steps_the_analysis_ends_with_its_verdict_and_files(tmp_path):
     # train_loss every 10 steps, val_bpc every 25: the rows of one step hold only what was logged there
     steps = sorted(set(range(10, 101, 10)) | {25, 75})
@@ -116,6 +117,7 @@ def test_logged_every_10_and_every_25_steps_the_analysis_ends_with_its_verdict_a
     _json_clean(json.loads((root / "analysis.json").read_text())["curves"])
 
 
+@pytest.mark.slow
 def test_a_figure_that_fails_is_a_warning_naming_the_file(tmp_path, monkeypatch, caplog, capsys):
     from harness.analysis.render import figures as figures
     from harness.tools.analyze import main
