@@ -72,6 +72,7 @@ def _tests(ledger: Path) -> list[dict]:
     return [dict(r) for r in con.execute("SELECT * FROM tests ORDER BY id")]
 
 
+@pytest.mark.slow  # two judgements: python -m harness.judge spawns python -m harness
 def test_keep_then_discard_reuses_the_baseline_and_takes_the_ledgers_next_level(project, tmp_path):
     ledger = tmp_path / "ledger.sqlite"
     base = _git(project, "rev-parse", "HEAD")
@@ -110,6 +111,7 @@ def test_keep_then_discard_reuses_the_baseline_and_takes_the_ledgers_next_level(
     assert second["ledger"]["claim_id"] != first["ledger"]["claim_id"]
 
 
+@pytest.mark.slow  # a judgement: python -m harness.judge spawns python -m harness
 def test_no_detectable_effect_within_the_maximum_is_undecided(project, tmp_path):
     _effect(project, 0.0, noise=1.0)  # a null edit that adds noise: neither better nor worse
     rc, out, err = _judge(project, "--baseline", "main", "ab.sequential.max_seeds=9", ledger=tmp_path / "l.sqlite")
