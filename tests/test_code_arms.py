@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.api import HarnessError
-from harness.results import read_json
+from harness import HarnessError
 
 from .conftest import REPO, run_cli
 
@@ -136,6 +135,7 @@ def _code(result: dict) -> dict:
     return result["code"]["code_arm"]
 
 
+@pytest.mark.slow
 def test_two_commits_differing_in_a_loss_term_give_a_verdict_with_both_commits(project, caplog):
     caplog.set_level(logging.DEBUG, logger="harness")
     first = _git(project, "rev-parse", "HEAD")
@@ -159,6 +159,7 @@ def test_two_commits_differing_in_a_loss_term_give_a_verdict_with_both_commits(p
     assert (snapshot / "proj" / "fit.py").stat().st_mode & 0o222 == 0  # read-only
 
 
+@pytest.mark.slow
 def test_a_pure_refactor_gives_identical(project, caplog):
     (project / "proj" / "fit.py").write_text(_fit(REFACTORED))
     caplog.set_level(logging.DEBUG, logger="harness")
@@ -175,6 +176,7 @@ def test_a_pure_refactor_gives_identical(project, caplog):
     assert sum(": skipped, " in m for m in caplog.messages) == 6
 
 
+@pytest.mark.slow
 def test_worktree_takes_untracked_files_and_later_edits_do_not_leak(project, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG, logger="harness")
     (project / "proj" / "extra.py").write_text("MARKER = 2\n")  # untracked, not ignored
@@ -206,6 +208,7 @@ def test_worktree_takes_untracked_files_and_later_edits_do_not_leak(project, mon
     assert (project / "outputs" / "exp" / first_b["folder"]).is_dir()  # the earlier snapshot is kept
 
 
+@pytest.mark.slow
 def test_a_command_arm_runs_its_revisions_script_with_the_users_data(project):
     (project / "data").mkdir()
     (project / "data" / "value.txt").write_text("5")  # ignored by git: read from the user's tree
@@ -245,6 +248,7 @@ def test_bad_revisions_are_refused_before_anything_is_written(project, arms, wor
     assert not (project / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_no_git_repository_is_refused_with_exit_2(tmp_path):
     conf = tmp_path / "conf" / "experiment"
     conf.mkdir(parents=True)
@@ -262,6 +266,7 @@ def test_code_set_without_the_code_factor_is_refused(project):
     assert not (project / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_over_code_arms_is_refused_before_any_job(project):
     proc = run_cli(["--config-dir", str(project / "conf"), "-m", "+experiment=code_ab", *FAST, "seed=0,1",
                     f"hydra.sweep.dir={project / 'multi'}"], cwd=project, env={"PYTHONPATH": str(REPO)})
@@ -270,6 +275,7 @@ def test_a_sweep_over_code_arms_is_refused_before_any_job(project):
     assert not (project / "multi").exists()
 
 
+@pytest.mark.slow
 def test_a_revision_whose_train_fn_cannot_import_is_refused_before_any_unit(project):
     (project / "proj" / "fit.py").write_text(_fit(PLAIN_LOSS).replace("def fit(", "def fit_renamed("))
     with pytest.raises(HarnessError, match="ab.arms.B='WORKTREE', the code of that revision: .*train.fn"):
@@ -277,6 +283,7 @@ def test_a_revision_whose_train_fn_cannot_import_is_refused_before_any_unit(proj
     assert not (project / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_a_revision_that_changes_the_init_is_expected_to_differ_not_a_failed_pairing(project):
     (project / "proj" / "fit.py").write_text(_fit(PLAIN_LOSS).replace(
         "model = torch.nn.Linear(4, 2)", "torch.randn(3)\n        model = torch.nn.Linear(4, 2)"))
@@ -287,6 +294,7 @@ def test_a_revision_that_changes_the_init_is_expected_to_differ_not_a_failed_pai
     assert done.analysis["pairing"]["checks"]["data_order"]["state"] == "equal"
 
 
+@pytest.mark.slow
 def test_packages_installed_inside_the_project_stay_importable(project, monkeypatch):
     """A virtual environment inside the project (git ignores it) is no part of any snapshot: its
     packages are imported from where they are installed."""
