@@ -143,3 +143,14 @@ def test_outside_a_git_repository_is_bad_input(tmp_path, monkeypatch, capsys):
     assert main(["--baseline", "main", "--ledger", str(tmp_path / "l.sqlite"), *FAST]) == 2
     assert "is in none. Run it from inside the project's repository" in capsys.readouterr().err
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "l.sqlite").exists()
+
+
+@pytest.mark.slow  # python -m harness.judge spawns python -m harness, which refuses the config
+def test_a_config_the_harness_refuses_is_bad_input_with_the_harness_reason(project, tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    rc, out, err = _judge(project, "--baseline", "main", "stats.margin=auto", ledger=ledger)
+    assert rc == 2 and out["verdict"] is None
+    assert "stats.margin=auto cannot be used in sequential mode" in out["error"]
+    assert "settled as not kept" in out["error"] and err.rstrip().endswith(out["error"])
+    assert [(t["rejected"], t["pvalue"]) for t in _tests(ledger)] == [(0, 1.0)]  # no claim: the level is spent
+    assert not list(Path("outputs/judge").rglob("result.json"))

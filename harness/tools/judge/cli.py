@@ -84,7 +84,7 @@ def _checked(args) -> None:
                        f"{Path.cwd()} is in none. Run it from inside the project's repository.")
 
 
-def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: float, ledger) -> int:
+def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: float, ledger) -> tuple[int, str]:
     from harness.config.ledger_spec import is_url
 
     where = f"ledger.url={ledger}" if is_url(ledger) else f"ledger.path={Path(ledger).resolve()}"
@@ -92,7 +92,18 @@ def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: flo
                                                 if args.config_dir else []),
             *args.overrides, "ab.factor=code", f"ab.arms={{A: '{baseline}', B: '{candidate}'}}", "stats.baseline=A",
             "ab.sequential.enabled=true", f"stats.alpha={alpha_t!r}", f"hydra.run.dir={folder}", where]
-    return subprocess.run(argv, stdout=sys.stderr, stderr=sys.stderr).returncode
+    # the harness's output, relayed to stderr as it comes (stdout is the judgement's JSON); its last
+    # paragraph kept, to say why when it ends without an analysis
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        tail: list[str] = []
+        ended = False  # a blank line ended the paragraph: the next line starts another
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            if not line.strip():
+                ended = True
+            else:
+                tail, ended = ([] if ended else tail[-20:]) + [line.strip()], False
+    return proc.returncode, " ".join(tail)
 
 
 def judge(argv=None) -> tuple[dict, int]:
@@ -107,12 +118,12 @@ def judge(argv=None) -> tuple[dict, int]:
     folder = new_judgement_folder(group, candidate[:12])
     test = reserve(ledger, folder, "judge", f"{baseline}:{candidate}:{key}:{folder.name}", args.fdr, args.level)
     copied = reuse_baseline(group, folder)
-    rc = _run_harness(args, folder, baseline, candidate, test["alpha_t"], ledger)
+    rc, said = _run_harness(args, folder, baseline, candidate, test["alpha_t"], ledger)
     analysis_path = folder / "analysis.json"
     if not analysis_path.is_file():
         settle(ledger, test["test"], None, False)
-        raise BadInput(f"the harness exited {rc} without an analysis in {folder} (its message is above on stderr); "
-                       f"the judgement's ledger test {test['test']} is settled as not kept.")
+        raise BadInput(f"the harness exited {rc} without an analysis in {folder}: {said or '(it said nothing)'} "
+                       f"The judgement's ledger test {test['test']} is settled as not kept.")
     out = judgement(read_json(analysis_path), test["alpha_t"], CANDIDATE_ARM)
     kept = out["verdict"] == KEEP
     settle(ledger, test["test"], out["p"], kept)
