@@ -5,3 +5,5 @@ Owns: cli.py (``python -m harness.judge``: the arguments, the run, the JSON and 
 verdict.py (the sequential decision read as keep / discard / undecided), online.py (the judgement's
 test level from the ledger's online FDR, and its settlement).
 """
+
+from harness.tools.judge.cli import main, parser  # noqa: F401 - the tool's door, as harness.tools.<tool> for the others
