@@ -13,7 +13,7 @@ seconds), so the simulated judge is slightly more conservative than the real one
 
 Printed: (a) the judge's false discovery proportion averaged over LOOPS loops (the FDR, with its SE)
 against the declared level; (b) greedy ("keep if one candidate run beats one baseline run": one paired
-difference > 0) false-keep rate and FDR; (c) the judge's mean candidate runs per decision against a
+difference > 0) false-keep rate and FDR; (c) the judge's mean candidate runs per decision (over the judgements that ran) against a
 fixed-n paired t test at the same alpha_t with the judge's power on the small positive effects.
 
     python scripts/bench_judge.py [--edits 200] [--loops 40] [--max-seeds 30] [--level 0.1] [--seed 0]
@@ -47,11 +47,16 @@ def grid_down(alpha: float) -> float:
     return 10 ** (math.floor(math.log10(alpha) * GRID_PER_DECADE) / GRID_PER_DECADE)
 
 
-def design(alpha: float, max_seeds: int) -> SequentialDesign:
-    """The harness's default sequential design at this level (no margin: better or worse than 0)."""
+def design(alpha: float, max_seeds: int):
+    """The harness's default sequential design at this level (no margin: better or worse than 0); None
+    when no look up to max_seeds can claim at it (the harness refuses such a run: the judge exits 2, and
+    its ledger test is settled with p = 1, not kept)."""
     if alpha not in _DESIGNS:
         kw = dict(max_seeds=max_seeds, alpha=alpha, margin=None, direction="max", equivalence=False)
-        _DESIGNS[alpha] = SequentialDesign(min_seeds=min(first_claim_seeds(**kw), max_seeds), **kw)
+        try:
+            _DESIGNS[alpha] = SequentialDesign(min_seeds=first_claim_seeds(**kw), **kw)
+        except ValueError:
+            _DESIGNS[alpha] = None
     return _DESIGNS[alpha]
 
 
@@ -78,13 +83,18 @@ def one_loop(rng, edits: int, max_seeds: int, method: str, level: float) -> list
         effect = MIX[kind][1]
         alpha_t = next_alpha(method, ps, kept, level=level, decision_times=[None] * len(ps))
         d = rng.normal(effect, 1.0, max_seeds)
-        code, used = simulate(design(grid_down(alpha_t), max_seeds), d[None, :])
-        n = int(used[0]) or max_seeds
-        p = decision_p(d[:n])
-        keep = bool(code[0] == BETTER and p <= alpha_t)
+        chosen = design(grid_down(alpha_t), max_seeds)
+        if chosen is None:  # refused before any run
+            n, p, keep = 0, 1.0, False
+        else:
+            code, used = simulate(chosen, d[None, :])
+            n = int(used[0]) or max_seeds
+            p = decision_p(d[:n])
+            keep = bool(code[0] == BETTER and p <= alpha_t)
         ps.append(p)
         kept.append(keep)
-        out.append({"kind": kind, "keep": keep, "runs": n, "alpha": alpha_t, "greedy": bool(d[0] > 0)})
+        out.append({"kind": kind, "keep": keep, "runs": n, "alpha": alpha_t, "greedy": bool(d[0] > 0),
+                    "refused": chosen is None})
     return out
 
 
@@ -114,15 +124,17 @@ def main(argv=None) -> int:
     fdr, fdr_se = mean_se([fdp(loop, "keep") for loop in loops])
     gfdr, gfdr_se = mean_se([fdp(loop, "greedy") for loop in loops])
     power = sum(e["keep"] for e in positives) / max(len(positives), 1)
-    judge_runs = float(np.mean([e["runs"] for e in every]))
+    judge_runs = float(np.mean([e["runs"] for e in every if not e["refused"]] or [float("nan")]))
     small = MIX["small positive"][1]
-    fixed = float(np.mean([fixed_n(power, small, e["alpha"]) for e in every])) if power > 0 else float("nan")
+    fixed = float(np.mean([fixed_n(power, small, e["alpha"]) for e in every if not e["refused"]])) \
+        if power > 0 and judge_runs == judge_runs else float("nan")
     print(f"simulated loop: {args.loops} loops x {args.edits} candidate edits (SIMULATED metric draws; mix "
           + ", ".join(f"{k} {s:.0%} at {e:+g} sigma" for k, (s, e) in MIX.items())
           + f"); judge: {args.method} at FDR {args.level}, sequential up to {args.max_seeds} seeds")
     print(f"(a) judge:  FDR {fdr:.4f} +- {fdr_se:.4f} (SE) vs declared {args.level}; false keeps "
           f"{sum(e['keep'] for e in nulls)} of {len(nulls)} null or harmful edits; keeps "
-          f"{sum(e['keep'] for e in every)}; power on small positive edits {power:.3f}")
+          f"{sum(e['keep'] for e in every)}; power on small positive edits {power:.3f}; refused (alpha_t too small "
+          f"for a claim within --max-seeds) {sum(e['refused'] for e in every)}")
     print(f"(b) greedy: false-keep rate {sum(e['greedy'] for e in nulls) / len(nulls):.3f} of null or harmful "
           f"edits; FDR {gfdr:.3f} +- {gfdr_se:.3f}; power {sum(e['greedy'] for e in positives) / max(len(positives), 1):.3f}")
     print(f"(c) candidate runs per decision: judge {judge_runs:.2f} vs fixed-n paired t test of the judge's power "

@@ -7,6 +7,7 @@ baseline commit, and each judgement is one test of the ledger's online FDR strea
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import textwrap
 from pathlib import Path
@@ -18,6 +19,7 @@ from harness.tools.judge.cli import main
 
 from .conftest import run_cli
 from .test_code_arms import _git
+from .test_scripts import import_script
 
 TRAIN = textwrap.dedent('''
     import argparse, random
@@ -154,3 +156,17 @@ def test_a_config_the_harness_refuses_is_bad_input_with_the_harness_reason(proje
     assert "settled as not kept" in out["error"] and err.rstrip().endswith(out["error"])
     assert [(t["rejected"], t["pvalue"]) for t in _tests(ledger)] == [(0, 1.0)]  # no claim: the level is spent
     assert not list(Path("outputs/judge").rglob("result.json"))
+
+
+@pytest.mark.bench  # seconds per distinct alpha_t: the sequential boundaries are calibrated for each
+def test_bench_judge_prints_the_judges_fdr_greedys_false_keeps_and_the_runs_per_decision(capsys):
+    bench = import_script("bench_judge")
+    assert bench.main(["--edits", "25", "--loops", "2", "--max-seeds", "16"]) == 0
+    out = capsys.readouterr().out
+    judge = re.search(r"\(a\) judge:  FDR ([0-9.]+) \+- ([0-9.na]+) \(SE\) vs declared 0.1; false keeps (\d+) of (\d+)", out)
+    greedy = re.search(r"\(b\) greedy: false-keep rate ([0-9.]+) of null or harmful edits", out)
+    runs = re.search(r"\(c\) candidate runs per decision: judge ([0-9.]+) vs fixed-n .* ([0-9.na]+) \(ratio", out)
+    assert judge and greedy and runs, out
+    assert int(judge.group(4)) > 0 and float(greedy.group(1)) > 0.2  # one run against one: about half the nulls kept
+    assert int(judge.group(3)) < float(greedy.group(1)) * int(judge.group(4))
+    assert 6 <= float(runs.group(1)) <= 16  # between the first look and the maximum
