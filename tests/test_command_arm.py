@@ -208,7 +208,7 @@ def _alive(pid: int) -> bool:
 def test_tools_that_look_inside_a_run_refuse_a_command_arm(tool, capsys):
     import importlib
 
-    main = importlib.import_module(f"harness.tools.{tool}").main
+    main = importlib.import_module(f"harness.{tool}").main  # the command's entry point
     assert main(["--config-dir", str(TEST_CONF), *BASE]) == 2
     err = capsys.readouterr().err
     said = err.split("error: ", 1)[1]

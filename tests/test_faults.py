@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def test_the_atomic_writer_names_the_file_a_failed_write_was_for(tmp_path, monke
     def fail(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(results.os, "fsync", fail)
+    monkeypatch.setattr(os, "fsync", fail)
     with pytest.raises(OSError) as e:
         results.write_json(tmp_path / "x" / "result.json", {"a": 1})
     assert e.value.filename == str(tmp_path / "x" / "result.json")

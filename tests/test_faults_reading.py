@@ -61,7 +61,7 @@ def test_a_file_that_cannot_be_opened_is_named_with_the_reason(tmp_path, monkeyp
             raise PermissionError(errno.EACCES, "Permission denied", denied)
         return real_open(path, *a, **kw)
 
-    monkeypatch.setattr(results.os, "open", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     loaded = load_tree(root)
     assert loaded.unreadable == [(denied, "could not be read: Permission denied")]
     assert len(loaded.results) == 7

@@ -12,7 +12,7 @@ import torch
 
 from harness.experiment.runner import run_one
 from harness.results import write_json
-from harness.tools import diff
+from harness.tools.diff import diff
 from harness.training import fingerprint as F
 
 from .conftest import FAST, REPO, compose_cfg

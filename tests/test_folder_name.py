@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from harness.config import compose
 from harness.results import differences
-from harness.tools.golden import NOT_NUMERICS
+from harness.tools.golden.golden import NOT_NUMERICS
 from tests.conftest import FAST, run_cli
 
 BASE = [o for o in FAST if not o.startswith(("workers=", "logger=", "progress="))]
@@ -115,7 +115,7 @@ def test_a_long_override_list_gets_a_short_stable_folder_name(tmp_path):
 
 
 def test_the_noise_tools_default_folder_is_one_short_component_too():
-    from harness.tools.noise_audit import default_out
+    from harness.tools.noise.noise_audit import default_out
 
     many = [f"optim.lr=0.{'1' * 100}", f"optim.momentum=0.{'2' * 100}", f"model.dropout=0.{'3' * 100}"]
     for tool in ("noise_audit", "noise_sources"):

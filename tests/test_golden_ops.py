@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.tools import golden
+from harness.tools.golden import golden
 
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "determinism.threads=1",
@@ -50,7 +50,7 @@ def test_a_stream_stored_by_the_other_recorder_is_compared_with_a_replay_by_that
     """A golden saved on a torch without PyTorch's DebugMode stores our own recorder's stream (which
     also sees detach ops); the check must replay with that recorder, not the one this torch prefers,
     or the streams part at the first detach, not where the bits part."""
-    from harness.tools import ops
+    from harness.tools.diff import ops
 
     path = tmp_path / "golden.json"
     assert golden.main(["save", str(path), *TINY]) == 0

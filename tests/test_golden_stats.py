@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.tools import golden, golden_stats
+from harness.tools.golden import golden, golden_stats
 
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "determinism.threads=1"]

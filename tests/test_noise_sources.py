@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from harness.stats.sources import read_sources, spread
-from harness.tools import noise_sources
-from harness.tools.noise_sources_table import table_rows
+from harness.tools.noise import noise_sources
+from harness.tools.noise.noise_sources_table import table_rows
 from harness.training.run import Run
 
 K = 12
@@ -215,7 +215,7 @@ def test_side_by_side_gives_the_serial_numbers_and_ulp_and_thread_counts_are_row
 def test_how_many_run_side_by_side_follows_the_experiments_rule():
     """workers=N runs N at the reference's thread count, as an experiment's units (even beyond the free
     cores: asked for); a run at another count never pins more threads than the free cores, all told."""
-    from harness.tools.noise_sources_runs import Runner
+    from harness.tools.noise.noise_sources_runs import Runner
 
     busy = Runner(2, free=1, threads=1, log=print)  # workers=2 asked on one free core
     assert (busy.width(1, runs=10), busy.width(2, runs=1)) == (2, 1)
@@ -255,7 +255,7 @@ def test_an_adds_up_reading_says_the_interval_of_the_sum_and_which_source_falls_
 
 
 def _counting_runs(monkeypatch):
-    from harness.tools import noise_sources_runs
+    from harness.tools.noise import noise_sources_runs
 
     trained, real = [], noise_sources_runs.train_job
     monkeypatch.setattr(noise_sources_runs, "train_job", lambda *a, **k: trained.append(a[3]) or real(*a, **k))

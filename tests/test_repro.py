@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from harness.tools import audit as audit
-from harness.tools import diff as diff
-from harness.tools import golden as golden
-from harness.tools import noise_audit as noise_audit
+from harness.tools.diff import diff as diff
+from harness.tools.golden import golden as golden
+from harness.tools.noise import noise_audit as noise_audit
 from harness.experiment.runner import run_one
 from harness.results import save_weights
 from harness.results import write_json
@@ -291,8 +291,8 @@ def test_noise_audit_bad_input(tmp_path, capsys):
 
 def test_noise_audit_says_what_it_compared_when_a_source_has_one_run():
     # row (c) had one run and the seeds a std of 0.282: "the seeds show no spread" was false
-    from harness.tools.noise_audit import spread, std_ratio
-    from harness.tools.noise_table import verdict
+    from harness.tools.noise.noise_audit import spread, std_ratio
+    from harness.tools.noise.noise_table import verdict
 
     seeds = spread([0.90, 1.30, 0.75, 1.20])
     one = spread([1.02])

@@ -180,7 +180,7 @@ def test_an_alternative_metric_never_borrows_the_primary_metrics_margin(user_con
 
 
 def test_the_noise_audit_runs_only_thread_counts_the_free_cores_keep_busy():
-    from harness.tools.noise_runs import thread_counts, threads_note
+    from harness.tools.noise.noise_runs import thread_counts, threads_note
 
     assert thread_counts(1, 2, free=2) == ([2], [3])  # 2 cores: 3 pinned threads would wait at barriers
     assert thread_counts(1, 2, free=1) == ([], [2, 3])

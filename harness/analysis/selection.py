@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 from harness import HarnessError
-from harness.analysis.identity import comparability as comparability
+from harness.analysis.identity import comparability, copies, run_identity
 from harness.results import diverged, digests_version, metric_value
-from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
+from harness.training.fingerprint_coverage import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
 
@@ -60,8 +60,8 @@ def _arm_order(results) -> list[str]:
 def _check_duplicates(results) -> tuple[list, list]:
     """One result per (seed, arm): bit-identical copies merged (and listed), conflicts refused."""
     try:
-        return comparability.one_per_run(results)
-    except comparability.IdentityError as e:
+        return copies.one_per_run(results)
+    except run_identity.IdentityError as e:
         raise AnalysisError(str(e)) from None
 
 

@@ -124,7 +124,7 @@ def _train_pinned(cfg, seed, settings, device, pinned, *, progress, init_hook, s
         save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
         metrics=declared_metrics(cfg) if cfg.get("stats") is not None else None,  # declared: whose examples
         run_dir=folder,
-        stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise_sources)
+        stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise.noise_sources)
     )
     fn = resolve_callable(training_fn(cfg), "train.fn")  # a command arm goes through the same door
     memory = gpu_memory.before(device)  # a CUDA run's memory, which workers=auto on a GPU widens by
@@ -165,7 +165,13 @@ def _command_env(cfg, settings, reported) -> dict:
     from harness.integrations.command_env import command_environment
     from harness.integrations.command_spec import CommandSpec
 
-    return command_environment(settings.threads, CommandSpec.from_config(cfg).interpreter(), reported)
+    from harness.integrations.ranks import launched_world
+
+    spec = CommandSpec.from_config(cfg)
+    env = command_environment(settings.threads, spec.interpreter(), reported)
+    if "world" not in env and launched_world(spec.argv) is not None:  # a torchrun command that reported nothing
+        env["world"] = launched_world(spec.argv)
+    return env
 
 
 @contextlib.contextmanager

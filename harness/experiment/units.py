@@ -28,7 +28,7 @@ from harness.experiment.plan import Plan, check_unless_done
 from harness.experiment.runner import code_of, run_one
 from harness.experiment.rerun import rerun_fresh
 from harness.training.threads import is_auto, uses_gpu
-from harness.training.proof import steps_trained, steps_words
+from harness.training.fingerprint_coverage import steps_trained, steps_words
 
 # Errors every unit would meet the same way: the first one stops the experiment (its failed result is
 # kept), rather than every unit training only to fail: an op without a deterministic implementation,

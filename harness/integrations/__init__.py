@@ -19,7 +19,9 @@ hf.py (the Callback for a user's own Hugging Face Trainer, ``harness.hf``, and `
 only importer of transformers), wandb_hook.py (one wandb run per unit when a trainer brings its own
 wandb logger: shared with the tracker's run, or turned off, said; torch-free), code_snapshot.py (a
 code arm's unit run from its revision's snapshot: sys.path and the modules for a train.fn, the
-script and PYTHONPATH for a command).
+script and PYTHONPATH for a command), ranks/ (a unit that spans processes, torchrun: which rank a
+process is, the ranks' records made one, the replicas compared, the failed rank named, a rank's
+share of the order, the ranks a launcher starts out of the unit's process group).
 
 May import: harness.training (the Run's public API) and harness.results only. The experiment calls a
 command arm through ``train.fn``'s door (``training_fn``), so resume, workers, sweeps, the

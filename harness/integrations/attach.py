@@ -25,6 +25,8 @@ from typing import Mapping, Optional
 # which a command unit imports without torch
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV
 from harness.integrations.command_env import ATTACHED_ENV_NAME
+from harness.integrations import ranks
+from harness.integrations.ranks import rank_side
 from harness.training.run import Run
 from harness.training.steps import RunUsageError
 
@@ -53,12 +55,18 @@ def _unit_run(folder: str) -> "AttachedRun":
     from harness.training.determinism import Settings, configure
 
     device = torch.device(spec["device"])  # the unit's, as the harness resolved it (cpu, cuda:0)
+    w = ranks.world()  # a rank of a unit that spans processes (torchrun), or None
+    if w is not None and w.spans:
+        device = rank_side.rank_device(device, w)
+        rank_side.rank_process(Path(folder), w)
     settings = Settings(**spec["determinism"])
-    configure(settings, device)
-    _report_environment(Path(folder), settings, device)
+    configure(settings, device)  # on every rank, before any CUDA work
+    if w is None or w.rank == 0:  # the unit's environment is rank 0's (the world joins it at finish)
+        _report_environment(Path(folder), settings, device)
+    record_to = Path(folder) / ATTACHED_NAME if w is None or w.rank == 0 else ranks.rank_record(Path(folder), w.rank)
     return AttachedRun(int(os.environ["HARNESS_SEED"]), device, spec["precision"], check_every=spec["check_every"],
                        metrics=spec["metrics"], stream_seeds=spec["stream_seeds"] or None, run_dir=folder,
-                       record_to=Path(folder) / ATTACHED_NAME)
+                       record_to=record_to, world=w)
 
 
 def _report_environment(folder: Path, settings, device) -> None:
@@ -113,9 +121,10 @@ class AttachedRun(Run):
     metrics it is given join those the command arm reads (train.metrics_from wins on a name). A
     trainer's callback calls ``finish()`` when training ends, never at a validation in between."""
 
-    def __init__(self, *args, record_to: Optional[Path] = None, **kwargs):
+    def __init__(self, *args, record_to: Optional[Path] = None, world: Optional[ranks.World] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.record_to = record_to
+        self.world = world  # this process's rank, in a unit that spans processes (ranks.py)
         self.final_metrics: dict = {}  # what finish() without metrics records (a trainer's callback fills it)
         self._record: Optional[dict] = None  # what finish wrote (the steps are closed then)
         self._failed = False
@@ -152,10 +161,19 @@ class AttachedRun(Run):
         if self._trained is not None:
             self._record["fingerprints"]["steps_trained"] = self._trained
         self._record["metrics"] = dict(self.final_metrics if metrics is None else metrics)
+        if self.world is not None and self.world.spans and (self._record.get("world") or {}).get("backend") is None:
+            self._record["world"] = rank_side.world_now(self.world)  # at the first finish: the group may go later
         if self.notices:  # a later trainer's too (a test after the fit)
             self._record["notices"] = list(self.notices)
         _write(self.record_to, self._record)
         return self._record
+
+    def _shuffled(self, n, batch_size, g, drop_last):
+        if self.world is None or not self.world.spans:
+            return super()._shuffled(n, batch_size, g, drop_last)
+        from harness.integrations.ranks.shards import ShardedBatches
+
+        return ShardedBatches(n, batch_size, g, drop_last, rank=self.world.rank, size=self.world.size)
 
     def _at_exit(self) -> None:
         try:

@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 from harness.integrations.command_env import ATTACHED_ENV_NAME, read_reported
 from harness.integrations.command_spec import CommandSpec, fill
-from harness.integrations import code_snapshot, process
+from harness.integrations import code_snapshot, process, ranks
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed, run_settings
 from harness.integrations.workdir import unit_workdir
 
@@ -51,6 +51,7 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
     attached, reported = folder / ATTACHED_NAME, folder / ATTACHED_ENV_NAME
     for left in (attached, reported):  # a record left by an earlier run of this unit is not this run's
         left.unlink(missing_ok=True)
+    ranks.clear(folder)
     shared: list = []  # the launch folder's files the script wrote through its links (workdir.py)
     # a working folder of its own (mirroring the launch folder): units side by side never share a file
     with unit_workdir(spec.workdir(), folder, shared) as cwd:
@@ -61,7 +62,9 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
                                 f"{process.tail(out) or '(stdout is empty)'}") from None
         if code != 0:
             shown = process.tail(err) or "(stderr is empty)"
-            raise CommandFailed(f"{who}: the command {process.ending(code)}: {shlex.join(argv)}\n"
+            rank = ranks.failure_words(err.read_text(errors="replace") if err.exists() else "", folder, process.ending)
+            raise CommandFailed(f"{who}: the command {process.ending(code)}"
+                                f"{f' ({rank})' if rank else ''}: {shlex.join(argv)}\n"
                                 f"last lines of stderr ({err}):\n{shown}")
         metrics = _read_metrics(spec, run, arm, folder, out, who, cwd)
         digest = None if attached.exists() else _digest(metrics, spec, run.seed, arm, folder, who, cwd)
@@ -100,12 +103,29 @@ def _adopt(run, path: Path, metrics: dict, who: str, reported: Optional[dict]) -
                             f"{record['error']}")
     if reported is not None:  # what the script's own process said of its torch (command_env.py)
         record["env"] = reported
+    record = _ranks_combined(record, path.parent, who)
     run.adopt(record)
     path.unlink()  # result.json holds it from here on
+    ranks.clear(path.parent)
     (path.parent / ATTACHED_ENV_NAME).unlink(missing_ok=True)
     # the metrics the script handed run.finish join those read from its output (which win on a name)
     return {**{k: v for k, v in (record.get("metrics") or {}).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}, **metrics}
+
+
+def _ranks_combined(record: dict, folder: Path, who: str) -> dict:
+    """A unit of several processes (torchrun): rank 0's record with every rank's proofs (ranks.py);
+    its world joins the unit's env (the identity compares it)."""
+    try:
+        record = ranks.combine(record, folder)
+    except ranks.RanksFailed as e:
+        raise CommandFailed(f"{who}: {e}") from None
+    if isinstance(record.get("world"), dict) and isinstance(record.get("env"), dict):
+        record["env"] = {**record["env"], "world": record["world"]}
+    replicas = record["fingerprints"].get("replicas")
+    if isinstance(replicas, dict) and not replicas.get("equal"):
+        log.warning(f"{who}: {replicas['says']}.")
+    return record
 
 
 def _read_metrics(spec: CommandSpec, run, arm: str, folder: Path, out: Path, who: str, cwd: Path) -> dict:

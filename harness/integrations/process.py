@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from harness import HarnessError
+from harness.integrations.ranks import proc_tree
 from harness.integrations.interrupts import held, reached
 
 TAIL_LINES = 20  # the last lines of stderr/stdout a failure shows
@@ -142,10 +143,13 @@ def ending(code: int) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    # a launcher's ranks in sessions of their own (torchrun) are out of the group: found by parent
+    tree = proc_tree.descendants(proc.pid) if proc.poll() is None else []
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    proc_tree.kill(tree)
     proc.wait()
 
 

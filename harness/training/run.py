@@ -51,7 +51,7 @@ from torch.utils.data import DataLoader
 
 from harness.training import host_digest
 from harness.training.fingerprint import flatten_parameters  # looked up at run.watch: a test may turn packing off
-from harness.training.proof import HOW_TO_FILL
+from harness.training.fingerprint_coverage import HOW_TO_FILL
 from harness.training.record import adopted_record, adoption_problem, black_box_record, curve_columns
 from harness.training.rng import Streams, seed_worker
 from harness.training.batches import (
@@ -129,7 +129,7 @@ class Run:
         ``batch_sampler=`` to your own DataLoader with ``generator=run.generator("data_order")``;
         the order is then fingerprinted as batches are drawn (prefer run.loader: it fingerprints
         what you consume, so stopping mid-epoch with workers gives the same fingerprint)."""
-        sampler = ShuffledBatches(n, batch_size, self.generator("data_order"), drop_last)
+        sampler = self._shuffled(n, batch_size, self.generator("data_order"), drop_last)
         sampler.drawn = _HashingDeque(self._order)
         return sampler
 
@@ -141,7 +141,7 @@ class Run:
         gives the same batches: workers are seeded from the same stream (numpy and random too).
         """
         g = self.generator("data_order")
-        sampler = ShuffledBatches(len(dataset), batch_size, g, drop_last)
+        sampler = self._shuffled(len(dataset), batch_size, g, drop_last)
         common = dict(num_workers=num_workers, generator=g, worker_init_fn=seed_worker, persistent_workers=False)
         if isinstance(dataset, TensorBatches):
             loader = DataLoader(dataset, sampler=sampler, batch_size=None, **common, **kwargs)
@@ -150,6 +150,10 @@ class Run:
         else:
             loader, direct = DataLoader(dataset, batch_sampler=sampler, **common, **kwargs), False
         return _FingerprintedLoader(loader, sampler, self._order, direct)
+
+    def _shuffled(self, n: int, batch_size: int, g: torch.Generator, drop_last: bool) -> ShuffledBatches:
+        """The batch sampler of run.loader and run.sampler (a rank's Run takes its share: attach.py)."""
+        return ShuffledBatches(n, batch_size, g, drop_last)
 
     def ordered(self, batches: Iterable) -> "OrderedBatches":
         """``batches`` passed through in their own order (no shuffling), each batch's content (tensors,

@@ -34,6 +34,7 @@ ENV_PARTS = {
     "env.precision": "precision",
     "env.math_modes": "determinism.float32_matmul_precision|determinism.tf32_cudnn",  # either lets arms differ
     "env.math_environment": None,
+    "env.world": "train.nproc",  # processes per run: world size, backend, NCCL settings (None: one)
 }
 PARTS = ("base_hash", "code_version", *ENV_PARTS)
 class IdentityError(ValueError, HarnessError):
@@ -109,6 +110,10 @@ def _env_part(r, part):
         return env.get("precision", (r.get("config") or {}).get("precision"))
     if part in MATH_PARTS:
         return math_part(env, part)
+    if part == "env.world":
+        from harness.integrations.ranks import world_words  # torch-free
+
+        return world_words(env.get("world"))
     return env.get(part[len("env."):])
 
 
