@@ -170,3 +170,24 @@ def test_bench_judge_prints_the_judges_fdr_greedys_false_keeps_and_the_runs_per_
     assert int(judge.group(4)) > 0 and float(greedy.group(1)) > 0.2  # one run against one: about half the nulls kept
     assert int(judge.group(3)) < float(greedy.group(1)) * int(judge.group(4))
     assert 6 <= float(runs.group(1)) <= 16  # between the first look and the maximum
+
+
+@pytest.mark.parametrize("decision, code, margin, p, verdict", [
+    ("better", "better", None, 0.004, "keep"),
+    ("better", "better", None, 0.02, "undecided"),  # the design said better, but p is above the ledger's alpha_t
+    ("worse", "worse", None, 0.004, "discard"),
+    ("equivalent", "equivalent", 0.5, 0.9, "discard"),  # within the declared margin: it does not matter
+    ("undecided", "inconclusive", 0.5, 0.3, "undecided"),
+    ("futile", "inconclusive", None, 0.6, "undecided"),
+    ("undecided", "identical", None, 1.0, "discard"),  # the edit changes no number
+])
+def test_each_sequential_decision_reads_as_the_documented_verdict(decision, code, margin, p, verdict):
+    from harness.tools.judge.verdict import EXIT, judgement
+
+    analysis = {"declaration": {"margin": margin}, "metric": "score",
+                "sequential": {"arms": {"B": {"decision": decision, "n": 8, "seeds": list(range(8)),
+                                              "looks": [{"estimate": 0.1, "interval": [0.0, 0.2], "level": 0.99}]}}},
+                "comparisons": {"B": {"verdict": {"code": code}, "decision": {"pvalues": {"zero": p}}}}}
+    out = judgement(analysis, alpha_t=0.01)
+    assert out["verdict"] == verdict and EXIT[verdict] == {"keep": 0, "discard": 1, "undecided": 3}[verdict]
+    assert out["p"] == p and out["seeds"] == list(range(8)) and out["interval"] == [0.0, 0.2]
