@@ -216,7 +216,7 @@ def test_one_import_path_per_name():
 
 
 def test_the_tool_commands_are_entry_points_without_logic():
-    for tool in ("analyze", "diff", "golden", "noise_audit", "audit"):
+    for tool in ("analyze", "diff", "golden", "noise_audit", "audit", "judge"):
         tree = ast.parse((PACKAGE / f"{tool}.py").read_text())
         defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
         assert defined == [], f"harness/{tool}.py defines {defined}: its logic belongs in harness/tools/{tool}.py"

@@ -1,0 +1,146 @@
+"""A simulated research loop judged three ways: python -m harness.judge's rule, greedy, and a fixed-n design.
+
+SIMULATED: no code is edited and nothing is trained. Each candidate edit is a draw of its true effect
+(most null, some small positive, some harmful; in units of sigma, the sd of the paired per-seed
+difference candidate - baseline) and its paired differences are drawn as Normal(effect, 1). What is
+real is the judge's statistics: the ledger's online FDR rule (harness.stats.fdr.asynchronous.next_alpha,
+SAFFRON at FDR 0.1 by default, every decision recorded before the next edit), the sequential design the
+harness runs at alpha_t (SequentialDesign, first_claim_seeds, simulate: the harness's own code), and
+the judge's keep rule (sequential decision better, and the decision p -- the larger of the paired t
+test's and the exact sign-flip test's two-sided p -- at most alpha_t). One approximation: alpha_t is
+rounded DOWN to a grid of GRID_PER_DECADE values per decade (each distinct level costs a calibration of
+seconds), so the simulated judge is slightly more conservative than the real one.
+
+Printed: (a) the judge's false discovery proportion averaged over LOOPS loops (the FDR, with its SE)
+against the declared level; (b) greedy ("keep if one candidate run beats one baseline run": one paired
+difference > 0) false-keep rate and FDR; (c) the judge's mean candidate runs per decision (over the judgements that ran) against a
+fixed-n paired t test at the same alpha_t with the judge's power on the small positive effects.
+
+    python scripts/bench_judge.py [--edits 200] [--loops 40] [--max-seeds 30] [--level 0.1] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:  # this checkout's harness, not another installed one
+    sys.path.insert(0, REPO_ROOT)
+
+import numpy as np  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+
+from harness.stats.fdr.asynchronous import next_alpha  # noqa: E402
+from harness.stats.sequential.design import BETTER, SequentialDesign, first_claim_seeds  # noqa: E402
+from harness.stats.sequential.looks import simulate  # noqa: E402
+from harness.stats.sign_flip import sign_flip_tail  # noqa: E402
+
+MIX = {"null": (0.8, 0.0), "small positive": (0.1, 0.7), "harmful": (0.1, -1.0)}  # share, effect in sigma
+GRID_PER_DECADE = 10
+_DESIGNS: dict = {}
+
+
+def grid_down(alpha: float) -> float:
+    return 10 ** (math.floor(math.log10(alpha) * GRID_PER_DECADE) / GRID_PER_DECADE)
+
+
+def design(alpha: float, max_seeds: int):
+    """The harness's default sequential design at this level (no margin: better or worse than 0); None
+    when no look up to max_seeds can claim at it (the harness refuses such a run: the judge exits 2, and
+    its ledger test is settled with p = 1, not kept)."""
+    if alpha not in _DESIGNS:
+        kw = dict(max_seeds=max_seeds, alpha=alpha, margin=None, direction="max", equivalence=False)
+        try:
+            _DESIGNS[alpha] = SequentialDesign(min_seeds=first_claim_seeds(**kw), **kw)
+        except ValueError:
+            _DESIGNS[alpha] = None
+    return _DESIGNS[alpha]
+
+
+def decision_p(d: np.ndarray) -> float:
+    """analysis.json's decision p of 'differs from 0': max(t test's, exact sign-flip test's two-sided p)."""
+    t = sps.ttest_1samp(d, 0.0).pvalue if np.std(d) > 0 else (0.0 if d.mean() != 0 else 1.0)
+    flip = min(1.0, 2 * min(sign_flip_tail(d), sign_flip_tail(-d)))
+    return max(float(t), float(flip))
+
+
+def fixed_n(power: float, effect: float, alpha: float, cap: int = 400) -> int:
+    """The fewest seeds a paired t test (two-sided at alpha) needs for ``power`` against ``effect``."""
+    for n in range(2, cap):
+        c = sps.t.ppf(1 - alpha / 2, n - 1)
+        if sps.nct.sf(c, n - 1, effect * math.sqrt(n)) >= power:
+            return n
+    return cap
+
+
+def one_loop(rng, edits: int, max_seeds: int, method: str, level: float) -> list[dict]:
+    kinds = rng.choice(list(MIX), size=edits, p=[s for s, _ in MIX.values()])
+    ps, kept, out = [], [], []
+    for kind in kinds:
+        effect = MIX[kind][1]
+        alpha_t = next_alpha(method, ps, kept, level=level, decision_times=[None] * len(ps))
+        d = rng.normal(effect, 1.0, max_seeds)
+        chosen = design(grid_down(alpha_t), max_seeds)
+        if chosen is None:  # refused before any run
+            n, p, keep = 0, 1.0, False
+        else:
+            code, used = simulate(chosen, d[None, :])
+            n = int(used[0]) or max_seeds
+            p = decision_p(d[:n])
+            keep = bool(code[0] == BETTER and p <= alpha_t)
+        ps.append(p)
+        kept.append(keep)
+        out.append({"kind": kind, "keep": keep, "runs": n, "alpha": alpha_t, "greedy": bool(d[0] > 0),
+                    "refused": chosen is None})
+    return out
+
+
+def main(argv=None) -> int:
+    a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    a.add_argument("--edits", type=int, default=200)
+    a.add_argument("--loops", type=int, default=40)
+    a.add_argument("--max-seeds", type=int, default=30)
+    a.add_argument("--method", default="saffron")
+    a.add_argument("--level", type=float, default=0.1)
+    a.add_argument("--seed", type=int, default=0)
+    args = a.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    loops = [one_loop(rng, args.edits, args.max_seeds, args.method, args.level) for _ in range(args.loops)]
+
+    def fdp(loop, key):
+        keeps = [e for e in loop if e[key]]
+        return sum(e["kind"] != "small positive" for e in keeps) / max(len(keeps), 1)
+
+    def mean_se(xs):
+        xs = np.asarray(xs, float)
+        return xs.mean(), xs.std(ddof=1) / math.sqrt(len(xs)) if len(xs) > 1 else float("nan")
+
+    every = [e for loop in loops for e in loop]
+    nulls = [e for e in every if e["kind"] != "small positive"]
+    positives = [e for e in every if e["kind"] == "small positive"]
+    fdr, fdr_se = mean_se([fdp(loop, "keep") for loop in loops])
+    gfdr, gfdr_se = mean_se([fdp(loop, "greedy") for loop in loops])
+    power = sum(e["keep"] for e in positives) / max(len(positives), 1)
+    judge_runs = float(np.mean([e["runs"] for e in every if not e["refused"]] or [float("nan")]))
+    small = MIX["small positive"][1]
+    fixed = float(np.mean([fixed_n(power, small, e["alpha"]) for e in every if not e["refused"]])) \
+        if power > 0 and judge_runs == judge_runs else float("nan")
+    print(f"simulated loop: {args.loops} loops x {args.edits} candidate edits (SIMULATED metric draws; mix "
+          + ", ".join(f"{k} {s:.0%} at {e:+g} sigma" for k, (s, e) in MIX.items())
+          + f"); judge: {args.method} at FDR {args.level}, sequential up to {args.max_seeds} seeds")
+    print(f"(a) judge:  FDR {fdr:.4f} +- {fdr_se:.4f} (SE) vs declared {args.level}; false keeps "
+          f"{sum(e['keep'] for e in nulls)} of {len(nulls)} null or harmful edits; keeps "
+          f"{sum(e['keep'] for e in every)}; power on small positive edits {power:.3f}; refused (alpha_t too small "
+          f"for a claim within --max-seeds) {sum(e['refused'] for e in every)}")
+    print(f"(b) greedy: false-keep rate {sum(e['greedy'] for e in nulls) / len(nulls):.3f} of null or harmful "
+          f"edits; FDR {gfdr:.3f} +- {gfdr_se:.3f}; power {sum(e['greedy'] for e in positives) / max(len(positives), 1):.3f}")
+    print(f"(c) candidate runs per decision: judge {judge_runs:.2f} vs fixed-n paired t test of the judge's power "
+          f"at the same alpha_t {fixed:.2f} (ratio {judge_runs / fixed:.2f}; target <= 0.8)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
