@@ -226,6 +226,13 @@ class Ledger:
                         "FROM tests AS t WHERE t.method = tests.method AND t.level = tests.level) "
                         "WHERE id = ? AND pvalue IS NULL", (pvalue, int(rejected), now(), test_id))
 
+    def withdraw_test(self, test_id: int) -> bool:
+        """Remove a reserved test that was never decided, because nothing ran for it (a refused run):
+        the stream reads as if it had never been declared. False when it was decided already."""
+        with self._transaction() as con:
+            gone = con.execute("DELETE FROM tests WHERE id = ? AND pvalue IS NULL", (test_id,)).rowcount
+        return bool(gone)
+
     def tests(self, method: str | None = None, level: float | None = None) -> list[dict]:
         where, args = ["1 = 1"], []
         if method is not None:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from harness.results import read_json
-from harness.tools.judge.baseline import (CANDIDATE_ARM, baseline_units, config_key, group_folder,
+from harness.tools.judge.baseline import (BASELINE_ARM, CANDIDATE_ARM, baseline_units, config_key, group_folder,
                                           new_judgement_folder, reuse_baseline)
-from harness.tools.judge.online import METHODS, claim_id, ledger_of, reserve, settle
+from harness.tools.judge.online import METHODS, claim_id, ledger_of, reserve, settle, withdraw
 from harness.tools.judge.verdict import BAD_INPUT, EXIT, KEEP, judgement
 
 WORKTREE = "WORKTREE"
@@ -121,6 +122,10 @@ def judge(argv=None) -> tuple[dict, int]:
     rc, said = _run_harness(args, folder, baseline, candidate, test["alpha_t"], ledger)
     analysis_path = folder / "analysis.json"
     if not analysis_path.is_file():
+        if rc == 2 and _nothing_ran(folder, copied) and withdraw(ledger, test["test"]):
+            shutil.rmtree(folder)  # only copies of earlier judgements' results and the refused run's logs
+            raise BadInput(f"the harness refused the run, so nothing ran: {said or '(it said nothing)'} "
+                           "The judgement's ledger level was withdrawn and its folder removed: nothing changed.")
         settle(ledger, test["test"], None, False)
         raise BadInput(f"the harness exited {rc} without an analysis in {folder}: {said or '(it said nothing)'} "
                        f"The judgement's ledger test {test['test']} is settled as not kept.")
@@ -131,6 +136,16 @@ def judge(argv=None) -> tuple[dict, int]:
                candidate={"revision": args.candidate, "commit": None if candidate == WORKTREE else candidate},
                ledger={**test, "claim_id": claim_id(ledger, folder)}, results=str(folder.resolve()))
     return out, EXIT[out["verdict"]]
+
+
+def _nothing_ran(folder: Path, copied: dict) -> bool:
+    """Whether every result in ``folder`` is one the judge copied in unchanged (no unit of its own ran)."""
+    results = list((folder / "runs").glob("seed=*/arm=*/result.json"))
+
+    def copied_unchanged(r: Path) -> bool:
+        seed = int(r.parent.parent.name.split("=", 1)[1])
+        return r.parent.name == f"arm={BASELINE_ARM}" and copied.get(seed) == r.read_bytes()
+    return len(results) == len(copied) and all(copied_unchanged(r) for r in results)
 
 
 def main(argv=None) -> int:

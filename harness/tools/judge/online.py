@@ -44,6 +44,11 @@ def settle(ledger_path, test: int, p: Optional[float], kept: bool) -> None:
     open_ledger(ledger_path).settle_test(test, 1.0 if p is None else float(p), kept)
 
 
+def withdraw(ledger_path, test: int) -> bool:
+    """Take back a reserved level no run used (the harness refused before any unit): nothing spent."""
+    return open_ledger(ledger_path).withdraw_test(test)
+
+
 def claim_id(ledger_path, folder: Path) -> Optional[int]:
     """The id of the claim row the run recorded for ``folder`` (None when it recorded none)."""
     where = str(Path(folder).resolve())
