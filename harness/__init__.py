@@ -46,7 +46,7 @@ _PUBLIC = {
     "analyze_folder": ("harness.api", "analyze_folder"),
     "ExperimentResult": ("harness.api", "ExperimentResult"),
     "Run": ("harness.training.run", "Run"),
-    "TensorBatches": ("harness.training.run", "TensorBatches"),
+    "TensorBatches": ("harness.training.batches", "TensorBatches"),
     "instantiate": ("harness.training.components", "instantiate"),
     "attach": ("harness.integrations.attach", "attach"),
 }

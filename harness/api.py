@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
-from harness import HarnessError  # noqa: F401 - the root of the harness's errors; harness.api.HarnessError is it
+from harness import HarnessError
 
 
 @dataclass
@@ -113,7 +113,7 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
 
     from harness.experiment.execute import execute
     from harness.config import compose, compose_error, factor_override_problem, replace_whole_arms
-    from harness.experiment.units import ExperimentError
+    from harness.experiment.arms import ExperimentError
     from harness.results import load_tree
 
     given = cfg is not None  # ab.conditions recomposes from the overrides: not from a given cfg
@@ -149,7 +149,8 @@ def run(overrides: Sequence[str] = (), *, out_dir=None, config_dir=None, cfg=Non
 def analyze_folder(folder, *, write: bool = True, **options) -> ExperimentResult:
     """Analyse every result.json under ``folder`` (options as ``python -m harness.analyze``'s:
     metric, margin, baseline, alpha, ...). Raises HarnessError when they cannot be analysed."""
-    from harness.analysis.analyze import AnalysisError, analyze_dir
+    from harness.analysis.analyze import analyze_dir
+    from harness.analysis import AnalysisError
     from harness.results import ResultsError, load_tree
 
     folder = Path(folder)

@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from harness.experiment.execute import CURRENT, execute, fail, storage_message
-from harness.experiment.units import ExperimentError
+from harness.experiment.arms import ExperimentError
 
 log = logging.getLogger("harness")
 
@@ -27,7 +27,7 @@ def run(cfg: DictConfig) -> dict:
 
     from harness.config import factor_override_problem, replace_whole_arms
     from harness.training.determinism import spread_over_gpus
-    from harness.experiment.watchdog import exit_with_parent
+    from harness.experiment.parallel.watchdog import exit_with_parent
 
     hc = HydraConfig.get()
     replace_whole_arms(cfg, hc.overrides.task)
@@ -39,7 +39,7 @@ def run(cfg: DictConfig) -> dict:
     sweep_root = Path(hc.sweep.dir) if multirun else out_dir
     if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
-        exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/experiment/watchdog.py)
+        exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/experiment/parallel/watchdog.py)
     CURRENT["folder"] = sweep_root
     if multirun and cfg.ab.sequential.enabled and not any(
             n in str(hc.sweeper.get("_target_", "")) for n in ("HarnessSequentialSweeper", "HarnessRaceSweeper")):

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import harness
-from harness.api import HarnessError
-from harness.config.declaration import Declaration, DeclarationError
+from harness import HarnessError
+from harness.config.declaration import Declaration
+from harness.config.metric_spec import DeclarationError
 from harness.results import load_tree, read_json
 from harness.stats.meta.random_effects import random_effects
 
@@ -160,7 +161,7 @@ def test_the_command_line_reproduces_the_claim_and_refuses_flags_that_change_its
 
 def test_a_sweep_is_told_to_sweep_the_overrides_as_a_grid(tmp_path):
     from harness.experiment.execute import execute
-    from harness.experiment.units import ExperimentError
+    from harness.experiment.arms import ExperimentError
 
     cfg = compose_cfg([*CHEAP, CONDITIONS])
     with pytest.raises(ExperimentError, match="in one process") as e:

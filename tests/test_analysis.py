@@ -22,7 +22,9 @@ from harness import stats
 from harness.analysis.render import report as report  # noqa: E402
 from harness.analysis.render import summary  # noqa: E402
 from harness.analysis.render import markdown  # noqa: E402
-from harness.analysis.analyze import SCHEMA, AnalysisError, analyze, analyze_dir  # noqa: E402
+from harness.analysis.analyze import analyze, analyze_dir  # noqa: E402
+from harness.analysis import SCHEMA
+from harness.analysis import AnalysisError
 from harness.tools.analyze import main  # noqa: E402
 from harness.results import ResultsError  # noqa: E402
 
@@ -505,7 +507,7 @@ def test_examples_that_do_not_match_the_metric_are_not_used():
     usable = {(r["seed"], r["arm"]): {"value": r["metrics"]["test_accuracy"], "result": r} for r in items}
     by_arm = {arm: {s: run for (s, x), run in usable.items() if x == arm} for arm in ("A", "B")}
     from harness.analysis import example_records
-    from harness.config.declaration import metric_spec
+    from harness.config.metric_spec import metric_spec
 
     _, note = example_records.examples({"B": list(range(6))}, by_arm, "A", metric_spec("test_accuracy", F.DIRECTIONS["test_accuracy"]))
     assert note["available"] is False and "not the same test set" in note["reason"]

@@ -126,7 +126,8 @@ def _tree(tmp_path, n_seeds=8):
 
 
 def test_statistics_apart_give_the_same_analysis_and_the_same_refusal(tmp_path):
-    from harness.analysis.analyze import AnalysisError, analyze_dir
+    from harness.analysis.analyze import analyze_dir
+    from harness.analysis import AnalysisError
 
     root = _tree(tmp_path)
     here = analyze_dir(root, write=False)
@@ -161,7 +162,8 @@ def test_a_refusal_of_the_statistics_process_sets_the_stale_analysis_aside(tmp_p
     """The statistics process refuses (here: an extra key that would overwrite the analysis's own)
     and the refusal is raised here: outputs that described other results are moved aside, and
     outputs that describe these results stay."""
-    from harness.analysis.analyze import AnalysisError, analyze_dir
+    from harness.analysis.analyze import analyze_dir
+    from harness.analysis import AnalysisError
 
     root = _tree(tmp_path, n_seeds=8)
     analyze_dir(root, apart=True)

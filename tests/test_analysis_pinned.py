@@ -176,7 +176,7 @@ def _analysis_digest(analysis: dict) -> str:
 
 
 def _refusal(call) -> str:
-    from harness.analysis.analyze import AnalysisError
+    from harness.analysis import AnalysisError
 
     try:
         call()

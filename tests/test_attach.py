@@ -15,9 +15,10 @@ import pytest
 import torch
 
 import harness
-from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
+from harness.integrations.process import ATTACHED_NAME, RUN_ENV, run_settings
 from harness.results import read_json
-from harness.training.run import Run, RunUsageError
+from harness.training.run import Run
+from harness.training.steps import RunUsageError
 
 from .conftest import REPO, run_cli
 

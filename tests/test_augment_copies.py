@@ -64,7 +64,7 @@ class _Asked(Exception):
 
 def test_the_builtin_loop_reads_pinned_batches_on_cuda_only():
     from harness.builtin import loop
-    from harness.experiment.units import arm_configs
+    from harness.experiment.arms import arm_configs
     from harness.training.run import Run
 
     from .conftest import FAST, compose_cfg

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.api import HarnessError
+from harness import HarnessError
 from harness.experiment import identity
 from harness.results import read_json
 

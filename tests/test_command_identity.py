@@ -44,7 +44,7 @@ def test_python_in_train_cmd_is_the_harness_interpreter_whatever_python_is_first
 
 
 def test_an_interpreter_without_torch_for_a_script_that_imports_it_is_refused_before_any_unit(tmp_path):
-    from harness.api import HarnessError
+    from harness import HarnessError
 
     bare = tmp_path / "venv" / "bin" / "python"  # answers as a Python with no packages would
     bare.parent.mkdir(parents=True)
@@ -174,7 +174,7 @@ def test_an_empty_train_cmd_is_refused_before_anything_is_written(tmp_path, cmd)
 
 
 def test_an_empty_train_cmd_through_the_api_names_the_key(tmp_path):
-    from harness.api import HarnessError
+    from harness import HarnessError
 
     with pytest.raises(HarnessError, match="train.cmd is empty"):
         harness.run([*BASE, "train.cmd=''", "ab.seeds=[0]"], out_dir=tmp_path / "out", config_dir=TEST_CONF,

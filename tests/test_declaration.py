@@ -14,8 +14,9 @@ import pytest
 
 import harness
 from harness.tools.analyze import main as analyze_main
-from harness.api import HarnessError
-from harness.config.declaration import DECLARATION_NAME, Declaration, DeclarationError
+from harness import HarnessError
+from harness.config.declaration import DECLARATION_NAME, Declaration
+from harness.config.metric_spec import DeclarationError
 from harness.results import read_json
 
 from .conftest import FAST, compose_cfg, run_cli

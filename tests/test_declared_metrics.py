@@ -26,8 +26,9 @@ from harness.tools import golden as golden
 from harness.tools import noise_audit as noise_audit
 from harness import results as results_io
 from harness.analysis.analyze import analyze, analyze_dir
-from harness.training.run import Run, TensorBatches
-from harness.config.declaration import MetricSpec
+from harness.training.run import Run
+from harness.training.batches import TensorBatches
+from harness.config.metric_spec import MetricSpec
 from harness.analysis.selection import _usable_runs
 
 from . import _results_factory as F

@@ -71,7 +71,7 @@ def check_harness(args: list[str]) -> None:
     from harness.config.declaration import Declaration
     from harness.experiment.conditions import condition_configs
     from harness.experiment.precheck import check_job
-    from harness.experiment.units import ExperimentError
+    from harness.experiment.arms import ExperimentError
 
     multirun, dirs, overrides = _split_harness_args(args)
     job = _first_job(typed_overrides(overrides))  # as harness/__main__.py hands them to Hydra

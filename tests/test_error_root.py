@@ -48,9 +48,9 @@ def test_every_error_of_the_package_is_a_harness_error():
 
 
 def test_the_root_is_one_object_and_keeps_the_old_bases():
-    from harness.api import HarnessError
+    from harness import HarnessError
     from harness.analysis.render.outputs import OutputsNotWritten
-    from harness.analysis.selection import AnalysisError
+    from harness.analysis import AnalysisError
     from harness.experiment.arms import ExperimentError
     from harness.experiment.runner import MetricsError
     from harness.results import FileRefused

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import harness
-from harness.api import HarnessError
-from harness.experiment.units import ExperimentError, PairingError, arm_configs, check_pairing, run_experiment
+from harness import HarnessError
+from harness.experiment.units import check_pairing, run_experiment
+from harness.experiment.arms import ExperimentError, PairingError, arm_configs
 from harness.results import load_tree, read_json
 
 from .conftest import FAST, TEST_CONF, compose_cfg, run_cli

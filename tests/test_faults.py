@@ -11,7 +11,7 @@ import time
 import pytest
 
 import harness
-from harness.api import HarnessError
+from harness import HarnessError
 from harness.results import load_tree
 
 from .conftest import FAST, REPO, run_cli

@@ -109,7 +109,7 @@ def test_lock_timeout_bounds_the_wait_of_a_whole_run(tmp_path, stopped_holder):
     """Through the Python API (the CLI's execute): lock_timeout reaches the unit's lock, and the run
     stops with the lock and its holder named instead of waiting for ever."""
     import harness
-    from harness.api import HarnessError
+    from harness import HarnessError
 
     out = tmp_path / "out"
     holder = stopped_holder(out / "runs" / "seed=0" / "arm=A")

@@ -5,7 +5,7 @@ import torch
 import harness.training.run as context
 from harness.training import fingerprint as F
 from harness.experiment.runner import train_one
-from harness.experiment.units import arm_configs
+from harness.experiment.arms import arm_configs
 
 from .conftest import FAST, compose_cfg
 

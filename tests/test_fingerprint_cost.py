@@ -12,10 +12,10 @@ from torch.utils.data import default_convert
 
 from harness import Run, TensorBatches
 from harness.experiment.runner import train_one
-from harness.experiment.units import arm_configs
+from harness.experiment.arms import arm_configs
 from harness.training import batches
 from harness.training import fingerprint as F
-from harness.training.run import NonFiniteLoss
+from harness.training.steps import NonFiniteLoss
 
 from .conftest import FAST, compose_cfg
 from .digest_ref import digests, digests1, fed, raw_bytes, step_digest_hex  # noqa: F401 - fixtures

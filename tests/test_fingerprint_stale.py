@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from harness.experiment.units import run_one
+from harness.experiment.runner import run_one
 from harness.results import write_json
 from harness.tools import diff
 from harness.training import fingerprint as F
@@ -22,7 +22,7 @@ ONE = [o for o in FAST if not o.startswith("ab.seeds")] + ["ab.seeds=[0]"]
 
 
 def _result(tmp_path, name: str, fn: str, lr: float) -> dict:
-    from harness.experiment.units import arm_configs
+    from harness.experiment.arms import arm_configs
 
     arm = arm_configs(compose_cfg(ONE + [f"train.fn=tests.convert_fns.{fn}", f"+train.kwargs.lr={lr}"]))["A"]
     result, _ = run_one(arm, 0, "A")

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from harness.experiment.workers import Workers
+from harness.experiment.parallel.workers import Workers
 from harness.training.threads import Load, choose_threads, gpu_workers
 from tests.conftest import compose_cfg
 from tests.sequential_fns import paired_metric
@@ -93,7 +93,7 @@ class _MeasuredOnGpu(Workers):
 
 def test_a_pool_that_widens_after_the_first_unit_runs_the_rest_side_by_side_with_the_serial_results(tmp_path):
     from harness.experiment.plan import Plan
-    from harness.experiment.side_by_side import run_side_by_side
+    from harness.experiment.parallel.side_by_side import run_side_by_side
     from harness.experiment.units import run_plan
 
     cfg = compose_cfg(["+experiment=loss_ab", "logger=none", "progress=false", "determinism.threads=1",

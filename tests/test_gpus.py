@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from harness.experiment import workers as W
+from harness.experiment.parallel import workers as W
 from harness.training import gpus, threads
 from harness.training.threads import gpu_workers
 

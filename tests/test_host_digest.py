@@ -10,9 +10,12 @@ import pytest
 import torch
 
 from harness import Run
-from harness.analysis.analyze import AnalysisError, analyze
+from harness.analysis.analyze import analyze
+from harness.analysis import AnalysisError
 from harness.experiment.runner import train_one
-from harness.experiment.units import arm_configs, certificate, run_one
+from harness.experiment.units import certificate
+from harness.experiment.runner import run_one
+from harness.experiment.arms import arm_configs
 from harness.results import write_json
 from harness.tools import diff, golden
 from harness.tools.golden_words import check_message

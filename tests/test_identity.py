@@ -102,7 +102,8 @@ def test_allow_mixed_identity_is_offered_only_where_it_works(tmp_path, capsys):
     ("precision", lambda r: r["env"].update(precision="bf16"), "precision"),
 ])
 def test_arms_run_with_other_code_or_environment_are_refused(part, change, label):
-    from harness.analysis.analyze import AnalysisError, analyze
+    from harness.analysis.analyze import analyze
+    from harness.analysis import AnalysisError
 
     items = _items()
     for r in items:
@@ -201,7 +202,8 @@ def test_an_analysis_refused_for_a_bad_option_leaves_the_current_outputs(tmp_pat
 
 
 def test_a_result_without_hashes_is_checked_by_its_own_config_block():
-    from harness.analysis.analyze import AnalysisError, analyze
+    from harness.analysis.analyze import analyze
+    from harness.analysis import AnalysisError
 
     items = _items()
     odd = next(r for r in items if (r["seed"], r["arm"]) == (2, "B"))
@@ -212,7 +214,8 @@ def test_a_result_without_hashes_is_checked_by_its_own_config_block():
 
 
 def test_a_hash_that_disagrees_with_the_config_block_is_named():
-    from harness.analysis.analyze import AnalysisError, analyze
+    from harness.analysis.analyze import analyze
+    from harness.analysis import AnalysisError
 
     items = _items()
     odd = next(r for r in items if (r["seed"], r["arm"]) == (2, "B"))
@@ -288,7 +291,8 @@ def test_written_files_honour_the_umask(tmp_path, mask, mode):
 
 def test_config_digest_of_a_result_config_block_is_the_experiments_config_hash(compose_fn):
     from harness.experiment.identity import config_hash
-    from harness.experiment.units import _plain, arm_configs
+    from harness.experiment.identity import plain as _plain
+    from harness.experiment.arms import arm_configs
 
     cfg = compose_fn(["+experiment=loss_ab", "logger=none", "optim.lr=0.2", "repro.certificate=false"])
     for name, arm_cfg in arm_configs(cfg).items():

@@ -47,7 +47,7 @@ def _workers_of(parent: int) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"harness.experiment.workers" in argv and str(parent).encode() in argv[-3:] and state != "Z":
+        if b"harness.experiment.parallel.workers" in argv and str(parent).encode() in argv[-3:] and state != "Z":
             found.append(int(entry.name))
     return found
 

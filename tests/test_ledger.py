@@ -13,7 +13,8 @@ import pytest
 
 from harness.config.declaration import Declaration
 from harness.ledger import cli
-from harness.ledger.record import assign_alpha, claim_rows, declaration_hash, record_analysis
+from harness.ledger.record import assign_alpha, record_analysis
+from harness.ledger.claims import claim_rows, declaration_hash
 from harness.ledger.postgres import open_ledger
 from harness.ledger.store import Ledger, LedgerError
 from harness.stats.fdr import online as ofdr

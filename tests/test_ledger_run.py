@@ -67,7 +67,8 @@ def test_a_misspelt_fdr_key_or_an_unknown_method_fails_at_compose_naming_the_met
     from omegaconf import OmegaConf
 
     from harness.config import compose_error
-    from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import Declaration
+    from harness.config.metric_spec import DeclarationError
     from harness.config.fdr_spec import FDR_METHODS
 
     assert FDR_METHODS == ("none", *ofdr.ALL_METHODS)  # the schema offers every method the ledger computes

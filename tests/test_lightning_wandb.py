@@ -67,7 +67,7 @@ def test_a_unit_written_nowhere_turns_the_loggers_run_off(tmp_path, capsys):
 def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
     """A command arm's script (a fresh process, wandb not set up yet): the harness logs the unit's run
     from its own process, so the script's WandbLogger writes none, and says so."""
-    from harness.integrations.attach import RUN_ENV, run_settings
+    from harness.integrations.process import RUN_ENV, run_settings
 
     from .trainer_ab import DETERMINISM
 

@@ -10,7 +10,7 @@ import torch
 
 from harness.analysis.identity.comparability import IdentityError, check, identity
 from harness.experiment.runner import train_one
-from harness.experiment.units import arm_configs
+from harness.experiment.arms import arm_configs
 from harness.training import math_modes
 
 from .conftest import FAST, compose_cfg

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.experiment.units import run_one, save_weights
+from harness.experiment.runner import run_one
+from harness.results import save_weights
 from harness.results import write_json
 from harness.tools import diff, golden, ops
 

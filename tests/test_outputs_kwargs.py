@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.experiment.units import arm_configs
+from harness.experiment.arms import arm_configs
 from harness.config.preflight import PreflightError, check_train_fn, preflight
 from tests.conftest import FAST, compose_cfg
 

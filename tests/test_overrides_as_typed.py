@@ -7,7 +7,7 @@ import pytest
 
 from harness.config import compose, replace_whole_arms
 from harness.experiment.precheck import check_job
-from harness.experiment.units import ExperimentError, arm_configs
+from harness.experiment.arms import ExperimentError, arm_configs
 
 
 def _composed(overrides):

@@ -14,8 +14,10 @@ import pytest
 import torch
 
 import harness
-from harness.api import HarnessError
-from harness.training.run import Run, RunUsageError, TensorBatches
+from harness import HarnessError
+from harness.training.run import Run
+from harness.training.steps import RunUsageError
+from harness.training.batches import TensorBatches
 from harness.results import read_json
 
 from .conftest import FAST, REPO, run_cli
@@ -196,7 +198,7 @@ def _not_a_dict(cfg, run):
     ("tests.test_own_code._not_a_dict", "must return a non-empty dict of final metrics", False),
 ])
 def test_a_training_function_that_misuses_the_run_fails_that_run_with_a_clear_reason(tmp_path, fn, message, stops):
-    from harness.api import HarnessError
+    from harness import HarnessError
     from harness.results import load_tree
 
     overrides = [*FAST, f"train.fn={fn}", "seed=0", "arm=A", "repro.certificate=false"]

@@ -401,7 +401,7 @@ def test_long_values_and_values_with_slashes_make_valid_folders():
 
 def test_analyze_folder_does_not_overwrite_a_race_folders_analysis(reference):
     import harness
-    from harness.api import HarnessError
+    from harness import HarnessError
 
     before = (reference / "analysis.json").read_bytes()
     with pytest.raises(HarnessError, match="holds a race"):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.api import HarnessError
+from harness import HarnessError
 from tests.conftest import FAST, REPO, TEST_CONF, run_cli
 
 

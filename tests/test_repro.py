@@ -16,7 +16,8 @@ from harness.tools import audit as audit
 from harness.tools import diff as diff
 from harness.tools import golden as golden
 from harness.tools import noise_audit as noise_audit
-from harness.experiment.units import run_one, save_weights
+from harness.experiment.runner import run_one
+from harness.results import save_weights
 from harness.results import write_json
 
 from .conftest import TEST_CONF, LazyRuns, compose_cfg, run_cli

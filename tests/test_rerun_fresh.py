@@ -8,7 +8,7 @@ import os
 from harness.experiment import units
 from harness.experiment.rerun import rerun_fresh
 from harness.experiment.runner import run_one
-from harness.experiment.units import arm_configs
+from harness.experiment.arms import arm_configs
 
 from .conftest import FAST, compose_cfg
 
@@ -49,7 +49,7 @@ def test_a_rerun_whose_process_dies_is_a_failed_rerun_not_a_crash(monkeypatch):
 
 
 def test_side_by_side_on_a_gpu_reruns_in_a_fresh_process_not_a_worker(tmp_path, monkeypatch):
-    from harness.experiment import side_by_side
+    from harness.experiment.parallel import side_by_side
 
     arms = arm_configs(compose_cfg(ONE))
     first, _ = run_one(arms["A"], 0, "A")

@@ -198,7 +198,8 @@ def test_design_follows_the_config():
 def test_a_changed_design_is_refused_on_resume(tmp_path, reference):
     import shutil
 
-    from harness.api import HarnessError, run
+    from harness.api import run
+    from harness import HarnessError
 
     out = tmp_path / "copy"
     shutil.copytree(reference, out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import harness
-from harness.api import HarnessError
+from harness import HarnessError
 from harness.results import config_digest
 from harness.training.rng import PURPOSES, Streams, derive_seed
 

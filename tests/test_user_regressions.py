@@ -18,9 +18,10 @@ import pytest
 import torch
 
 import harness
-from harness.api import HarnessError
+from harness import HarnessError
 from harness.config.declaration import Declaration
-from harness.training.run import Run, TensorBatches
+from harness.training.run import Run
+from harness.training.batches import TensorBatches
 
 from .conftest import FAST, compose_cfg
 

@@ -1,4 +1,4 @@
-"""A killed local-pool sweep leaves nothing behind: its loky workers (harness/experiment/watchdog.py) and the
+"""A killed local-pool sweep leaves nothing behind: its loky workers (harness/experiment/parallel/watchdog.py) and the
 resource trackers end when the launching process is killed with SIGKILL."""
 
 from __future__ import annotations

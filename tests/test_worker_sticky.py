@@ -3,8 +3,8 @@ worker is replaced: the next units run in a fresh worker (the error is raised on
 
 from __future__ import annotations
 
-from harness.experiment.units import arm_configs
-from harness.experiment.workers import Task, Workers, broke_its_context
+from harness.experiment.arms import arm_configs
+from harness.experiment.parallel.workers import Task, Workers, broke_its_context
 
 from .conftest import FAST, compose_cfg
 

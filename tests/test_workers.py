@@ -51,7 +51,7 @@ def _workers_of(pid: int) -> list[int]:
     out = []
     for child in map(int, children):
         try:
-            if b"harness.experiment.workers" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if b"harness.experiment.parallel.workers" in Path(f"/proc/{child}/cmdline").read_bytes():
                 out.append(child)
         except OSError:
             pass

@@ -46,7 +46,7 @@ def attached_units(tmp_path, monkeypatch, script) -> dict:
     record, what the script returned). Checks the arms of seed 0 paired, seed 1 apart."""
     import torch
 
-    from harness.integrations.attach import ATTACHED_NAME, RUN_ENV, run_settings
+    from harness.integrations.process import ATTACHED_NAME, RUN_ENV, run_settings
     from harness.training.run import Run
 
     units = {}

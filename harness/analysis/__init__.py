@@ -19,4 +19,6 @@ no statistics.
 May import: harness.stats, harness.config (the declaration), harness.results. Never trains.
 """
 
-from harness.analysis.analyze import SCHEMA, AnalysisError, analyze, analyze_dir  # noqa: F401
+from harness.analysis.analyze import analyze, analyze_dir  # noqa: F401
+from harness.analysis.decide import SCHEMA  # noqa: F401
+from harness.analysis.selection import AnalysisError  # noqa: F401

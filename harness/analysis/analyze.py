@@ -30,10 +30,11 @@ from pathlib import Path
 from harness.analysis.identity import comparability as comparability
 from harness.analysis.identity.certificate import certificate_for
 from harness.analysis.render.outputs import write_together
-from harness.analysis.decide import SCHEMA, StatisticsApart, decide  # noqa: F401 - SCHEMA public here too
-from harness.analysis.gather import CHOICES, Gathered, declared, fill_later, gather  # noqa: F401 - CHOICES public here too
+from harness.analysis.decide import StatisticsApart, decide
+from harness.analysis.gather import CHOICES, Gathered, declared, fill_later, gather
 from harness.config import declaration as declaration_io
-from harness.config.declaration import Declaration, DeclarationError
+from harness.config.declaration import Declaration
+from harness.config.metric_spec import DeclarationError
 from harness import results as results_io
 from harness.analysis.selection import AnalysisError, _one_experiment
 
@@ -249,4 +250,4 @@ def _relative(path, folder: Path) -> str:
         return path.name
 
 
-__all__ = ["AnalysisError", "SCHEMA", "analyze", "analyze_dir"]
+__all__ = ["analyze", "analyze_dir"]

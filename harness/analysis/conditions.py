@@ -27,13 +27,15 @@ def analyze_conditions_dir(root, *, write: bool = True, ledger=None) -> tuple[di
     """Each condition's folder analysed as its declaration.json says, then the root summary (written
     with ``write``). Returns (summary, {name: that condition's analysis}). The same call made after
     the runs, so that it reproduces their files exactly."""
-    from harness.analysis.analyze import AnalysisError, analyze_dir
+    from harness.analysis.analyze import analyze_dir
+    from harness.analysis.selection import AnalysisError
     from harness.config import declaration as declaration_io
+    from harness.config.metric_spec import DeclarationError
 
     root = Path(root)
     try:
         declaration = declaration_io.read(root)
-    except declaration_io.DeclarationError as e:
+    except DeclarationError as e:
         raise AnalysisError(str(e)) from None
     if declaration is None or not declaration.conditions:
         raise AnalysisError(f"{root} has no declaration.json with ab.conditions: not an experiment across conditions.")
@@ -43,7 +45,7 @@ def analyze_conditions_dir(root, *, write: bool = True, ledger=None) -> tuple[di
         folders[name] = folder.name
         try:
             analyses[name] = analyze_dir(folder, declaration=declaration_io.read(folder), write=write)
-        except (AnalysisError, declaration_io.DeclarationError) as e:
+        except (AnalysisError, DeclarationError) as e:
             errors[name] = str(e)
     summary = analyze_conditions(analyses, declaration, errors, folders=folders)
     if write:

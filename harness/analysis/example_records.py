@@ -111,7 +111,7 @@ def two_numbers(a, b, least: int = 2) -> tuple:
 def examples(compared, by_arm, baseline, spec):
     """(arm -> (baseline, arm) seeds x examples bool arrays, note) for the test set's noise.
 
-    ``spec``: the analysed metric's declaration (harness.config.declaration.MetricSpec); only a metric
+    ``spec``: the analysed metric's declaration (harness.config.metric_spec.MetricSpec); only a metric
     declared as the mean of per-example outcomes (examples: true) has them, and only the records
     that belong to it (record_of) are used. Each must give the metric's value up to float32
     rounding (agrees)."""

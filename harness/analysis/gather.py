@@ -26,7 +26,8 @@ from harness.analysis.selection import (
     _one_experiment, _seed_key, _sorted_entries, _usable_runs,
 )
 from harness.config import declaration as declaration_io
-from harness.config.declaration import Declaration, DeclarationError
+from harness.config.declaration import Declaration
+from harness.config.metric_spec import DeclarationError
 
 CHOICES = ("metric", "margin", "alpha", "baseline", "direction", "directions", "bootstrap_resamples",
            "bootstrap_seed")

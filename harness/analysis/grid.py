@@ -23,8 +23,11 @@ from harness.analysis.render import figures
 from harness.analysis.identity.certificate import certificate_for
 from harness import results as results_io
 from harness.config import declaration as declaration_io
-from harness.analysis.analyze import (ALTERNATIVES, CERTIFICATE_NAME, CHOICES, OUTPUT_NAMES, AnalysisError, _load, alternative_name,
-                       analyze, analyze_dir, set_aside_stale_outputs, write_outputs)
+from harness.config.metric_spec import DeclarationError
+from harness.analysis.analyze import (
+    ALTERNATIVES, CERTIFICATE_NAME, OUTPUT_NAMES, _load, alternative_name, analyze, analyze_dir, set_aside_stale_outputs, write_outputs)
+from harness.analysis.gather import CHOICES
+from harness.analysis.selection import AnalysisError
 
 SCHEMA = "harness.grid/1"
 GRID_JSON, GRID_MD, GRID_PNG = "grid.json", "grid.md", "grid.png"
@@ -43,7 +46,7 @@ def analyze_grid_dir(root, *, write: bool = True, **kw) -> dict:
         if kw.get("declaration") is None:
             try:
                 kw["declaration"] = declaration_io.read(folder)
-            except declaration_io.DeclarationError as e:
+            except DeclarationError as e:
                 raise AnalysisError(str(e)) from None
         loaded, unreadable = _load(root, folder)
         groups = comparability.group(loaded.results)

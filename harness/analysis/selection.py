@@ -110,7 +110,7 @@ def _failure(r) -> str:
 def _usable_runs(results, spec):
     """(seed, arm) -> {"value", "result"} for completed runs with a finite metric; the rest named.
 
-    ``spec``: the primary metric's declaration (harness.config.declaration.MetricSpec). A metric declared
+    ``spec``: the primary metric's declaration (harness.config.metric_spec.MetricSpec). A metric declared
     as the mean of per-example outcomes (examples: true) must agree with the run's own record of
     them up to float32 rounding (example_records.agrees): a run whose metric its record contradicts (a
     hand-edited result.json, a loop that recorded another test set) is excluded, named with both

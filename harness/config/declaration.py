@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from harness.config.condition_rules import condition_problems  # noqa: F401 - public here too
+from harness.config.condition_rules import condition_problems
 from harness.config.fdr_spec import fdr_spec
-from harness.config.metric_spec import (  # noqa: F401 - public here too
+from harness.config.metric_spec import (
     DIRECTIONS, DeclarationError, MetricSpec, _number, _plain, _v, metric_spec)
 
 SCHEMA = "harness.declaration/1"

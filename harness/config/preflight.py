@@ -76,7 +76,8 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
         if not torch.cuda.is_available():
             p.append("device=cuda, but torch.cuda.is_available() is False here. Use device=cpu or device=auto.")
 
-    from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import Declaration
+    from harness.config.metric_spec import DeclarationError
 
     try:  # stats and ab as declared: the same sentences every tool gives (harness/config/declaration.py)
         declaration = Declaration.from_config(cfg)
@@ -179,11 +180,11 @@ def _build_cheap(key, node, arm_cfg, builtin):
         dummy = _checked_class(torch.optim.SGD)([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
         return instantiate(node, optimizer=dummy)
     if key == "data":
-        from harness.training.run import cached_dataset
+        from harness.training.batches import cached_dataset
 
         return cached_dataset(node)
     if key == "model" and builtin:
-        from harness.training.run import cached_dataset
+        from harness.training.batches import cached_dataset
 
         try:
             ds = cached_dataset(arm_cfg.data)

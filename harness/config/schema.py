@@ -265,7 +265,7 @@ class Config:
     tables: bool = False  # every table on the terminal; off: the verdict screen (report.md always has them all)
     # (seed, arm) units side by side in long-lived worker processes: "auto" (the free cores divided
     # by the threads per unit; 1 unit -> this process), or an integer >= 1 (1: one after another, in
-    # this process). Changes no bit: see harness/training/threads.py and harness/experiment/workers.py.
+    # this process). Changes no bit: see harness/training/threads.py and harness/experiment/parallel/workers.py.
     workers: Any = "auto"
     # One random stream's seed set apart from ``seed`` (init, data_order, model, augment, or a name
     # given to run.generator): that stream moves, the others stay. Empty (the default): each derives

@@ -9,9 +9,9 @@ identity.py (what may be skipped: config and code identity), adaptive/ (seeds in
 settled: the sequential mode and the race of K configurations, one loop on either launcher),
 conditions.py (one A/B under every declared condition of ab.conditions, each in condition=NAME/),
 callbacks.py and precheck.py (the Hydra callbacks of a sweep), refused_files.py (what a refused run
-may remove or puts back in its folder: nothing once a unit started), watchdog.py (pool workers end with their
-launcher), progress.py, workers.py (long-lived worker processes for one invocation's units) and
-side_by_side.py (an experiment's units on those workers: the serial path's contract, units at once).
+may remove or puts back in its folder: nothing once a unit started), progress.py (the progress
+line), parallel/ (an invocation's units at once on long-lived worker processes that end with their
+launcher).
 
 May import: harness.analysis and harness.tracking (to analyse and log what ran), harness.config,
 harness.training, harness.stats, harness.results. Computes no statistics itself.

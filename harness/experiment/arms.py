@@ -14,7 +14,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from harness import HarnessError
-from harness.experiment.identity import flatten as _flatten, plain as _plain, under as _under
+from harness.experiment.identity import plain as _plain, under as _under
+from harness.results import flatten as _flatten
 
 _FACTOR_FORBIDDEN = ("seed", "arm", "resume", "progress", "logger", "stats", "ab", "experiment_name", "repro")
 

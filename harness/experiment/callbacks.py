@@ -57,9 +57,9 @@ class AnalyzeSweep(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         # Inherited by every job (in this process, a pool's workers, submitit's subprocesses):
         # the sweep's id, under which its jobs share wandb's online outcome (tracking.OnlineGate),
-        # and this process's pid, which a pool worker's watchdog watches (harness/experiment/watchdog.py).
-        from harness.tracking.tracker import SWEEP_ENV
-        from harness.experiment.watchdog import LAUNCHER_ENV
+        # and this process's pid, which a pool worker's watchdog watches (harness/experiment/parallel/watchdog.py).
+        from harness.tracking.options import SWEEP_ENV
+        from harness.experiment.parallel.watchdog import LAUNCHER_ENV
 
         os.environ[SWEEP_ENV] = uuid.uuid4().hex[:12]
         os.environ[LAUNCHER_ENV] = str(os.getpid())
@@ -84,7 +84,7 @@ class AnalyzeSweep(Callback):
 def analyse_sweep(config: DictConfig, root: Path):
     """A sweep's analysis as root's declaration.json says (a grid's or one A/B's), shown and tracked:
     (the analysis or None, why it failed or None). Also the harness plain sweeper's."""
-    from harness.analysis.analyze import AnalysisError
+    from harness.analysis import AnalysisError
     from harness.analysis.grid import analyze_grid_dir, render_grid
     from harness.analysis.render.report import render_table
 
@@ -121,7 +121,8 @@ def write_declaration(config: DictConfig, root: Path) -> None:
     """The sweep's declaration.json, written once by the launching process (its jobs' ab.seeds,
     seed and arm may differ; what is analysed does not). A config that declares nothing analysable
     is said here; every job then refuses it with the same sentence."""
-    from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import Declaration
+    from harness.config.metric_spec import DeclarationError
     from harness.ledger.record import sweep_level
     from harness.ledger.store import LedgerError
 
@@ -149,7 +150,8 @@ def track_sweep_analysis(config: DictConfig, root: Path, analysis) -> bool:
     """Log a sweep's analysis (None: nothing to log) to wandb and close the tracker, which also
     prints the sweep's one `wandb sync` hint for its jobs' runs. False when the wandb settings are
     bad (said in the log). Shared by this callback and the sequential sweeper."""
-    from harness.tracking.tracker import TrackingConfigError, open_tracker
+    from harness.tracking.tracker import open_tracker
+    from harness.tracking.options import TrackingConfigError
 
     try:
         tracker = open_tracker(config, root, sweep_root=root)

@@ -19,7 +19,8 @@ from typing import Callable, Optional, Sequence
 
 from omegaconf import DictConfig, open_dict
 
-from harness.experiment.units import Executed, ExperimentError, Outcome, arm_configs, run_plan
+from harness.experiment.units import Executed, Outcome, run_plan
+from harness.experiment.arms import ExperimentError, arm_configs
 from harness.training.threads import is_auto
 
 

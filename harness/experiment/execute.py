@@ -15,7 +15,8 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from harness.experiment.units import Executed, ExperimentError, recorded_threads, run_plan
+from harness.experiment.units import Executed, recorded_threads, run_plan
+from harness.experiment.arms import ExperimentError
 from harness.integrations.interrupts import reached
 
 log = logging.getLogger("harness")
@@ -41,7 +42,8 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     ``overrides`` (and ``config_dirs``): what composed ``cfg``, for ab.conditions (default: Hydra's).
     """
     from harness.tracking import tracker as tracking
-    from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import Declaration
+    from harness.config.metric_spec import DeclarationError
     from harness.config.declaration import read as read_declaration
 
     sweep_root = sweep_root or out_dir
@@ -69,7 +71,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     except tracking.TrackingConfigError as e:
         raise ExperimentError(str(e)) from None
     from harness.experiment.plan import Plan, check_unless_done, preflight_or_refuse
-    from harness.experiment.workers import Workers
+    from harness.experiment.parallel.workers import Workers
 
     # side by side (cfg.workers > 1, resolved with the threads): workers start when the first unit
     # needs one, so a no-op rerun starts none; they end with this invocation, Ctrl-C included
@@ -116,7 +118,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
             declaration.write(out_dir, say=say)
             declaration = read_declaration(out_dir) or declaration  # as written: with when it was declared
         if pool.side_by_side:
-            from harness.experiment.side_by_side import run_side_by_side
+            from harness.experiment.parallel.side_by_side import run_side_by_side
 
             outcome = run_side_by_side(plan, pool, log=say, tracker=tracker, stop_on_fatal=not multirun)
         else:
@@ -128,7 +130,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
                 + (" --grid" if _grid_point(out_dir, sweep_root) else ""))
             return Executed(outcome, None)
 
-        from harness.analysis.analyze import AnalysisError
+        from harness.analysis import AnalysisError
         from harness.analysis.render.report import render_table
 
         CURRENT["analysing"] = True  # a Ctrl-C from here on interrupts no run (interrupted_message)

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 import harness
 
 from harness.results import NOT_IN_IDENTITY as NOT_IN_HASH  # never change a run's numbers  # noqa: F401
-from harness.results import config_digest, flatten  # noqa: F401 - flatten is used by arms.py
+from harness.results import config_digest
 
 
 # train's keys of a command arm (schema.py): left out of a config that runs train.fn, so that a

@@ -52,7 +52,7 @@ def check_job(job_cfg: DictConfig, multirun: bool = True) -> None:
     from omegaconf import open_dict
 
     from harness.experiment.conditions import refuse_narrowed
-    from harness.experiment.units import ExperimentError, arm_configs
+    from harness.experiment.arms import ExperimentError, arm_configs
     from harness.config.preflight import PreflightError, preflight
 
     job_cfg = job_cfg.copy()
@@ -130,7 +130,7 @@ class CheckBeforeRuns(Callback):
         from harness.experiment.execute import CURRENT
         from harness.config import factor_override_problem, replace_whole_arms
         from harness.config.ledger_spec import shown
-        from harness.experiment.units import ExperimentError
+        from harness.experiment.arms import ExperimentError
 
         check_ledger(config)  # the sweep's own; a job's (a swept ledger.url) by check_job's preflight below
         CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process

@@ -24,7 +24,8 @@ from harness import HarnessError
 from harness.config.declaration import declared_metrics
 from harness.training.components import ComponentError, resolve_callable, targets
 from harness.integrations.command_spec import code_files, is_command, training_fn
-from harness.experiment.identity import code_identity, config_digest, plain
+from harness.experiment.identity import code_identity, plain
+from harness.results import config_digest
 # torch is imported by the first run, not here: a bad value is refused before that (execute.py).
 from harness.results import SCHEMA
 

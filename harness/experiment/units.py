@@ -19,11 +19,11 @@ from typing import Callable, Optional
 from omegaconf import DictConfig
 
 from harness.integrations.interrupts import stop_if_seen
-from harness.experiment.identity import config_digest, plain as _plain
+from harness.experiment.identity import plain as _plain
+from harness.results import config_digest
 from harness.results import RESULT_NAME, digests_version, load_steps, save_weights, read_json, read_result, run_dir, write_json, write_result
-from harness.experiment.resume import bits_after_rerun, decide, resume_decision, run_lock, set_aside_other_configurations, supersede  # noqa: F401
-from harness.experiment.arms import (  # noqa: F401 - public here too
-    ExperimentError, PairingError, arm_configs)
+from harness.experiment.resume import bits_after_rerun, decide, run_lock, set_aside_other_configurations, supersede
+from harness.experiment.arms import ExperimentError, PairingError
 from harness.experiment.plan import Plan, check_unless_done
 from harness.experiment.runner import code_of, run_one
 from harness.experiment.rerun import rerun_fresh

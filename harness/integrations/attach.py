@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 # the names the command arm shares with the script live with the child's environment (process.py),
-# which a command unit imports without torch; public here too
-from harness.integrations.process import ATTACHED_NAME, RUN_ENV, run_settings  # noqa: F401
+# which a command unit imports without torch
+from harness.integrations.process import ATTACHED_NAME, RUN_ENV
 from harness.integrations.command_env import ATTACHED_ENV_NAME
 from harness.integrations import rank_side, ranks
-from harness.training.run import Run, RunUsageError
+from harness.training.run import Run
+from harness.training.steps import RunUsageError
 
 
 _RUNS: dict = {}  # one Run per unit and process: the script's attach() and a trainer's callback share it

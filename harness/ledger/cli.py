@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from harness.config.ledger_spec import url_problem
-from harness.ledger.postgres import is_url, open_ledger, shown
+from harness.ledger.postgres import open_ledger
+from harness.config.ledger_spec import is_url, shown
 from harness.ledger.store import LedgerError
 from harness.stats.fdr.online import ALL_METHODS, NAMES
 from harness.stats.fdr.asynchronous import next_alpha

@@ -8,7 +8,7 @@ is imported only here.
 
 from __future__ import annotations
 
-from harness.config.ledger_spec import is_url, shown  # noqa: F401 - what a ledger URL is, and its masking
+from harness.config.ledger_spec import is_url, shown
 from harness.ledger.store import Ledger, LedgerError, LedgerRefused
 
 LOCK_KEY = 32_032_032  # pg_advisory_xact_lock's key: the harness ledger's writers

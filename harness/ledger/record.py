@@ -13,8 +13,9 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from harness.ledger.claims import _folder, claim_rows, declaration_hash  # noqa: F401 - the ledger's door
-from harness.ledger.postgres import is_url, open_ledger, shown
+from harness.ledger.claims import _folder, claim_rows, declaration_hash
+from harness.ledger.postgres import open_ledger
+from harness.config.ledger_spec import is_url, shown
 from harness.ledger.store import LedgerError
 from harness.stats.fdr.online import NAMES
 from harness.stats.fdr.asynchronous import next_alpha
@@ -103,7 +104,8 @@ def assign_for_config(settings, declaration, folder):
     if path is None:
         raise LedgerError("stats.fdr.method is set, and its level comes from the ledger, but ledger.enabled=false; "
                           "set ledger.enabled=true or stats.fdr.method=none.")
-    from harness.config.declaration import DeclarationError, read
+    from harness.config.declaration import read
+    from harness.config.metric_spec import DeclarationError
 
     try:
         earlier = read(folder)
@@ -160,7 +162,8 @@ def sweep_level(settings, declaration, root, swept=()):
 
 def sweep_level_problem(sweep_root, declaration) -> str | None:
     """Why a job of a sweep with stats.fdr may not run (None: its launcher took the level first)."""
-    from harness.config.declaration import DeclarationError, read
+    from harness.config.declaration import read
+    from harness.config.metric_spec import DeclarationError
 
     try:
         root = read(sweep_root) if sweep_root is not None else None

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from harness.analysis.render import report as report
-from harness.analysis.analyze import AnalysisError, analyze_dir
+from harness.analysis.analyze import analyze_dir
+from harness.analysis import AnalysisError
 from harness.results import ResultsError
 
 EXIT_BAD_INPUT = 2

@@ -176,7 +176,7 @@ def _audit_step(arm_cfg, seed: int) -> tuple[list[Finding], dict]:
     from omegaconf import OmegaConf
 
     from harness.training.components import ComponentError
-    from harness.training.run import StopRun
+    from harness.training.steps import StopRun
     from harness.experiment.runner import train_one
 
     cfg = arm_cfg.copy()

@@ -84,7 +84,7 @@ def select_run(cfg, overrides: list[str] = ()) -> tuple:
     The arm's value wins at ab.factor, so an override there changes nothing: say so on stderr.
     """
     from harness.experiment.arms import factor_value
-    from harness.experiment.units import ExperimentError, arm_configs
+    from harness.experiment.arms import ExperimentError, arm_configs
 
     if len(cfg.ab.arms) == 0 and cfg.arm in (None, "base"):
         # No experiment chosen: the base config is the one run (named "base").

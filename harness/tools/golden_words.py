@@ -69,7 +69,8 @@ def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:
 def _declaration(result: dict):
     """The declaration of the run's recorded config (its metrics and units), or None when it
     declares nothing readable: names and units are never guessed."""
-    from harness.config.declaration import Declaration, DeclarationError
+    from harness.config.declaration import Declaration
+    from harness.config.metric_spec import DeclarationError
 
     try:
         return Declaration.from_config(result.get("config") or {}, strict=False)

@@ -195,7 +195,7 @@ def audit(arm_cfg, seed: int, arm: str, k: int, metric: str, overrides: list[str
     if declaration is None:
         declaration, metric = audited_metric(arm_cfg, metric)
     from harness.training.determinism import DeterminismError, resolve_device
-    from harness.experiment.units import ExperimentError
+    from harness.experiment.arms import ExperimentError
     from harness.config.preflight import PreflightError, preflight
 
     try:

@@ -14,7 +14,8 @@ import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is impo
 import torch
 from omegaconf import OmegaConf
 
-from harness.config.declaration import Declaration, DeclarationError
+from harness.config.declaration import Declaration
+from harness.config.metric_spec import DeclarationError
 from harness.tools.diff import first_difference, loss_value
 from harness.tools.golden import BadInput
 from harness.integrations.command_spec import black_box_refusal, is_command
@@ -68,7 +69,7 @@ def train_one(cfg, seed: int, init_hook=None) -> dict:
     """One run of the configured training function, with a failure turned into a message (every
     run of the audit would fail alike)."""
     from harness.training.components import ComponentError
-    from harness.training.run import NonFiniteLoss
+    from harness.training.steps import NonFiniteLoss
     from harness.training.determinism import DeterminismError, explain_nondeterministic_op
     from harness.experiment.runner import train_one as train
 
@@ -126,7 +127,7 @@ def steps_to_keep(cfg, seed: int) -> int:
 
     The model's size comes from one step of the configured training function (ours or yours).
     """
-    from harness.training.run import StopRun
+    from harness.training.steps import StopRun
     from harness.experiment.runner import train_one as train
 
     size = {}

@@ -109,7 +109,7 @@ def _two_arms(cfg, declaration) -> dict:
     """{baseline: cfg, other: cfg}: the declared baseline and the first other arm, checked as a run
     of the harness checks them (preflight), threads resolved once for both."""
     from harness.config.preflight import PreflightError, preflight
-    from harness.experiment.units import ExperimentError, arm_configs
+    from harness.experiment.arms import ExperimentError, arm_configs
 
     try:
         arms = arm_configs(cfg)
@@ -338,7 +338,8 @@ def track(cfg, out_dir: Path) -> str:
     "noise_sources", the two readings in the summary, noise_sources.png as "figure". What it
     returns ends the printed text (where the run is, and what wandb could not log)."""
     from harness.results import read_json
-    from harness.tracking.tracker import TrackingConfigError, open_tracker
+    from harness.tracking.tracker import open_tracker
+    from harness.tracking.options import TrackingConfigError
 
     try:
         tracker = open_tracker(cfg, out_dir)

@@ -1,6 +1,6 @@
 """The noise sources' runs (harness/tools/noise_sources.py): what each source trains, and the runs
 trained one after another in this process or side by side in the experiment's worker processes
-(harness/experiment/workers.py, a "call" task each), with the same bits either way: a run's bits
+(harness/experiment/parallel/workers.py, a "call" task each), with the same bits either way: a run's bits
 depend on its config and its thread count, never on the process it ran in.
 
 How many side by side follows the experiment's rule (harness/training/threads.py, choose_threads):
@@ -104,7 +104,7 @@ class Runner:
         self.threads = int(threads)  # the reference's: ``workers`` was resolved for it (choose_threads)
         self.pool = None
         if self.workers > 1:
-            from harness.experiment.workers import Workers
+            from harness.experiment.parallel.workers import Workers
 
             self.pool = Workers(self.workers, say=log, gpus=gpus)
         self.started = time.perf_counter()
@@ -144,7 +144,7 @@ class Runner:
         return results
 
     def _side_by_side(self, jobs, indices, n, results, on_done) -> None:
-        from harness.experiment.workers import Task
+        from harness.experiment.parallel.workers import Task
 
         self.pool.n = n  # the pool's width for this group (the extra workers wait idle)
         self.pool.start(n, warm=self.warm)

@@ -207,6 +207,7 @@ def replay(result: dict, step: int, which: str = "auto") -> Replay:
     from harness.experiment.runner import train_one
     from harness.tools.module_stack import ModuleStack
     from harness.training import run as run_module
+    from harness.training.steps import StopRun
 
     capture = Capture()
     name, make = recorder_for(capture, which)
@@ -235,7 +236,7 @@ def replay(result: dict, step: int, which: str = "auto") -> Replay:
         original(run, loss)
         state["losses"].append(_loss_bits(loss))
         if run.steps >= step:
-            raise run_module.StopRun(run.steps)
+            raise StopRun(run.steps)
         if run.steps == step - 1:
             start()
 
@@ -244,7 +245,7 @@ def replay(result: dict, step: int, which: str = "auto") -> Replay:
     run_module.Run.step = step_hook
     try:
         train_one(cfg, int(result["seed"]), init_hook=attach)
-    except run_module.StopRun:
+    except StopRun:
         pass
     except Exception as e:  # noqa: BLE001 - the replay failed: say how, do not crash the diff
         raise OpsError(f"replaying {result.get('seed')}/{result.get('arm')} failed: {type(e).__name__}: {e}") from None

@@ -18,5 +18,5 @@ What is logged, which settings win (config > ``WANDB_*`` > our default) and what
 online does (``OnlineGate``: a sweep pays the timeout once): docs/wandb.md.
 """
 
-from harness.tracking.tracker import (  # noqa: F401,E402 - the room's public names (wandb is imported lazily)
-    SWEEP_ENV, NullTracker, TrackingConfigError, WandbTracker, open_tracker)
+from harness.tracking.tracker import NullTracker, WandbTracker, open_tracker  # noqa: F401,E402 - the room's public names (wandb is imported lazily)
+from harness.tracking.options import SWEEP_ENV, TrackingConfigError  # noqa: F401,E402

@@ -14,17 +14,16 @@ import re
 import shutil
 from pathlib import Path
 
-from harness.tracking.content import (  # noqa: F401 - the public names stay importable from here
-    _cell, _is_cell, _is_plain, analysis_summary, comparison_table, comparisons_of, decode_loss_bits,
+from harness.tracking.content import (
+    _is_plain, analysis_summary, comparison_table, comparisons_of, decode_loss_bits,
     conditions_summary, conditions_table, race_summary, race_table, sequential_history,
 )
 from harness.integrations import wandb_hook
 from harness.tracking.closing import closing_words
 from harness.tracking.notices import Notices
 from harness.tracking.shared import log_at_step, open_unit_run
-from harness.tracking.options import (  # noqa: F401
-    MAX_GROUP, MAX_TAG, MODES, SWEEP_ENV, OnlineGate, TrackingConfigError, _describe, _is_number, _select,
-    check, default_group, folder_id, offline_runs, resolve_options,
+from harness.tracking.options import (
+    MODES, SWEEP_ENV, OnlineGate, _describe, _is_number, _select, check, folder_id, resolve_options,
 )
 
 log = logging.getLogger("harness.tracking")

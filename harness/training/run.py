@@ -54,9 +54,9 @@ from harness.training.fingerprint import flatten_parameters  # looked up at run.
 from harness.training.proof import HOW_TO_FILL
 from harness.training.record import adopted_record, adoption_problem, black_box_record, curve_columns
 from harness.training.rng import Streams, seed_worker
-from harness.training.batches import (  # noqa: F401 - TensorBatches and cached_dataset: public here too
+from harness.training.batches import (
     OrderDigest, OrderedBatches, ShuffledBatches, TensorBatches, _FingerprintedLoader, _HashingDeque, cached_dataset)
-from harness.training.steps import NonFiniteLoss, RunUsageError, StopRun, Watched  # noqa: F401 - public here
+from harness.training.steps import RunUsageError, Watched
 
 
 class Run:
@@ -71,7 +71,7 @@ class Run:
         (the noise audit nudges one weight by an ULP). ``keep_step_weights``: keep the full weights
         of the first N steps (harness.diff's butterfly curve); ``save_weights``: the final ones.
         ``metrics``: the declared metrics, name -> a ``stats.metrics`` entry (a direction, or
-        {direction, unit, examples}) or a harness.config.declaration.MetricSpec; None: none declared.
+        {direction, unit, examples}) or a harness.config.metric_spec.MetricSpec; None: none declared.
         ``stream_seeds``: purpose -> a seed that stream derives from instead of ``seed`` (seeds.*).
         ``run_dir``: the unit's own folder (where its result.json goes), None for a run written nowhere
         (the certificate's rerun, a notebook): a training function may keep files of its own there."""

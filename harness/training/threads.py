@@ -11,7 +11,7 @@ pins more threads than there are free cores:
             (median of a few samples of /proc/loadavg, this process excluded) and the 1-minute
             load average rounded down, scaled to our share of the machine's CPUs.
 
-Units side by side (``workers``, harness/experiment/workers.py): one invocation runs its (seed, arm)
+Units side by side (``workers``, harness/experiment/parallel/workers.py): one invocation runs its (seed, arm)
 units in long-lived worker processes, ``workers x threads <= free cores``. On 2 free cores, 2 units
 x 1 thread beat 1 unit x 2 threads (the pinned threads' barriers cost more than a second process),
 so with ``workers=auto`` the auto thread count is shared out among the units:

@@ -59,7 +59,7 @@ class SequentialSweeperImpl:
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
         from harness.experiment.adaptive import sequential_plan as sp
         from harness.experiment.callbacks import track_sweep_analysis
-        from harness.experiment.units import ExperimentError
+        from harness.experiment.arms import ExperimentError
         from harness.results import load_tree
         from harness.experiment.adaptive.sequential import IdentityWatch, identity_stop, prepare, refresh
 
@@ -70,10 +70,11 @@ class SequentialSweeperImpl:
         if lock_timeout_problem(cfg.get("lock_timeout")):  # before any job (each job would refuse it)
             _fail(lock_timeout_problem(cfg.get("lock_timeout")) + " No job was launched.", 2)
         root = Path(str(self.config.hydra.sweep.dir))
-        from harness.config.declaration import Declaration, DeclarationError
+        from harness.config.declaration import Declaration
+        from harness.config.metric_spec import DeclarationError
 
         from harness.experiment.plan import preflight_or_refuse
-        from harness.experiment.units import arm_configs
+        from harness.experiment.arms import arm_configs
 
         try:  # this sweeper is an entry point: the task config is read here, then arm configs travel
             declaration = Declaration.from_config(cfg)  # what will be analysed
@@ -278,7 +279,8 @@ class SequentialSweeperImpl:
     def _analyse(self, cfg, root: Path, block: dict) -> Optional[str]:
         """Analyse the sweep folder with its looks; the failure's message when the analysis fails."""
         from harness.experiment.adaptive import sequential_plan as sp
-        from harness.analysis.analyze import AnalysisError, analyze_dir
+        from harness.analysis.analyze import analyze_dir
+        from harness.analysis import AnalysisError
         from harness.analysis.render.report import render_table
         from harness.analysis.render.sequential_figure import write_figure
         from harness.experiment.callbacks import sweep_analysis_failed, track_sweep_analysis

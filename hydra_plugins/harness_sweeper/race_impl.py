@@ -54,12 +54,13 @@ def arm_name(key: str, text: str) -> str:
 class RaceSweeperImpl(SequentialSweeperImpl):
     def sweep(self, arguments: List[str]) -> Any:
         import harness  # noqa: F401 - CUBLAS_WORKSPACE_CONFIG before torch
-        from harness.config.declaration import Declaration, DeclarationError
+        from harness.config.declaration import Declaration
+        from harness.config.metric_spec import DeclarationError
         from harness.config.preflight import PreflightError, preflight
         from harness.experiment.adaptive import race_plan as rp
         from harness.experiment.adaptive.race_report import analyze_race, look_drops
         from harness.experiment.adaptive.sequential import IdentityWatch, refresh
-        from harness.experiment.units import arm_configs
+        from harness.experiment.arms import arm_configs
         from harness.results import load_tree, read_json, write_json
 
         base, extra = self._configurations(arguments)
@@ -150,7 +151,8 @@ class RaceSweeperImpl(SequentialSweeperImpl):
     @staticmethod
     def _track(cfg, root: Path, analysis: dict) -> None:
         """The race's table of drops in wandb; closing the tracker prints the sweep's sync hint."""
-        from harness.tracking.tracker import TrackingConfigError, open_tracker
+        from harness.tracking.tracker import open_tracker
+        from harness.tracking.options import TrackingConfigError
 
         try:
             tracker = open_tracker(cfg, root, sweep_root=root)

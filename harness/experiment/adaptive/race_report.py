@@ -122,7 +122,8 @@ def analyze_race(folder, *, write: bool = True, ledger=None) -> dict:
     race.png, replaced together or not at all, unless ``write`` is false."""
     from harness.analysis.identity import comparability
     from harness.analysis.render.outputs import write_together
-    from harness.config.declaration import DeclarationError, read
+    from harness.config.declaration import read
+    from harness.config.metric_spec import DeclarationError
     from harness.experiment.adaptive import race_plan as rp
     from harness.results import load_tree, read_json, write_json
 

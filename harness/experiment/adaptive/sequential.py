@@ -24,7 +24,8 @@ from typing import Callable, Optional
 from harness.config.sequential_design import baseline_and_arms, design_of
 from harness.experiment.adaptive import sequential_plan as sp
 from harness.experiment.plan import ALL_DONE, Plan
-from harness.experiment.units import ExperimentError, Outcome, run_plan
+from harness.experiment.units import Outcome, run_plan
+from harness.experiment.arms import ExperimentError
 from harness.results import load_tree, read_json, write_json
 from harness.experiment.adaptive.identity_watch import IdentityWatch, expected_identity, identity_stop  # noqa: F401
 from harness.analysis.render.sequential_figure import write_figure  # noqa: F401 - the sweeper imports it from here
@@ -62,7 +63,7 @@ def refresh(arms: dict, root: Path, say: Callable[[str], None] = print) -> int:
     The plan reads every result file under root, so this is where a changed config or code makes
     a seed run again; a failed run of the same config and code stays (it counts as a failure).
     """
-    from harness.experiment.units import supersede
+    from harness.experiment.resume import supersede
     from harness.results import find_result_files
 
     ident = expected_identity(arms)
@@ -150,7 +151,8 @@ def run_sequential(plan: Plan, declaration, *, say: Callable[[str], None] = prin
         for arm, a in block["arms"].items():
             say(f"sequential decision, {arm} vs {baseline}: {a['sentence']}")
 
-    from harness.analysis.analyze import AnalysisError, analyze_dir
+    from harness.analysis.analyze import analyze_dir
+    from harness.analysis import AnalysisError
     from harness.analysis.render.report import render_table
 
     try:
@@ -170,7 +172,7 @@ def run_sequential(plan: Plan, declaration, *, say: Callable[[str], None] = prin
 def _batch_side_by_side(plan: Plan, units, pool, say, tracker, certify: bool) -> Outcome:
     """One batch's units on the workers: each unit exactly as run_plan(plan.narrow(seed, arm)) runs
     it in this process (the same config, so the same result files), without a preflight per unit."""
-    from harness.experiment.side_by_side import certify_with, run_units
+    from harness.experiment.parallel.side_by_side import certify_with, run_units
 
     todo = []
     for seed, arm in units:

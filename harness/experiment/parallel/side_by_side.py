@@ -25,7 +25,7 @@ from harness.experiment.plan import Plan
 from harness.experiment.resume import decide, run_lock
 from harness.experiment.runner import code_of, new_result
 from harness.experiment.rerun import rerun_fresh
-from harness.experiment.workers import Task, Workers
+from harness.experiment.parallel.workers import Task, Workers
 from harness.training.threads import uses_gpu
 from harness.results import RESULT_NAME, read_result, run_dir, write_json, write_result
 

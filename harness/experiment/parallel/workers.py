@@ -1,6 +1,6 @@
 """Long-lived worker processes that run (seed, arm) units side by side for one invocation.
 
-``Workers(n)`` starts up to n processes (``python -m harness.experiment.workers``), each once: torch
+``Workers(n)`` starts up to n processes (``python -m harness.experiment.parallel.workers``), each once: torch
 (none for command units on the CPU: integrations/command_run.py), the training code and the harness
 are imported once per worker, not once per unit. The parent sends
 a task (a pickled arm config and the unit), the worker runs it through the very function the serial path
@@ -156,7 +156,7 @@ class Workers:
         with held():  # a Ctrl-C meanwhile is raised below, once close() knows the worker
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "harness.experiment.workers", str(task_r), str(reply_w), str(os.getpid())],
+                    [sys.executable, "-m", "harness.experiment.parallel.workers", str(task_r), str(reply_w), str(os.getpid())],
                     pass_fds=(task_r, reply_w), env=env, stdin=subprocess.DEVNULL, start_new_session=True)
             finally:
                 os.close(task_r)
@@ -336,7 +336,7 @@ def _die_with_parent(parent: int) -> None:
         pass
     if os.getppid() != parent:  # it died before the call above
         os._exit(70)
-    from harness.experiment.watchdog import exit_with_parent
+    from harness.experiment.parallel.watchdog import exit_with_parent
 
     exit_with_parent()  # where PR_SET_PDEATHSIG is not available
 
