@@ -159,7 +159,9 @@ class AttachedRun(Run):
             self._record.pop("weights", None)
         if self._trained is not None:
             self._record["fingerprints"]["steps_trained"] = self._trained
-        self._record["metrics"] = dict(self.final_metrics if metrics is None else metrics)
+        if metrics is not None:  # kept: the rewrite at exit (finish() again) must not drop them
+            self.final_metrics = dict(metrics)
+        self._record["metrics"] = dict(self.final_metrics)
         if self.world is not None and self.world.spans and (self._record.get("world") or {}).get("backend") is None:
             self._record["world"] = rank_side.world_now(self.world)  # at the first finish: the group may go later
         if self.notices:  # a later trainer's too (a test after the fit)
