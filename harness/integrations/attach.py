@@ -26,6 +26,7 @@ from typing import Mapping, Optional
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV
 from harness.integrations.command_env import ATTACHED_ENV_NAME
 from harness.integrations import rank_side, ranks
+from harness.integrations.nproc.trainer_ranks import child_world
 from harness.training.run import Run
 from harness.training.steps import RunUsageError
 
@@ -54,7 +55,7 @@ def _unit_run(folder: str) -> "AttachedRun":
     from harness.training.determinism import Settings, configure
 
     device = torch.device(spec["device"])  # the unit's, as the harness resolved it (cpu, cuda:0)
-    w = ranks.world()  # a rank of a unit that spans processes (torchrun), or None
+    w = ranks.world() or child_world()  # a rank of a unit that spans processes (torchrun, a trainer's), or None
     if w is not None and w.spans:
         device = rank_side.rank_device(device, w)
         rank_side.rank_process(Path(folder), w)

@@ -39,7 +39,8 @@ def main(argv: list[str]) -> int:
         raise RunUsageError(f"train.fn={cfg.train.fn} returned {type(metrics).__name__} on rank {run.world.rank}: "
                             "it must return a non-empty dict of final metrics, name -> number.")
     run.finish({str(k): (v.item() if hasattr(v, "item") and callable(v.item) else v) for k, v in metrics.items()})
-    dist.destroy_process_group()  # after finish: the record names the group's backend
+    if dist.is_initialized():  # a trainer may have ended the group itself
+        dist.destroy_process_group()  # after finish: the record names the group's backend
     return 0
 
 

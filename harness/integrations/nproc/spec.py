@@ -39,13 +39,11 @@ def nproc_problem(value, *, command: bool = False, where: str = KEY) -> Optional
 
 def ranks_problem(cfg) -> list[str]:
     """train.nproc's refusal for a config (its value, with train.cmd, more ranks than GPUs), as a list."""
-    from harness.integrations.command_spec import is_command
-
     train = cfg.get("train") if cfg is not None else None
     if train is None or "nproc" not in train:
         return []
     value = train.get("nproc")
-    problem = nproc_problem(value, command=is_command(cfg))
+    problem = nproc_problem(value, command=train.get("cmd") is not None)
     if problem is None and value > 1:
         from harness.training.gpus import visible
         from harness.training.threads import uses_gpu
