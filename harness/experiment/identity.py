@@ -38,6 +38,8 @@ def plain(cfg) -> dict:
     if isinstance(train, dict) and train.get("cmd") is None:
         for key in COMMAND_KEYS:
             train.pop(key, None)
+    if isinstance(train, dict) and train.get("nproc") == 1:  # one process: the config as before train.nproc
+        train.pop("nproc")
     return out
 
 

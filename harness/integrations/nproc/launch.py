@@ -57,8 +57,8 @@ def _unit(cfg, run, folder: Path) -> dict:
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     env = process.environment(run.seed, arm, folder, int(cfg.determinism.threads))
     env[RUN_ENV] = _attach_settings(cfg, run)
-    try:
-        code = process.run(argv, Path.cwd(), env, out, err, None)
+    try:  # train.timeout_s: the whole unit, a rank hung in a collective included
+        code = process.run(argv, Path.cwd(), env, out, err, cfg.train.get("timeout_s"))
     finally:
         config.unlink(missing_ok=True)
     if code != 0:

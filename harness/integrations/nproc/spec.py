@@ -44,6 +44,9 @@ def ranks_problem(cfg) -> list[str]:
         return []
     value = train.get("nproc")
     problem = nproc_problem(value, command=train.get("cmd") is not None)
+    timeout = train.get("timeout_s")
+    if problem is None and value > 1 and timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        problem = f"train.timeout_s={timeout!r} must be a number of seconds > 0, or null (no limit): it ends a {KEY} unit's ranks."
     if problem is None and value > 1:
         from harness.training.gpus import visible
         from harness.training.threads import uses_gpu
