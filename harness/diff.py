@@ -1,8 +1,8 @@
-"""``python -m harness.diff``: the command; the tool lives in harness/tools/diff.py."""
+"""``python -m harness.diff``: the command; the tool lives in harness/tools/diff/diff.py."""
 
 import sys
 
-from harness.tools.diff import main
+from harness.tools.diff.diff import main
 
 if __name__ == "__main__":
     sys.exit(main())

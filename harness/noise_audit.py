@@ -1,8 +1,8 @@
-"""``python -m harness.noise_audit``: the command; the tool lives in harness/tools/noise_audit.py."""
+"""``python -m harness.noise_audit``: the command; the tool lives in harness/tools/noise/noise_audit.py."""
 
 import sys
 
-from harness.tools.noise_audit import main
+from harness.tools.noise.noise_audit import main
 
 if __name__ == "__main__":
     sys.exit(main())

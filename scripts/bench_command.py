@@ -1,5 +1,5 @@
 """What the harness costs around a command arm: an A/B of N units through the harness against the
-same N runs of the bare script, serial and side by side, in one run (issue 29).
+same N runs of the bare script, serial and side by side, in one run.
 
 Two rounds, each measured four ways (bare serial, bare side by side, harness serial, harness side
 by side), every line with the CPU seconds of every process it started and the load average when it

@@ -1,9 +1,9 @@
-"""Section 8 of bench_stats.py: a diverged run counts (issue 33, item 1), by vectorised simulation.
+"""Section 8 of bench_stats.py: a diverged run counts, by vectorised simulation.
 
 Paired arms with seed std 1 (correlation 0.5); each run diverges with its arm's chance. Under
 ``stats.diverged: worst`` a pair with a divergence is decided by the signed-rank sign-flip test
 (harness.stats.diverged); under ``exclude`` the seeds with a divergence are left out and the paired
-t test runs on the survivors (today's rule before issue 33, with its verdict's survivorship bias).
+t test runs on the survivors (the rule before the diverged runs counted, with its verdict's survivorship bias).
 
     python scripts/bench_diverged.py [--experiments 20000] [--seed 0]
 """
@@ -56,7 +56,7 @@ def _exclude(d, da, db) -> np.ndarray:
 
 def rows(rng, experiments, *, row, header) -> list[str]:
     """The section's lines; ``row`` and ``header``: bench_stats's (a PASS/FAIL cell with its SE)."""
-    lines = ["### 8. A diverged run counts (issue 33)", "",
+    lines = ["### 8. A diverged run counts", "",
              "Nulls: both arms diverge with the same chance; the rate of any difference claimed under "
              "stats.diverged=worst (the signed-rank sign-flip test) and, beside it, exclude.", "",
              *header("exclude (survivors)")]

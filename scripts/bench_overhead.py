@@ -50,7 +50,7 @@ from harness.experiment.runner import train_one  # noqa: E402
 from harness.training.determinism import configure, settings_from  # noqa: E402
 from harness.training.batches import cached_dataset  # noqa: E402
 
-TARGET = 1.05  # issue 34: the recording costs at most 5% of a step
+TARGET = 1.05  # the recording costs at most 5% of a step
 CLOCKS = {"wall": time.perf_counter, "cpu (process)": time.process_time, "cpu (main thread)": time.thread_time}
 
 

@@ -5,8 +5,8 @@ at its boundary; power against the fixed-N design with the same maximum; the exp
 decision as a ratio to the fixed-N design of the same power; the spending functions compared; the
 contrast of peeking a fixed-N t test at every look and of an anytime-valid confidence sequence;
 non-normal differences; several arms; quantised differences (exactly +-1 test example per
-seed, issue 17), where the exact sign-flip test each claim must also pass at its look's level is
-what keeps the false-positive rate; and skewed differences (issue 24): the chosen design
+seed), where the exact sign-flip test each claim must also pass at its look's level is
+what keeps the false-positive rate; and skewed differences: the chosen design
 (``skewness=2``: Hall's skewness-corrected t, boundaries calibrated on normal and gamma shapes up
 to skewness 2) against the design before it (``skewness=0``: the t statistic, boundaries for
 normal differences), with the alternatives weighed and shapes outside the calibrated family.
@@ -318,7 +318,7 @@ def _rate(code, claims):
 
 
 def _verdict(rate, n, label=None):
-    """PASS when rate <= alpha + 2 SE (the goal of issue 24); ``label``: a cell of the chosen design,
+    """PASS when rate <= alpha + 2 SE (the false-positive goal); ``label``: a cell of the chosen design,
     whose FAIL makes the exit status 1 (the design before is shown failing, and that is expected)."""
     ok = rate <= ALPHA + 2 * se(ALPHA, n)
     if not ok and label:
@@ -340,13 +340,13 @@ def _hall_normal_only(**kw):
 
 
 def skew(rng):
-    """Issue 24: the chosen design against the design before it, on skewed differences."""
+    """The chosen design against the design before it, on skewed differences."""
     nexp = BOUNDARY_EXPERIMENTS
     chosen = dict(margin=None, equivalence=False)
     designs = (("chosen (skewness=2)", design(**chosen)),
                ("before (skewness=0)", design(**chosen, skewness=0.0)),
                ("Hall, normal boundaries", _hall_normal_only(**chosen)))
-    print(f"\n7. Skewed differences (issue 24): no margin, alpha {ALPHA}, looks at {designs[0][1].looks[0]}, "
+    print(f"\n7. Skewed differences: no margin, alpha {ALPHA}, looks at {designs[0][1].looks[0]}, "
           f"{designs[0][1].looks[1]}, ... {MAX}; {nexp} experiments per cell; PASS: rate <= alpha + 2 SE")
     print("  false-positive rate under the null (better + worse; the worse share in brackets):")
     for kind, label in (("normal", "skewness 0 (normal)"), ("gamma_skew1", "skewness 1 (gamma 4)"),

@@ -9,18 +9,18 @@ One run prints, each cell with its simulated rate, its standard error and PASS/F
      lognormal differences): >= 93% where the analysis shows it, information elsewhere;
   4. power of the paired t test against the noncentral t prediction, and seeds needed on a dense
      grid against an independent integral;
-  5. the coverage of the test-set-aware interval for the data distribution (issue 11, defect 7);
-  6. the exact sign-flip test in every claim (issue 24): false positives of +-1-test-example
+  5. the coverage of the test-set-aware interval for the data distribution;
+  6. the exact sign-flip test in every claim: false positives of +-1-test-example
      differences under the null at n = 6 to 12, with the test and with only its floor (the rule
      before), and what the test costs in power on normal differences.
-  7. across conditions (issue 19): the average-effect claim's false-positive rate at 2-10 conditions
+  7. across conditions: the average-effect claim's false-positive rate at 2-10 conditions
      and tau from 0 to 2 sigma (REML + Hartung-Knapp beside it), the prediction interval's coverage,
      the common-effect (heterogeneity) test's size when the effect is constant, the dose-trend test's
      size under a flat dose and the departure-from-a-line test's size under a line.
-  8. a diverged run counts (issue 33; scripts/bench_diverged.py): the worst rule's false-positive
+  8. a diverged run counts (scripts/bench_diverged.py): the worst rule's false-positive
      rate when both arms diverge alike, and how often each rule calls the arm that diverges more
      (and is better on its survivors) better or worse.
-  9. (only with --sections 9) the statistics' own cost (issue 33; scripts/bench_stats_cost.py): one
+  9. (only with --sections 9) the statistics' own cost (scripts/bench_stats_cost.py): one
      stats.compare on 10 seeds, first call and median of 10 new effect sizes, against 30 ms.
 
 A rate cell passes when rate <= alpha + 3 SE (coverage >= 93% - 3 SE; power within 3 SE of the
@@ -219,7 +219,7 @@ def power_rows(rng, experiments):
         n = stats.seeds_needed(es, 1.0, alpha=alpha, power=power)
         ok = n is not None and _reference_power(n, es, alpha) >= power - 1e-6
         # minimal: one fewer falls short for the t test, or (below _EXACT_BELOW seeds) once the exact
-        # sign-flip test every claim must also pass is counted in (issue 24)
+        # sign-flip test every claim must also pass is counted in
         ok = ok and (n == stats.fewest_seeds(alpha) or _reference_power(n - 1, es, alpha) < power + 1e-6
                      or (n - 1 < _EXACT_BELOW
                          and _reference_power(n - 1, es, alpha)
@@ -258,7 +258,8 @@ def test_set_coverage(rng, experiments=1000, seeds=5, examples=400):
 
 
 def _floor_only_codes(d, margin):
-    """The verdict's codes as they were before issue 24: t-based p raised only to the sign-flip floor."""
+    """The verdict's codes as they were before every claim also passed the exact test: t-based p
+    raised only to the sign-flip floor."""
     n = d.shape[-1]
     moved = np.sum(d != 0, axis=-1)
     p = {"zero": np.maximum(stats.minimum_effect_test(d, 0.0).pvalue, stats.sign_flip_floor(moved)),
@@ -270,7 +271,7 @@ def _floor_only_codes(d, margin):
 
 def exact_rows(rng, experiments):
     step = 100 / 450  # one test example of a 450-example test set
-    lines = ["### 6. The exact sign-flip test in every claim (issue 24)", "",
+    lines = ["### 6. The exact sign-flip test in every claim", "",
              f"Differences of exactly +-1 test example (100/450 points) per seed, each sign with chance 1/2 "
              f"(the null), declared margin 2 examples: the rate of any difference claimed. 'floor only' is "
              f"the rule before (t-based p raised to the smallest p the exact test can reach).", "",
@@ -313,7 +314,7 @@ def _conditions(rng, experiments, k, n, tau, mu=0.0):
 def conditions_rows(rng, experiments):
     from harness.stats.meta import claims as meta_claims, random_effects as meta, trend
 
-    lines = ["### 7. Across conditions (issue 19): K conditions of n seeds, per-condition seed sd 0.5..2", "",
+    lines = ["### 7. Across conditions: K conditions of n seeds, per-condition seed sd 0.5..2", "",
              "The claims: the average effect is a t over the K per-condition effects; a common effect is tested by "
              "Alexander-Govern on the paired differences. REML + Hartung-Knapp and Cochran's Q (which take each "
              "condition's estimated variance as known) are shown beside them, not required.", "",

@@ -1,9 +1,9 @@
-"""Section 9 of bench_stats.py: what one ``stats.compare`` costs (issue 33: <= 30 ms on 10 seeds).
+"""Section 9 of bench_stats.py: what one ``stats.compare`` costs (<= 30 ms on 10 seeds).
 
 Each case runs in a fresh process (imports done before the clock starts): the first call, then
 10 calls whose differences are shifted by 0.013 a time (each a new effect size, so nothing a
 previous call computed can be reused), their median against the target. The same again with the
-exact test's shipped table of shares switched off (every share simulated, as before issue 33), so
+exact test's shipped table of shares switched off (every share simulated, as before the table shipped), so
 one run shows what the table saves on this host. The CPU time of the calls is printed beside
 the wall clock: on a shared host it says more about the code than the wall clock does.
 

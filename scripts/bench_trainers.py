@@ -1,4 +1,4 @@
-"""What do the trainer adapters cost? (issue 30)
+"""What do the trainer adapters cost?
 
 1. Per-step overhead, in this one process: the same model on the same data trained by the bare
    Trainer and by the Trainer with the harness's Callback (init fingerprint, a step record per

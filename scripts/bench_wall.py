@@ -1,4 +1,4 @@
-"""Wall clock of whole invocations, and the fixed costs by phase, in one run (issue 18).
+"""Wall clock of whole invocations, and the fixed costs by phase, in one run.
 
 Each line is a fresh ``python -m harness`` in a subprocess, as a user runs it:
 

@@ -133,7 +133,7 @@ import torch
 if sys.argv[1] == "cuda" and not torch.cuda.is_available():
     sys.exit(f"torch {torch.__version__} sees no CUDA device: this check needs a GPU (--dry-run walks it on a CPU)")
 print(f"imports ok (no hydra, omegaconf, wandb); device: {torch.cuda.get_device_name() if sys.argv[1] == 'cuda' else 'cpu (dry run)'}")
-if sys.argv[1] == "cuda":  # a trainer callback's per-step calls must not wait for the device (issue 34, item 5)
+if sys.argv[1] == "cuda":  # a trainer callback's per-step calls must not wait for the device
     from harness.training.run import Run
 
     run = Run(0, "cuda")
@@ -150,7 +150,7 @@ if sys.argv[1] == "cuda":  # a trainer callback's per-step calls must not wait f
             run.step(loss)
         print("per step, run.consumed (a callback's batch) and run.step: no host sync")
     except RuntimeError as e:
-        print(f"HOST SYNC in a step's recording (issue 34, item 5): {e}")
+        print(f"HOST SYNC in a step's recording: {e}")
     finally:
         torch.cuda.set_sync_debug_mode(0)
     fp = run.finish({})["fingerprints"]

@@ -1,4 +1,4 @@
-"""Units side by side on one GPU: K processes training at once against one alone (issue 18, item 2).
+"""Units side by side on one GPU: K processes training at once against one alone.
 
 Each unit is a separate process (as a harness worker is) that trains one seed under deterministic
 mode on fixed synthetic batches and prints its wall time, its GPU memory as the harness measures a

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from harness.config import compose
 
+from .tiers import choose_tier, pytest_cmdline_main  # noqa: F401  (a hook: the fast tier by default)
+
 REPO = Path(__file__).resolve().parents[1]
 
 # The claims the tests' experiments make go to a ledger of the test session's own (each xdist worker
@@ -110,6 +112,7 @@ SOLO_WHY = ("solo: runs while no other xdist worker runs a test (more than 1 pin
 
 def pytest_configure(config):
     config.addinivalue_line("markers", SOLO_WHY)
+    choose_tier(config)
 
 
 def _is_solo(item) -> bool:

@@ -119,6 +119,7 @@ def test_the_forest_plot_draws_the_average_the_weighted_estimate_the_prediction_
     assert any(list(line.get_xdata()) == [lo, hi] for line in ax.lines)
 
 
+@pytest.mark.slow
 def test_a_condition_is_the_plain_ab_with_its_overrides_and_a_rerun_resumes(ran, capsys):
     out, _ = ran
     before = {p: p.read_bytes() for p in out.rglob("result.json")}
@@ -130,6 +131,7 @@ def test_a_condition_is_the_plain_ab_with_its_overrides_and_a_rerun_resumes(ran,
     assert {p: p.read_bytes() for p in out.rglob("result.json")} == before
 
 
+@pytest.mark.slow
 def test_the_files_are_reproduced_from_disk_and_a_grid_reading_keeps_them(ran):
     from harness.analysis.conditions import analyze_conditions_dir
     from harness.tools.analyze import main
@@ -169,6 +171,7 @@ def test_a_sweep_is_told_to_sweep_the_overrides_as_a_grid(tmp_path):
     assert "as a grid" in str(e.value) and not list(tmp_path.rglob("result.json"))
 
 
+@pytest.mark.slow
 def test_the_claim_reaches_wandb(ran, tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 

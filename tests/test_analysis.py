@@ -330,6 +330,7 @@ def _cli(*args):
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_table_and_writes_byte_identical_analysis(tmp_path, capsys):
     root = _tree(tmp_path)
     first = _cli(root, "--bootstrap-resamples", "999", "--tables")
@@ -546,7 +547,7 @@ def test_the_figure_with_three_numeric_arms_has_verdict_title_pairs_dose_respons
     from harness.analysis.render.figures import figure
 
     a = analyze(_with_examples(arms=("A", "B", "C")), **FAST)
-    fig = figure(a, title=summary.title(a), fmt=report._Fmt(a))
+    fig = figure(a, title=summary.title(a), fmt=summary.Fmt(a))
     pairs_ax, diffs_ax, dose_ax, curves_ax = fig.axes
     assert "B vs A: " in fig._suptitle.get_text() and a["comparisons"]["C"]["verdict"]["code"].replace("_", " ") in fig._suptitle.get_text()
     # each arm's lines stay within its own pair of columns: none passes through another arm

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from harness import results as results_io
-from harness.analysis.identity import comparability
+from harness.analysis.identity import run_identity
 from harness.analysis import example_records
 from harness.config.metric_spec import metric_spec
 from tests import _results_factory as F
@@ -76,16 +76,16 @@ def test_configs_and_environments_in_another_key_order_are_the_same_identity():
     """The hash and identity caches key by unsorted bytes (a cache miss, not a new identity): a
     config or environment written in another key order gets the same hashes and identity, and an
     analysis of both orders mixed is one identity with the same numbers."""
-    comparability._DIGESTS.clear()
-    comparability._IDENTITIES.clear()
+    run_identity._DIGESTS.clear()
+    run_identity._IDENTITIES.clear()
     items = F.make_results(F.accuracies(8, shift=0.4))
     mixed = copy.deepcopy(items)
     for r in mixed[1::2]:
         r["config"] = _reordered(r["config"])
         r["env"] = _reordered(r["env"])
     for plain, other in zip(copy.deepcopy(items), mixed):
-        assert comparability.hashes(other) == comparability.hashes(plain)
-        assert comparability.identity(other) == comparability.identity(plain)
+        assert run_identity.hashes(other) == run_identity.hashes(plain)
+        assert run_identity.identity(other) == run_identity.identity(plain)
     from harness.analysis.analyze import analyze
 
     a = analyze(copy.deepcopy(items), bootstrap_resamples=999)
@@ -99,13 +99,13 @@ def test_a_changed_config_is_still_caught_behind_the_cache():
     cache has seen the original: the cache never answers for content it was not given."""
     items = F.make_results(F.accuracies(6, shift=0.4))
     for r in items:
-        comparability.hashes(r)
+        run_identity.hashes(r)
     edited = copy.deepcopy(items[0])
     edited.pop("_hashes", None)
     edited.pop("_identity", None)
     edited["config"]["train"] = {**edited["config"].get("train", {}), "lr": 0.123456}
-    assert comparability.hashes(edited)[1] != comparability.hashes(items[0])[1]
-    assert comparability.hashes(edited)[2] is not None  # its recorded base_hash no longer matches its config
+    assert run_identity.hashes(edited)[1] != run_identity.hashes(items[0])[1]
+    assert run_identity.hashes(edited)[2] is not None  # its recorded base_hash no longer matches its config
 
 
 # -- the statistics in another process, which imports scipy meanwhile (analyze_dir's ``apart``) ----
@@ -158,6 +158,7 @@ def test_a_statistics_process_that_ends_without_an_answer_is_replaced_by_computi
     assert "ended without an answer (exit code 3); computing them in this process instead" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_refusal_of_the_statistics_process_sets_the_stale_analysis_aside(tmp_path):
     """The statistics process refuses (here: an extra key that would overwrite the analysis's own)
     and the refusal is raised here: outputs that described other results are moved aside, and
@@ -212,14 +213,14 @@ def test_agrees_is_the_float32_tolerance_comparison_to_the_bit():
 def test_what_the_statistics_do_not_read_is_made_after_they_are_handed_over(tmp_path, monkeypatch):
     """Apart, the curves and the inputs digest are made while the second process computes the
     statistics (issue 33), not before it can start; the analysis is the same as made here."""
-    from harness.analysis.identity import comparability
+    from harness.analysis.identity import copies
     from harness.analysis import curves, decide
     from harness.analysis.analyze import analyze_dir
 
     root = _tree(tmp_path)
     here = analyze_dir(root, write=False)
     events = []
-    for module, name in ((curves, "curves"), (comparability, "inputs_digest")):
+    for module, name in ((curves, "curves"), (copies, "inputs_digest")):
         made = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _made=made, _name=name: events.append(_name) or _made(*a))
     send = decide.StatisticsApart.send

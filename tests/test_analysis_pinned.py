@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
+
 REPO = Path(__file__).resolve().parents[1]
 
 

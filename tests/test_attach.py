@@ -92,6 +92,7 @@ def test_a_script_that_attaches_but_never_watches_says_so(unit_env):
                                        "steps": {"loss": [], "params": []}}})
 
 
+@pytest.mark.slow
 def test_the_example_with_attach_is_paired_by_its_fingerprints_and_bitwise(tmp_path):
     out = tmp_path / "run"
     proc = run_cli(["--config-dir", str(EXAMPLE / "conf"), "+experiment=command_attach_ab", "ab.seeds=[0,1,2]",

@@ -36,6 +36,7 @@ def _result(folder, seed, arm):
     return read_json(folder / "runs" / f"seed={seed}" / f"arm={arm}" / "result.json")
 
 
+@pytest.mark.slow
 def test_the_example_runs_from_its_yaml_alone_and_each_unit_is_the_script_run_by_hand(tmp_path):
     out = tmp_path / "run"
     proc = run_cli(["--config-dir", str(EXAMPLE / "conf"), "+experiment=command_ab", "ab.seeds=[0,1,2]",
@@ -73,8 +74,9 @@ def test_a_unit_gets_its_flags_seed_placeholders_and_environment(tmp_path):
     assert _result(tmp_path, 4, "B")["metrics"] == {"score": float(f"{50.0 + 0.25 * 1.1 + 4 * 7919 % 13 / 10 + 0.5:.4f}")}
 
 
+@pytest.mark.slow
 def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
-    _toy(tmp_path, "ab.seeds=[0]", "ab.arms.B=crash", "+ab.arms.C=silent", "+ab.arms.D=hang", "train.timeout_s=1",
+    _toy(tmp_path, "ab.seeds=[0]", "ab.arms.B=crash", "+ab.arms.C=silent", "+ab.arms.D=hang", "train.timeout_s=5",
          "repro.certificate=false")
     crash = _result(tmp_path, 0, "B")
     assert crash["status"] == "failed" and crash["error"]["type"] == "CommandFailed"
@@ -84,12 +86,13 @@ def test_failures_name_their_unit_and_nothing_is_marked_complete(tmp_path):
     assert silent["status"] == "failed" and "'score ([0-9.]+)' never matched" in silent["error"]["message"]
     assert "trained, but printed no score" in silent["error"]["message"]  # the last lines of stdout
     hang = _result(tmp_path, 0, "D")
-    assert hang["status"] == "failed" and hang["error"]["message"].startswith("seed 0 arm D: it ran past train.timeout_s=1 s")
+    assert hang["status"] == "failed" and hang["error"]["message"].startswith("seed 0 arm D: it ran past train.timeout_s=5 s")
     pid = read_json(tmp_path / "runs" / "seed=0" / "arm=D" / "seen.json")["pid"]
     assert not _alive(pid)  # killed, not left running
     assert _result(tmp_path, 0, "A")["status"] == "completed"
 
 
+@pytest.mark.slow
 def test_the_certificate_compares_metrics_bit_for_bit_and_the_listed_files_byte_for_byte(tmp_path):
     save = ["+train.args.save='{run_dir}/model.txt'", "ab.seeds=[0]"]
     _toy(tmp_path / "same", *save, "train.compare_files=['{run_dir}/model.txt']")
@@ -132,6 +135,7 @@ def test_a_typo_in_a_command_key_fails_when_the_config_is_composed(tmp_path):
         _toy(tmp_path, "train.metric_from={stdout: {score: 'score ([0-9.]+)'}}")
 
 
+@pytest.mark.slow
 def test_an_edit_to_the_script_is_a_code_change(tmp_path):
     script = tmp_path / "proj" / "toy.py"
     script.parent.mkdir()
@@ -151,6 +155,7 @@ def test_an_edit_to_the_script_is_a_code_change(tmp_path):
     assert (out / "runs" / "seed=0" / "arm=A" / "result.json").stat().st_mtime_ns != before  # run again
 
 
+@pytest.mark.slow
 def test_a_script_edited_between_two_looks_of_a_sequential_run_stops_it(tmp_path):
     script = tmp_path / "proj" / "toy.py"
     script.parent.mkdir()
@@ -168,6 +173,7 @@ def test_a_script_edited_between_two_looks_of_a_sequential_run_stops_it(tmp_path
     assert "helper.py" in proc.stderr.split("the code changed: edited:")[1][:300]
 
 
+@pytest.mark.slow  # spawns python -m harness and trains
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_sigkill_or_ctrl_c_of_the_harness_leaves_no_child(tmp_path, sig):
     out = tmp_path / "run"
@@ -184,7 +190,7 @@ def test_sigkill_or_ctrl_c_of_the_harness_leaves_no_child(tmp_path, sig):
     finally:
         proc.send_signal(sig)  # Ctrl-C: SIGINT to the harness (the child is in a process group of its own)
         proc.wait(timeout=60)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a bound, not a measurement: ends as soon as the child is gone
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(pid)
@@ -202,7 +208,7 @@ def _alive(pid: int) -> bool:
 def test_tools_that_look_inside_a_run_refuse_a_command_arm(tool, capsys):
     import importlib
 
-    main = importlib.import_module(f"harness.tools.{tool}").main
+    main = importlib.import_module(f"harness.{tool}").main  # the command's entry point
     assert main(["--config-dir", str(TEST_CONF), *BASE]) == 2
     err = capsys.readouterr().err
     said = err.split("error: ", 1)[1]
@@ -217,6 +223,7 @@ def test_a_problem_in_one_arm_names_the_arm(tmp_path):
     assert "ab.arms.A" not in str(e.value) and not list(tmp_path.glob("runs/*/*/result.json"))
 
 
+@pytest.mark.slow
 def test_command_units_never_import_torch_serial_or_side_by_side_and_both_give_the_same_results(tmp_path):
     """A command unit needs no torch in the harness's processes (seconds of CPU in each one): the
     process that runs the units (serial: the harness itself; side by side: each worker, which the
@@ -250,6 +257,7 @@ def test_command_units_never_import_torch_serial_or_side_by_side_and_both_give_t
         assert read_json(tmp_path / folder / "certificate.json")["reproducible"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forced", [None, "avx2"])
 def test_a_command_units_cpu_capability_is_the_one_torch_reads_on_this_machine(forced):
     """A CPU command unit records env.cpu_capability without importing torch (the script's kernels,
@@ -277,6 +285,7 @@ def test_a_command_units_run_takes_black_box_or_adopt_not_both():
         run.adopt({})
 
 
+@pytest.mark.slow
 def test_two_seeds_printing_the_same_metrics_are_not_called_a_relabelled_copy(tmp_path):
     # toy.py prints the same score for seeds 0 and 13 (the same arm): a black box's final digest
     # covers only its metrics then, and equal metrics under two seeds are a coincidence of rounding,

@@ -57,6 +57,7 @@ def test_an_interpreter_without_torch_for_a_script_that_imports_it_is_refused_be
     assert not list((tmp_path / "out").glob("runs/*/*/result.json"))
 
 
+@pytest.mark.slow
 def test_a_plain_command_records_what_happened_inside_it_as_unknown(tmp_path):
     out = tmp_path / "out"
     harness.run([*BASE, f"train.cmd=[python,{TOY}]", "ab.seeds=[0,1,2]", "repro.certificate=false"],
@@ -89,6 +90,7 @@ def test_a_command_unit_through_the_torch_path_never_records_the_harness_process
     assert env["reported_by_script"] is False and env["interpreter"] == sys.executable
 
 
+@pytest.mark.slow
 def test_an_attached_command_records_what_the_script_reported(tmp_path):
     import torch
 

@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 
 import harness
+import pytest
 from omegaconf import DictConfig
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 ROOT = str(Path(harness.__file__).resolve().parent) + "/"
 

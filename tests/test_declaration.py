@@ -52,6 +52,7 @@ def test_a_bad_declaration_names_the_key_and_what_is_allowed(overrides, words):
     assert words in str(e.value)
 
 
+@pytest.mark.slow
 def test_setting_the_factors_own_key_is_refused_pointing_to_the_arms(tmp_path):
     proc = run_cli([*TINY, "loss.label_smoothing=1.5", f"hydra.run.dir={tmp_path / 'cli'}"])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -115,6 +116,7 @@ def test_tables_on_the_terminal_behind_a_flag(declared_run, capsys):
     assert "Noise floor" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_sweep_writes_the_declaration_once_and_its_analysis_reads_it(tmp_path):
     sweep = tmp_path / "sweep"
     proc = run_cli(["-m", *TINY, "stats.margin=0.5", "seed=0,1,2", f"hydra.sweep.dir={sweep}"])

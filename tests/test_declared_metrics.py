@@ -22,8 +22,8 @@ import torch
 
 import harness
 from harness.analysis import example_records
-from harness.tools import golden as golden
-from harness.tools import noise_audit as noise_audit
+from harness.tools.golden import golden as golden
+from harness.tools.noise import noise_audit as noise_audit
 from harness import results as results_io
 from harness.analysis.analyze import analyze, analyze_dir
 from harness.training.run import Run

@@ -117,6 +117,7 @@ def diverging(cfg, run, shift: float = 0.0, nan_seeds=()) -> dict:
     return {"score": 50.0 + noise + shift}
 
 
+@pytest.mark.slow
 def test_the_command_exits_0_when_the_diverged_runs_were_counted(tmp_path):
     from .conftest import run_cli
 

@@ -87,14 +87,21 @@ def check_harness(args: list[str]) -> None:
             check_job(c, multirun=multirun)
 
 
+def tool_module(module: str) -> str:
+    """Where ``python -m harness.X``'s parser and main live: the module its entry point (harness/X.py)
+    takes main from, or a room's cli.py (harness/ledger/cli.py)."""
+    entry = importlib.import_module(module)
+    return entry.main.__module__ if hasattr(entry, "main") else module + ".cli"
+
+
 def check_tool(module: str, args: list[str]) -> None:
     """A tool's command: its flags parse; its overrides compose and select a run that passes the
     preflight (``golden check``'s overrides on their own: the file's apply first)."""
     from harness.config.preflight import preflight
     from harness.tools.args import parse_args
-    from harness.tools.golden import compose_config, select_run
+    from harness.tools.golden.golden import compose_config, select_run
 
-    tool = importlib.import_module("harness.tools." + module.split(".", 1)[1])
+    tool = importlib.import_module(tool_module(module))
     parsed = parse_args(tool.parser(), args)
     overrides = list(getattr(parsed, "overrides", None) or [])
     dirs = [str(REPO / d) for d in getattr(parsed, "config_dir", None) or []]
@@ -166,6 +173,7 @@ def _tiny(cmd: DocCommand) -> list[str]:
     return TINY[cmd.module]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", E2E, ids=lambda c: c.id)
 def test_each_documented_feature_example_runs_as_promised(cmd: DocCommand, tmp_path):
     """One subprocess per example, in a fresh folder (the repository's tests/ and examples/ beside it,

@@ -10,7 +10,7 @@ import harness
 from harness.analysis.analyze import analyze
 from harness.analysis.render.summary import lines, pairing_line
 from harness.results import read_json
-from harness.training.proof import EMPTY_DIGESTS
+from harness.training.fingerprint_coverage import EMPTY_DIGESTS
 from harness.training.run import Run
 
 from . import _results_factory as F

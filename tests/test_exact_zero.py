@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.analysis.curves import curves
 from harness.stats import exact_std
-from harness.tools.noise_audit import spread, std_ratio
+from harness.tools.noise.noise_audit import spread, std_ratio
 
 SAME = 560 / 9  # 62.2222...: five equal floats whose mean rounds
 assert np.std([SAME] * 5, ddof=1) > 0  # the trap itself, so the tests below can fail

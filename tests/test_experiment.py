@@ -26,6 +26,7 @@ def _by_key(outcome):
     return {(r["seed"], r["arm"]): r for r in outcome.results}
 
 
+@pytest.mark.slow
 def test_two_runs_give_identical_final_fingerprints(tmp_path):
     first = _by_key(_run(tmp_path / "one", [], certify=False))
     second = _by_key(_run(tmp_path / "two", [], certify=False))
@@ -71,6 +72,7 @@ def test_num_workers_do_not_change_the_bits(tmp_path):
     assert zero[(0, "A")]["fingerprints"]["final"] == two[(0, "A")]["fingerprints"]["final"]
 
 
+@pytest.mark.slow
 def test_augmentation_is_paired_and_reproducible(tmp_path):
     one = _by_key(_run(tmp_path / "a1", ["ab.seeds=[0]", "data.augment=true"], certify=False))
     two = _by_key(_run(tmp_path / "a2", ["ab.seeds=[0]", "data.augment=true"], certify=False))
@@ -116,6 +118,7 @@ def test_resume_skips_matching_runs_and_reruns_changed_ones(tmp_path):
 # -- CLI ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_narrowed_cli_run_matches_the_full_run(tmp_path):
     # the full run in this process, through the Python API (the same execute as the CLI; threads
     # pinned to 1 in FAST): the narrowed CLI run in its own process must give the same bits
@@ -152,6 +155,7 @@ def test_bad_input_fails_clearly(tmp_path, overrides, message):
     assert not list(tmp_path.rglob("result.json"))
 
 
+@pytest.mark.slow
 def test_cifar10_without_files_says_where_to_put_them(tmp_path):
     proc = run_cli(FAST + ["data=cifar10", f"data.root={tmp_path/'nothing'}", f"hydra.run.dir={tmp_path/'out'}"])
     assert proc.returncode == 2
@@ -159,6 +163,7 @@ def test_cifar10_without_files_says_where_to_put_them(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_strict_mode_names_a_nondeterministic_op_and_the_ways_out(tmp_path):
     proc = run_cli(["--config-dir", str(TEST_CONF), *FAST, "model=put", f"hydra.run.dir={tmp_path}"])
     assert proc.returncode == 2
@@ -173,6 +178,7 @@ def test_strict_mode_names_a_nondeterministic_op_and_the_ways_out(tmp_path):
     assert [r["status"] for r in ok.results] == ["completed"], ok.results[0].get("error")
 
 
+@pytest.mark.slow
 def test_nan_loss_fails_that_run_only(tmp_path):
     proc = run_cli(FAST + ["ab.factor=optim.lr", "ab.arms.A=0.05", "ab.arms.B=0.02", "+ab.arms.C=1e30", "ab.seeds=[0,1,2]",
                            "repro.certificate=false", f"hydra.run.dir={tmp_path}"])

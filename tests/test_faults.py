@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from harness.results import load_tree
 from .conftest import FAST, REPO, run_cli
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_what_is_safe_and_how_to_resume_and_resume_works(tmp_path):
     out = tmp_path / "out"
     args = [*FAST, "train.max_steps=150", "data.train_limit=256", "repro.certificate=false", f"hydra.run.dir={out}"]
@@ -71,13 +73,14 @@ def test_the_atomic_writer_names_the_file_a_failed_write_was_for(tmp_path, monke
     def fail(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(results.os, "fsync", fail)
+    monkeypatch.setattr(os, "fsync", fail)
     with pytest.raises(OSError) as e:
         results.write_json(tmp_path / "x" / "result.json", {"a": 1})
     assert e.value.filename == str(tmp_path / "x" / "result.json")
     assert not list((tmp_path / "x").iterdir())  # no temporary file left behind
 
 
+@pytest.mark.slow
 def test_a_bad_value_in_a_sweep_is_one_paragraph_before_any_job(tmp_path):
     sweep = tmp_path / "sweep"
     proc = run_cli(["-m", *FAST, "seed=0,1", "arm=A,Z", f"hydra.sweep.dir={sweep}"])

@@ -81,6 +81,7 @@ def test_the_lock_is_taken_once_the_holder_ends_and_then_names_the_new_holder(tm
     assert "waited" not in said
 
 
+@pytest.mark.slow
 def test_a_run_waiting_on_a_stopped_holder_says_which_lock_and_who(tmp_path, stopped_holder):
     """Through the CLI (today's call site passes no timeout): the waiting run is not silent."""
     out = tmp_path / "out"
@@ -105,6 +106,7 @@ def test_a_run_waiting_on_a_stopped_holder_says_which_lock_and_who(tmp_path, sto
     assert (out / "runs" / "seed=0" / "arm=A" / "result.json").exists()
 
 
+@pytest.mark.slow
 def test_lock_timeout_bounds_the_wait_of_a_whole_run(tmp_path, stopped_holder):
     """Through the Python API (the CLI's execute): lock_timeout reaches the unit's lock, and the run
     stops with the lock and its holder named instead of waiting for ever."""

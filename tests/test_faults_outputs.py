@@ -27,6 +27,7 @@ def _analysed_then_one_seed_fewer(tmp_path):
     return root, before
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_the_figure_replaces_none_of_the_three_and_says_so(tmp_path, monkeypatch, capsys):
     root, before = _analysed_then_one_seed_fewer(tmp_path)
 

@@ -12,10 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from harness.results import load_tree, read_json
 
 from .conftest import REPO, run_cli
 from .sequential_fns import paired_metric
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 PAIRED = ["+experiment=loss_ab", "logger=none", "progress=false", "determinism.threads=1",
           "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0", "+train.kwargs.sd=1.0",

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 
+import pytest
 from harness import results
 from harness.results import MAX_RESULT_BYTES, load_tree
 
@@ -32,6 +33,7 @@ def _damaged_tree(tmp_path):
     return root, bad
 
 
+@pytest.mark.slow
 def test_the_analysis_names_each_damaged_entry_and_analyses_the_rest(tmp_path):
     root, bad = _damaged_tree(tmp_path)
     done = run_cli([str(root)], module="harness.analyze", timeout=120)
@@ -59,12 +61,13 @@ def test_a_file_that_cannot_be_opened_is_named_with_the_reason(tmp_path, monkeyp
             raise PermissionError(errno.EACCES, "Permission denied", denied)
         return real_open(path, *a, **kw)
 
-    monkeypatch.setattr(results.os, "open", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     loaded = load_tree(root)
     assert loaded.unreadable == [(denied, "could not be read: Permission denied")]
     assert len(loaded.results) == 7
 
 
+@pytest.mark.slow
 def test_resume_reruns_a_unit_whose_result_is_a_fifo_or_a_symlink_loop(tmp_path):
     out = tmp_path / "out"
     fifo_dir, loop_dir = out / "runs" / "seed=0" / "arm=A", out / "runs" / "seed=1" / "arm=B"

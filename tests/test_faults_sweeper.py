@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 from harness.analysis.render.outputs import write_together
 from harness.results import read_json
 
@@ -31,6 +32,7 @@ runpy.run_module("harness", run_name="__main__")
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_under_sequential_json_gives_the_storage_message_and_leaves_it_stopped(tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", "hydra/sweeper=harness_sequential", *PAIRED, "ab.sequential.max_seeds=8", f"hydra.sweep.dir={sweep}"]
@@ -50,6 +52,7 @@ def test_a_full_disk_under_sequential_json_gives_the_storage_message_and_leaves_
     assert read_json(sweep / "sequential.json")["status"] == "settled"
 
 
+@pytest.mark.slow
 def test_bad_lock_timeout_values_are_refused_before_any_run(tmp_path):
     said = {}
     for value, code in (("-1", 2), ("abc", 1)):

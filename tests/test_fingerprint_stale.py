@@ -12,7 +12,7 @@ import torch
 
 from harness.experiment.runner import run_one
 from harness.results import write_json
-from harness.tools import diff
+from harness.tools.diff import diff
 from harness.training import fingerprint as F
 
 from .conftest import FAST, REPO, compose_cfg
@@ -114,6 +114,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
 """
 
 
+@pytest.mark.slow
 def test_digest_memory_is_proportional_to_a_chunk_not_to_the_model():
     # torch's CPU allocator is invisible to tracemalloc, so the peak resident size of a fresh process
     # is measured: the old digest added an int64 copy, weights and product per parameter (> 256 MiB)

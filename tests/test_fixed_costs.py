@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from harness.experiment import units
 from harness.experiment.units import run_experiment
 from harness.results import read_json, write_json
@@ -74,6 +75,7 @@ def test_a_certificate_for_another_result_or_one_that_said_no_is_made_again(tmp_
     assert _invocation(tmp_path, monkeypatch)[0] == [(0, "A")]
 
 
+@pytest.mark.slow
 def test_a_noop_rerun_skips_preflight_and_leaves_the_analysis_files_alone(tmp_path, monkeypatch):
     from harness.config import preflight as preflight_module
     from harness.experiment.execute import execute
@@ -103,6 +105,7 @@ def test_a_noop_rerun_skips_preflight_and_leaves_the_analysis_files_alone(tmp_pa
     assert figure.stat().st_mtime_ns != before[0]
 
 
+@pytest.mark.slow
 def test_the_code_identity_reads_torchs_version_without_importing_it():
     """A no-op rerun decides what to skip from the code identity; reading torch's version must not
     import torch (seconds), and must give exactly torch.__version__ (else every result would rerun)."""
@@ -132,6 +135,7 @@ print("digits as scikit-learn loads them", same)
 """
 
 
+@pytest.mark.slow
 def test_the_digits_load_without_importing_scikit_learn_and_are_the_same_tensors(tmp_path):
     """Importing scikit-learn (load_digits) costs over a second per process, for every run and every
     worker; its bundled file is read directly."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from importlib import metadata
 
+import pytest
 from harness.experiment import execute as execute_module
 from harness.experiment import identity
 from harness.experiment.execute import INPUTS_NAME, execute
@@ -20,6 +21,7 @@ analyze_module = importlib.import_module("harness.analysis.analyze")  # the pack
 ARGS = [*FAST, "determinism.threads=1", "train.max_steps=5", "data.train_limit=64"]  # 3 seeds: analysable
 
 
+@pytest.mark.slow
 def test_dist_version_names_what_packages_distributions_names_for_every_installed_package():
     table = metadata.packages_distributions()
     for top, dists in table.items():
@@ -34,6 +36,7 @@ def test_dist_version_names_what_packages_distributions_names_for_every_installe
     assert identity._dist_version("no_such_package_anywhere") == "unknown version"
 
 
+@pytest.mark.slow
 def test_the_code_identity_of_torch_targets_is_made_without_importing_torch_and_is_unchanged():
     probe = ("import sys; from harness.experiment.identity import code_identity; "
              "a = code_identity(['torch.optim.SGD', 'torch.nn.CrossEntropyLoss']); print('torch' in sys.modules); "
@@ -45,6 +48,7 @@ def test_the_code_identity_of_torch_targets_is_made_without_importing_torch_and_
     assert lines[1].startswith("True {'torch': 'torch=="), out.stdout
 
 
+@pytest.mark.slow
 def test_a_noop_rerun_reads_the_analysis_it_made_and_makes_it_again_when_an_input_changed(tmp_path, monkeypatch):
     first = execute(compose_cfg(ARGS), tmp_path, say=lambda m: None, show_table=False)
     assert (tmp_path / INPUTS_NAME).is_file()

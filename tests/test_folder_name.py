@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from omegaconf import OmegaConf
 
 from harness.config import compose
 from harness.results import differences
-from harness.tools.golden import NOT_NUMERICS
+from harness.tools.golden.golden import NOT_NUMERICS
 from tests.conftest import FAST, run_cli
 
 BASE = [o for o in FAST if not o.startswith(("workers=", "logger=", "progress="))]
@@ -21,6 +22,7 @@ def _folder_name(overrides):
     return compose(overrides, return_hydra_config=True).hydra.job.override_dirname
 
 
+@pytest.mark.slow
 def test_keys_that_change_no_bit_do_not_name_the_folder():
     plain = _folder_name(BASE)
     assert plain and "train.max_steps=30" in plain
@@ -41,6 +43,7 @@ def test_golden_check_lists_no_key_that_changes_no_bit():
     assert differences(golden, {**now, "optim": {"lr": 0.1}}, ignore=NOT_NUMERICS) == [("optim.lr", 0.05, 0.1)]
 
 
+@pytest.mark.slow
 def test_a_finished_folder_is_resumed_and_reanalysed_without_training(tmp_path):
     tiny = [*FAST, "train.max_steps=10", "ab.seeds=[0,1,2]", "repro.certificate=false"]  # no rerun: cheaper
     first = run_cli(tiny, cwd=tmp_path)
@@ -57,6 +60,7 @@ def test_a_finished_folder_is_resumed_and_reanalysed_without_training(tmp_path):
     assert json.loads((folders[0] / "declaration.json").read_text())["margin"] == 0.5
 
 
+@pytest.mark.slow
 def test_ledger_keys_do_not_name_the_folder(tmp_path):
     plain = _folder_name(BASE)
     for extra in (["ledger.enabled=false"], [f"ledger.path={tmp_path / 'l.sqlite'}"]):
@@ -72,6 +76,7 @@ def _own_experiment(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_an_override_at_the_value_the_config_already_has_names_no_folder(tmp_path):
     dirs = [_own_experiment(tmp_path)]
 
@@ -85,6 +90,7 @@ def test_an_override_at_the_value_the_config_already_has_names_no_folder(tmp_pat
     assert _folder_name([*BASE, "data.augment=true"]) != _folder_name(BASE)
 
 
+@pytest.mark.slow
 def test_a_long_override_list_gets_a_short_stable_folder_name(tmp_path):
     longest = "0." + "1" * 60  # a value this long is still one float: each is a distinct config
     many = [*BASE, f"optim.lr={longest}", f"optim.momentum={longest}", f"optim.weight_decay={longest}",
@@ -109,7 +115,7 @@ def test_a_long_override_list_gets_a_short_stable_folder_name(tmp_path):
 
 
 def test_the_noise_tools_default_folder_is_one_short_component_too():
-    from harness.tools.noise_audit import default_out
+    from harness.tools.noise.noise_audit import default_out
 
     many = [f"optim.lr=0.{'1' * 100}", f"optim.momentum=0.{'2' * 100}", f"model.dropout=0.{'3' * 100}"]
     for tool in ("noise_audit", "noise_sources"):

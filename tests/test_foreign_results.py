@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from harness.tools.analyze import main as analyze_main
 
 
@@ -21,6 +22,7 @@ def _write(root, config_of):
             (folder / "result.json").write_text(json.dumps(result))
 
 
+@pytest.mark.slow
 def test_foreign_results_are_analysed_with_the_metric_and_direction_given(tmp_path, capsys):
     _write(tmp_path, lambda seed, tied: {"argv": ["--data", "../data", "--emsize", "64"], "tied": tied})
     assert analyze_main([str(tmp_path), "--no-write"]) == 2  # nothing declares the metric: said, not guessed

@@ -7,13 +7,14 @@ import json
 
 import pytest
 
-from harness.tools import golden
+from harness.tools.golden import golden
 
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "determinism.threads=1",
         "stats.metric=train_loss", "+stats.metrics.train_loss=min"]  # its own loop: its own declaration
 
 
+@pytest.mark.slow
 @pytest.mark.solo  # replays with 2 threads: the count is the point
 def test_stored_op_stream_names_the_op_where_the_rerun_parts(tmp_path, capsys):
     path = tmp_path / "golden.json"
@@ -32,6 +33,7 @@ def test_stored_op_stream_names_the_op_where_the_rerun_parts(tmp_path, capsys):
     assert "max |Δ| not available" in out  # the golden keeps hashes only
 
 
+@pytest.mark.slow
 def test_without_a_stored_stream_both_sides_are_replayed_here_and_it_says_so(tmp_path, capsys):
     path = tmp_path / "golden.json"
     assert golden.main(["save", str(path), *TINY]) == 0
@@ -48,7 +50,7 @@ def test_a_stream_stored_by_the_other_recorder_is_compared_with_a_replay_by_that
     """A golden saved on a torch without PyTorch's DebugMode stores our own recorder's stream (which
     also sees detach ops); the check must replay with that recorder, not the one this torch prefers,
     or the streams part at the first detach, not where the bits part."""
-    from harness.tools import ops
+    from harness.tools.diff import ops
 
     path = tmp_path / "golden.json"
     assert golden.main(["save", str(path), *TINY]) == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.tools import golden, golden_stats
+from harness.tools.golden import golden, golden_stats
 
 TINY = ["train.fn=tests.models_for_tests.tiny_train", "model._target_=tests.models_for_tests.TinyConvNet",
         "model.width=4", "logger=none", "progress=false", "determinism.threads=1"]
@@ -37,6 +37,7 @@ def test_unchanged_is_identical(golden_file, capsys):
     assert "golden check passed" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.solo  # reruns with 2 threads: the count is the point
 def test_thread_count_change_is_equivalent_within_the_margin(golden_file, capsys):
     # the thread count is the point here: 2 threads add the same sums in another order
@@ -48,6 +49,7 @@ def test_thread_count_change_is_equivalent_within_the_margin(golden_file, capsys
     assert "to name the first op whose bits differ: python -m harness.golden check" in out
 
 
+@pytest.mark.slow
 def test_a_planted_regression_is_changed_and_named_worse(golden_file, capsys):
     assert golden.main(["check", str(golden_file), "optim.lr=0.005"]) == golden_stats.EXIT_CHANGED
     out = capsys.readouterr().out

@@ -91,6 +91,7 @@ class _MeasuredOnGpu(Workers):
         super().widen_from({**result, "timing": {**result.get("timing", {}), "gpu_memory": _memory(peak=10.0)}})
 
 
+@pytest.mark.slow
 def test_a_pool_that_widens_after_the_first_unit_runs_the_rest_side_by_side_with_the_serial_results(tmp_path):
     from harness.experiment.plan import Plan
     from harness.experiment.parallel.side_by_side import run_side_by_side

@@ -23,6 +23,7 @@ TINY = [o for o in FAST if not o.startswith(("train.max_steps", "data.train_limi
 ]
 
 
+@pytest.mark.slow
 def test_a_grid_around_an_ab_is_analysed_per_point_in_one_folder(tmp_path, capsys):
     # repro.certificate=false as the user types it: the jobs see False (issue 13, item 9)
     proc = run_cli(["-m", *TINY, "optim.lr=0.01,0.05", "seed=range(0,3)"], cwd=tmp_path)
@@ -62,6 +63,7 @@ def test_a_grid_around_an_ab_is_analysed_per_point_in_one_folder(tmp_path, capsy
     assert "optim.lr: 0.01 vs 0.05" in err and "--grid" in err
 
 
+@pytest.mark.slow
 def test_a_wider_sweep_in_the_same_folder_resumes_by_seed_and_arm(tmp_path):
     args = ["-m", *TINY, "ab.seeds=[0,1,2,3]", "arm=A,B"]
     first = run_cli([*args, "seed=range(0,3)"], cwd=tmp_path)
@@ -105,6 +107,7 @@ def _grid_of(tmp_path, shifts: dict, *, n_seeds=8, same_noise=False):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_grid_says_whether_the_effect_depends_on_the_grid_value(tmp_path):
     import numpy as np
     from scipy.stats import alexandergovern, ttest_1samp
@@ -181,6 +184,7 @@ def test_a_constant_effect_shows_no_heterogeneity_and_two_points_give_no_slope(t
     assert low == pytest.approx(high) == pytest.approx(block["pooled"]["estimate"])
 
 
+@pytest.mark.slow
 def test_a_grid_over_named_settings_pools_them_without_a_slope(tmp_path):
     """Several tasks in one sweep (data=digits,synthetic,...): a key whose values are names gets the
     heterogeneity test and the average, never a slope."""
@@ -207,6 +211,7 @@ def test_a_grid_over_named_settings_pools_them_without_a_slope(tmp_path):
     assert "Does the effect depend on the grid value?" in (tmp_path / "grid.md").read_text()
 
 
+@pytest.mark.slow
 def test_every_grid_point_is_certified_in_its_own_folder(tmp_path):
     # one certificate.json per sweep folder certified the point that wrote it last; the others were
     # "not certified", with a hint (rerun with repro.certificate=true) that named a new folder, trained

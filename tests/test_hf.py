@@ -34,6 +34,7 @@ def wandb_ab(tmp_path_factory):
     return out / "exp", results
 
 
+@pytest.mark.slow
 def test_a_hugging_face_ab_is_paired_by_its_fingerprints_and_bitwise(wandb_ab):
     _, results = wandb_ab  # run_paired_ab checked the pairing and the certificate
     r = results[(0, "A")]
@@ -42,6 +43,7 @@ def test_a_hugging_face_ab_is_paired_by_its_fingerprints_and_bitwise(wandb_ab):
     assert "loss" in r["curve"]  # the Trainer's logged values are the curve
 
 
+@pytest.mark.slow
 def test_report_to_wandb_logs_into_the_units_one_run(wandb_ab):
     """The Trainer's WandbCallback logs into the harness's run of each unit (read back from the
     offline .wandb files): one run per unit plus the analysis, none of the Trainer's own; the
@@ -71,6 +73,7 @@ def test_gradient_accumulation_records_one_step_per_optimizer_step():
     assert out["fingerprints"]["batches"] == 8 and len(out["fingerprints"]["steps"]["params"]) == 4
 
 
+@pytest.mark.slow
 def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the_arms(tmp_path, monkeypatch):
     units = attached_units(tmp_path, monkeypatch, hf_fns.script)
     record = units[(0, "A")][0]
@@ -78,6 +81,7 @@ def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the
     assert "eval_accuracy" in record["metrics"]  # written after trainer.evaluate()
 
 
+@pytest.mark.slow
 def test_under_a_command_arm_evaluated_every_epoch_the_record_covers_every_step(tmp_path, monkeypatch):
     """eval_strategy="epoch" does not close the record: it is built when training ends, and the
     trainer.evaluate() after it only adds its metrics."""
@@ -92,6 +96,7 @@ def test_under_a_command_arm_evaluated_every_epoch_the_record_covers_every_step(
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hf"
 
 
+@pytest.mark.slow
 def test_the_hf_fit_example_is_paired_by_its_fingerprints_and_bitwise(tmp_path, monkeypatch):
     """examples/hf: a BERT from a config, datasets and TrainingArguments from the yaml, no script; the
     seeds and determinism the harness's, the final metrics trainer.evaluate()'s. Made small here."""

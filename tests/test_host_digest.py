@@ -17,8 +17,9 @@ from harness.experiment.units import certificate
 from harness.experiment.runner import run_one
 from harness.experiment.arms import arm_configs
 from harness.results import write_json
-from harness.tools import diff, golden
-from harness.tools.golden_words import check_message
+from harness.tools.diff import diff
+from harness.tools.golden import golden
+from harness.tools.golden.golden_words import check_message
 from harness.training import fingerprint as F
 
 from . import _results_factory as factory

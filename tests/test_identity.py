@@ -44,6 +44,7 @@ def _analyze(root, *args, capsys):
 # -- item 1: arms run with different settings -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_arms_with_different_settings_outside_the_factor_are_refused_naming_files_and_values(tmp_path, capsys):
     items = _items()
     for r in items:
@@ -136,6 +137,7 @@ def test_an_environment_part_that_is_the_factor_may_differ_between_arms():
 # -- item 3: a stale certificate ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_certificate_of_another_configuration_is_not_reported_as_current(tmp_path, capsys):
     old = _items()
     root = F.write_results(tmp_path / "exp", old)
@@ -163,6 +165,7 @@ def test_a_certificate_of_another_configuration_is_not_reported_as_current(tmp_p
 # -- item 4: the config changed on fewer seeds ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_config_changed_on_some_seeds_is_refused_and_the_old_analysis_set_aside(tmp_path, capsys):
     root = F.write_results(tmp_path / "exp", _items(6))
     code, _, err = _analyze(root, capsys=capsys)
@@ -190,6 +193,7 @@ def test_a_config_changed_on_some_seeds_is_refused_and_the_old_analysis_set_asid
     assert code == 2 and len(list((root / "superseded").glob("analysis-*"))) == 1
 
 
+@pytest.mark.slow
 def test_an_analysis_refused_for_a_bad_option_leaves_the_current_outputs(tmp_path, capsys):
     root = F.write_results(tmp_path / "exp", _items(6))
     assert _analyze(root, capsys=capsys)[0] == 0
@@ -242,6 +246,7 @@ def test_a_copy_relabelled_as_a_new_seed_is_refused_naming_both(tmp_path, capsys
 # -- item 8 (analysis side): one run wherever it is found ------------------------------------------
 
 
+@pytest.mark.slow
 def test_bit_identical_copies_of_a_run_count_once_and_conflicting_ones_are_named(tmp_path, capsys):
     items = _items(6)
     root = tmp_path / "sweep"
@@ -306,6 +311,7 @@ def test_config_digest_of_a_result_config_block_is_the_experiments_config_hash(c
 # -- item 12: a small result.json, the per-step fingerprints in one packed field ---------------------
 
 
+@pytest.mark.slow
 def test_result_files_pack_the_steps_and_version_1_is_still_read(tmp_path, capsys):
     items = _items(6)
     steps = {"loss": [f"{i * 7919 % 2**32:08x}" for i in range(440)],

@@ -11,10 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from harness.results import load_tree
 
 from .conftest import REPO, TEST_CONF
 from .test_process_tree import _args, _end_leftovers, _of_run, _until
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 SYN = ["+experiment=loss_ab", "logger=none", "progress=false", "determinism.threads=1", "data.train_limit=64",
        "ab.seeds=[0,1,2]", "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0",

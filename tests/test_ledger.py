@@ -57,6 +57,7 @@ def _append(path, worker, n, start):
                                 level=0.1, alpha_for=lambda tests: 0.001 * (len(tests) + 1))
 
 
+@pytest.mark.slow
 def test_two_processes_appending_at_once_write_each_claim_exactly_once(tmp_path):
     check_two_writers(tmp_path / "ledger.sqlite")
 

@@ -12,6 +12,8 @@ from harness.results import read_json
 
 from .conftest import run_cli
 
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
+
 CHEAP = [
     "+experiment=loss_ab", "workers=1", "ab.seeds=[0,1,2]", "logger=none", "progress=false", "determinism.threads=1",
     "repro.certificate=false", "train.fn=tests.sequential_fns.paired_metric", "ab.factor=train.kwargs.shift",

@@ -19,9 +19,9 @@ from harness.stats.fdr import online as ofdr
 from .test_ledger import _analysis, _declaration, check_two_writers
 
 URL = os.environ.get("HARNESS_TEST_POSTGRES_URL")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.services, pytest.mark.skipif(
     not URL, reason="no PostgreSQL server: run `sudo bash scripts/postgres_local.sh start` and export the "
-                    "HARNESS_TEST_POSTGRES_URL it prints (.ci/run does both)")
+                    "HARNESS_TEST_POSTGRES_URL it prints (.ci/run does both)")]
 
 
 @pytest.fixture

@@ -63,6 +63,7 @@ def test_a_rerun_reproduces_it_and_adds_no_row(ran):
     assert len(Ledger(ledger).claims()) == 1 and len(Ledger(ledger).tests()) == 1
 
 
+@pytest.mark.slow
 def test_a_misspelt_fdr_key_or_an_unknown_method_fails_at_compose_naming_the_methods(compose_fn):
     from omegaconf import OmegaConf
 
@@ -90,6 +91,7 @@ def test_a_misspelt_fdr_key_or_an_unknown_method_fails_at_compose_naming_the_met
     assert Declaration.from_config(compose_fn(SYN)).fdr is None  # the default: today's behaviour
 
 
+@pytest.mark.slow
 def test_harness_analyze_records_an_alternative_flagged_in_the_experiments_ledger(ran, monkeypatch, capsys):
     from harness.tools import analyze
 
@@ -120,6 +122,7 @@ def test_a_ledger_changed_afterwards_changes_no_past_verdict(ran):
     assert later["comparisons"]["B"]["verdict"] == first.analysis["comparisons"]["B"]["verdict"]
 
 
+@pytest.mark.slow
 def test_a_sequential_runs_decision_is_recorded_once(tmp_path):
     from harness.api import run
 
@@ -133,6 +136,7 @@ def test_a_sequential_runs_decision_is_recorded_once(tmp_path):
     assert claim["alpha"] == first.analysis["alpha"] == 0.05
 
 
+@pytest.mark.slow
 def test_two_experiments_started_at_once_each_claim_once_at_their_own_places(tmp_path):
     import subprocess
     import sys
@@ -155,6 +159,7 @@ def test_two_experiments_started_at_once_each_claim_once_at_their_own_places(tmp
     assert first in [t["alpha"] for t in tests]
 
 
+@pytest.mark.slow
 def test_a_sweep_takes_one_level_before_its_jobs_and_a_grid_is_refused(tmp_path):
     """A sweep is one experiment: its launcher takes alpha_t from the ledger before any job, writes it
     into the sweep's declaration.json, and its analysis decides that one test. A grid (a key swept
@@ -180,6 +185,7 @@ def test_a_sweep_takes_one_level_before_its_jobs_and_a_grid_is_refused(tmp_path)
     assert not list((tmp_path / "g").rglob("result*.json")) and len(Ledger(ledger).tests()) == 1
 
 
+@pytest.mark.slow
 def test_a_race_with_stats_fdr_is_refused_before_any_run(tmp_path):
     from .conftest import run_cli
 

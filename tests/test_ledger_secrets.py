@@ -30,6 +30,7 @@ def _secret_anywhere(folder: Path, proc) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, args", [
     ([], [f"ledger.url=postgresql://harness:{SECRET}@127.0.0.1:1/ledger"]),
     ([], [f"ledger.url='postgres://harness@127.0.0.1:1/ledger?password={SECRET}'"]),  # quoted, as Hydra needs
@@ -43,6 +44,7 @@ def test_an_inline_password_is_refused_before_anything_is_written(tmp_path, mode
     assert not _everything_under(tmp_path), "a refused run wrote files"
 
 
+@pytest.mark.slow
 def test_a_password_in_the_yaml_is_refused_as_well(tmp_path):
     conf, work = tmp_path / "conf", tmp_path / "work"
     (conf / "team").mkdir(parents=True)
@@ -56,6 +58,7 @@ def test_a_password_in_the_yaml_is_refused_as_well(tmp_path):
     assert not _everything_under(work), "a refused run wrote files"
 
 
+@pytest.mark.slow
 def test_a_password_from_pgpassword_is_not_printed_when_the_server_cannot_be_reached(tmp_path):
     # stats.fdr takes the level from the ledger before any run: the closed port is met at once
     proc = run_cli([*SYN, "ledger.url=postgresql://harness@127.0.0.1:1/ledger", "stats.fdr.method=lond",
@@ -94,6 +97,7 @@ def test_a_password_is_found_where_libpq_reads_one_and_never_shown(url, secret):
         assert shown(url) == url  # a URL without a password is shown as it is
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, key", [
     (["ledger.url=mysql://harness@127.0.0.1/ledger"], "ledger.url"),
     (["ledger.url=ledger.sqlite"], "ledger.url"),

@@ -19,6 +19,7 @@ from .test_attach import HARNESS_ENV
 from .trainer_ab import attached_units, run_paired_ab
 
 
+@pytest.mark.slow
 def test_a_lightning_ab_is_paired_by_its_fingerprints_and_bitwise(tmp_path):
     results = run_paired_ab(tmp_path, "tests.lightning_fns.fit")  # its fn calls seed_everything(1234)
     assert results[(0, "A")]["fingerprints"]["batches"] == 8  # 256 examples in batches of 32, each fingerprinted
@@ -91,6 +92,7 @@ def _cfg():
     return OmegaConf.create({"loss": {"label_smoothing": 0.0}})
 
 
+@pytest.mark.slow
 def test_in_a_command_arms_script_the_callback_attaches_and_its_record_pairs_the_arms(tmp_path, monkeypatch):
     from harness.training.fingerprint import model_fingerprint
 
@@ -138,6 +140,7 @@ def test_a_callback_that_records_fewer_steps_than_the_trainer_took_is_partial_ne
     assert "yes" not in cert["line"] and cert["reproducible"] is False
 
 
+@pytest.mark.slow
 def test_harness_lightning_fit_runs_a_module_and_datamodule_from_the_config(tmp_path):
     results = run_paired_ab(tmp_path, "harness.lightning.fit", overrides=[
         "+train.kwargs.module={_target_: tests.lightning_fns.MLP, label_smoothing: 0.0}",

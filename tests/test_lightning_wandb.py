@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from harness.training.run import Run
 
 from . import lightning_fns as L
@@ -18,6 +19,7 @@ from .test_tracking import REPO, subprocess_env
 SEEDS = (0, 1, 2)  # the analysis needs 3
 
 
+@pytest.mark.slow
 def test_a_wandb_logger_in_the_users_trainer_logs_into_the_units_one_run(tmp_path):
     out = tmp_path / "exp"
     cmd = [sys.executable, "-m", "harness", "+experiment=loss_ab", f"ab.seeds=[{','.join(map(str, SEEDS))}]",
@@ -64,6 +66,7 @@ def test_a_unit_written_nowhere_turns_the_loggers_run_off(tmp_path, capsys):
     assert "WandbLogger (project 'mine') is turned off for this unit" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
     """A command arm's script (a fresh process, wandb not set up yet): the harness logs the unit's run
     from its own process, so the script's WandbLogger writes none, and says so."""
@@ -90,6 +93,7 @@ def test_in_a_command_arms_script_the_loggers_run_is_off_and_said(tmp_path):
                                   "project": "mine"}]
 
 
+@pytest.mark.slow
 def test_a_logger_turned_off_in_workers_is_said_once_and_its_project_kept(tmp_path):
     """workers=2: each unit runs in a worker, where the user's WandbLogger(project=...) is turned off and
     the main process logs the unit. The terminal says so once (not once per unit, not only in a
@@ -112,6 +116,7 @@ def test_a_logger_turned_off_in_workers_is_said_once_and_its_project_kept(tmp_pa
     assert {r.project for r in runs} == {"my-lightning-project"}  # the analysis's run with them
 
 
+@pytest.mark.slow
 def test_a_command_arms_logger_turned_off_is_said_once_and_its_project_kept(tmp_path):
     """A command arm's script with WandbLogger(project="userproj"): each unit's stderr.txt says it was
     turned off there; the terminal says it once for all units; the harness logs them in userproj."""

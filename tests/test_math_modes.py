@@ -8,7 +8,8 @@ import copy
 import pytest
 import torch
 
-from harness.analysis.identity.comparability import IdentityError, check, identity
+from harness.analysis.identity.comparability import check
+from harness.analysis.identity.run_identity import IdentityError, identity
 from harness.experiment.runner import train_one
 from harness.experiment.arms import arm_configs
 from harness.training import math_modes

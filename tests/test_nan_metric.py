@@ -8,6 +8,7 @@ import math
 import sys
 
 import harness
+import pytest
 from harness.results import read_json, read_result, write_result
 
 from .conftest import TEST_CONF, run_cli
@@ -39,6 +40,7 @@ def _unit(folder, seed, arm):
     return read_json(folder / "runs" / f"seed={seed}" / f"arm={arm}" / "result.json")
 
 
+@pytest.mark.slow
 def test_a_command_that_prints_nan_is_a_diverged_run_counted_as_worst(tmp_path):
     done = harness.run([*BASE, _script(tmp_path)], out_dir=tmp_path / "run", config_dir=TEST_CONF, verbose=False)
     r = _unit(tmp_path / "run", 1, "B")
@@ -51,6 +53,7 @@ def test_a_command_that_prints_nan_is_a_diverged_run_counted_as_worst(tmp_path):
     assert "is missing" not in done.verdict and done.verdict.startswith("diverged: A 0 of 6 seeds, B 2 of 6 seeds")
 
 
+@pytest.mark.slow
 def test_stats_diverged_fail_refuses_the_verdict_on_a_printed_nan(tmp_path):
     out = tmp_path / "run"
     proc = run_cli(["--config-dir", str(TEST_CONF), *BASE, _script(tmp_path), "stats.diverged=fail",

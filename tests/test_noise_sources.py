@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from harness.stats.sources import read_sources, spread
-from harness.tools import noise_sources
-from harness.tools.noise_sources_table import table_rows
+from harness.tools.noise import noise_sources
+from harness.tools.noise.noise_sources_table import table_rows
 from harness.training.run import Run
 
 K = 12
@@ -83,6 +83,7 @@ def test_independent_terms_are_recovered_and_add_up_and_the_difference_of_equal_
     assert r["reading_difference"]["kind"] == "none"
 
 
+@pytest.mark.slow
 def test_a_training_that_scrambles_on_any_change_is_called_unstable(conf, tmp_path):
     r = _run(conf, tmp_path, "train.kwargs.scramble=true", k=40)  # enough runs for the intervals to tell
     assert r["reading_a"]["kind"] == "unstable", r["reading_a"]
@@ -115,6 +116,7 @@ def test_bad_input_is_refused_in_one_paragraph(conf, tmp_path, capsys):
     assert "workers=0 is not allowed: give 'auto'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_wandb_run_holds_the_json_table_the_readings_and_the_figure(conf, tmp_path, monkeypatch):
     """With the harness's default logger (wandb, offline), one run "noise sources" whose table rows are
     the json's numbers, whose summary holds the two reading sentences and whose figure is the png;
@@ -172,6 +174,7 @@ def fitted(cfg, run: Run, shift: float = 0.0) -> dict:
         return {"score": float(((model(x) - y) ** 2).mean()) + shift}
 
 
+@pytest.mark.slow
 def test_side_by_side_gives_the_serial_numbers_and_ulp_and_thread_counts_are_rows(conf, tmp_path, monkeypatch, capsys):
     """Side by side (workers=2, the experiment's worker processes) every run's numbers are the serial
     path's, bit for bit, at the same pinned thread count, and the run at 2 threads runs alone on the 2
@@ -212,7 +215,7 @@ def test_side_by_side_gives_the_serial_numbers_and_ulp_and_thread_counts_are_row
 def test_how_many_run_side_by_side_follows_the_experiments_rule():
     """workers=N runs N at the reference's thread count, as an experiment's units (even beyond the free
     cores: asked for); a run at another count never pins more threads than the free cores, all told."""
-    from harness.tools.noise_sources_runs import Runner
+    from harness.tools.noise.noise_sources_runs import Runner
 
     busy = Runner(2, free=1, threads=1, log=print)  # workers=2 asked on one free core
     assert (busy.width(1, runs=10), busy.width(2, runs=1)) == (2, 1)
@@ -252,7 +255,7 @@ def test_an_adds_up_reading_says_the_interval_of_the_sum_and_which_source_falls_
 
 
 def _counting_runs(monkeypatch):
-    from harness.tools import noise_sources_runs
+    from harness.tools.noise import noise_sources_runs
 
     trained, real = [], noise_sources_runs.train_job
     monkeypatch.setattr(noise_sources_runs, "train_job", lambda *a, **k: trained.append(a[3]) or real(*a, **k))

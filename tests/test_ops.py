@@ -12,7 +12,8 @@ import pytest
 from harness.experiment.runner import run_one
 from harness.results import save_weights
 from harness.results import write_json
-from harness.tools import diff, golden, ops
+from harness.tools.diff import diff, ops
+from harness.tools.golden import golden
 
 from .conftest import LazyRuns, compose_cfg
 

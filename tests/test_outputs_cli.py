@@ -10,6 +10,7 @@ from tests.conftest import FAST, FAST_CLI_GROUP, run_cli
 # -- 8.3: a single run checks its output folder, and prints no warning ---------------------------
 
 
+@pytest.mark.slow
 @FAST_CLI_GROUP
 def test_a_plain_run_prints_no_warning(fast_cli_run):
     # no hydra.run.dir override: the default folder is what interpolates ${hydra:job.override_dirname}
@@ -53,6 +54,7 @@ def conf(tmp_path):
     return tmp_path / "conf"
 
 
+@pytest.mark.slow
 def test_golden_save_takes_config_dir_after_the_file(tmp_path, conf):
     golden = tmp_path / "golden.json"
     proc = run_cli(["save", str(golden), "--config-dir", str(conf), "+experiment=tiny_ab", "logger=none",
@@ -83,8 +85,8 @@ POSITIONS = [  # the overrides (or a tool's positionals) with --config-dir DIR a
 @pytest.mark.parametrize("argv", POSITIONS)
 def test_golden_noise_audit_and_audit_take_config_dir_at_any_position(argv, monkeypatch):
     from harness.tools import audit as audit
-    from harness.tools import golden as golden
-    from harness.tools import noise_audit as noise_audit
+    from harness.tools.golden import golden as golden
+    from harness.tools.noise import noise_audit as noise_audit
 
     args = argv("DIR")
     want_dirs = ["DIR", "DIR2"] if "DIR2" in args else ["DIR"]
@@ -103,7 +105,7 @@ def test_golden_noise_audit_and_audit_take_config_dir_at_any_position(argv, monk
 
 
 def test_noise_audit_takes_its_other_options_between_overrides_too(monkeypatch):
-    from harness.tools import noise_audit as noise_audit
+    from harness.tools.noise import noise_audit as noise_audit
 
     seen = []
     monkeypatch.setattr(noise_audit, "compose_config", _stop(seen))
@@ -114,7 +116,7 @@ def test_noise_audit_takes_its_other_options_between_overrides_too(monkeypatch):
 
 @pytest.mark.parametrize("argv", POSITIONS)
 def test_diff_accepts_config_dir_anywhere_and_says_it_reads_only_files(argv, monkeypatch, capsys):
-    from harness.tools import diff as diff
+    from harness.tools.diff import diff as diff
 
     args = [a if "=" not in a or a.startswith("--") else {"a=1": "RUN_A", "b=2": "RUN_B"}[a] for a in argv("DIR")]
     seen = []

@@ -93,14 +93,15 @@ def test_the_figure_draws_sparse_curves_and_old_analyses_with_holes():
 
     rs = _results({(s, "A"): {"step": [10, 20, 30], "train_loss": [None, 1.5, None]} for s in range(6)})
     a = analyze(rs, **FAST)
-    fig = figure(a, title=summary.title(a), fmt=report._Fmt(a))
+    fig = figure(a, title=summary.title(a), fmt=summary.Fmt(a))
     assert len(fig.axes[3].lines) == 2
     # an analysis.json written before curves were gathered this way has None inside mean and std
     a["curves"]["A"]["train_loss"] = {"step": [10, 20, 30], "mean": [None, 1.5, 1.2], "std": [None, None, 0.1], "n": 6}
-    fig = figure(a, title=summary.title(a), fmt=report._Fmt(a))
+    fig = figure(a, title=summary.title(a), fmt=summary.Fmt(a))
     assert list(fig.axes[3].lines[0].get_xdata()) == [20, 30]
 
 
+@pytest.mark.slow
 def test_logged_every_10_and_every_25_steps_the_analysis_ends_with_its_verdict_and_files(tmp_path):
     # train_loss every 10 steps, val_bpc every 25: the rows of one step hold only what was logged there
     steps = sorted(set(range(10, 101, 10)) | {25, 75})
@@ -116,6 +117,7 @@ def test_logged_every_10_and_every_25_steps_the_analysis_ends_with_its_verdict_a
     _json_clean(json.loads((root / "analysis.json").read_text())["curves"])
 
 
+@pytest.mark.slow
 def test_a_figure_that_fails_is_a_warning_naming_the_file(tmp_path, monkeypatch, caplog, capsys):
     from harness.analysis.render import figures as figures
     from harness.tools.analyze import main
@@ -165,7 +167,7 @@ def test_the_figure_keeps_its_title_labels_and_ticks_inside_the_image_without_ov
 
     rs = _results({(s, "A"): {"step": [10, 20, 30], "train_loss": [2.0, 1.5, 1.25]} for s in range(6)})
     a = analyze(rs, **FAST)
-    fig = figure(a, title="; ".join([summary.title(a)] * comparisons), fmt=report._Fmt(a))
+    fig = figure(a, title="; ".join([summary.title(a)] * comparisons), fmt=summary.Fmt(a))
     assert fig._suptitle.get_text().count("\n") == (0 if comparisons == 1 else 2)
     renderer = fig.canvas.get_renderer()
     box = fig.bbox

@@ -39,6 +39,7 @@ def _own_cli(args, cwd=None, env=None):
                    env={"PYTHONPATH": f"{EXAMPLE}{os.pathsep}{REPO}", **(env or {})})
 
 
+@pytest.mark.slow
 def test_own_code_example_end_to_end_and_the_python_api_agrees(tmp_path, own_code_on_path):
     out = tmp_path / "cli"
     proc = _own_cli([*OWN, "logger.wandb.mode=offline", f"hydra.run.dir={out}"],
@@ -88,6 +89,7 @@ def test_an_unknown_key_fails_before_any_result_exists(tmp_path, own_code_on_pat
     assert not list(tmp_path.rglob("result.json"))
 
 
+@pytest.mark.slow
 def test_an_unknown_key_of_a_builtin_component_exits_2_naming_it(tmp_path):
     proc = run_cli([*FAST, "+loss.label_smothing=0.1", f"hydra.run.dir={tmp_path}"])
     assert proc.returncode == 2
@@ -96,6 +98,7 @@ def test_an_unknown_key_of_a_builtin_component_exits_2_naming_it(tmp_path):
     assert "Traceback" not in proc.stderr and not list(tmp_path.rglob("result.json"))
 
 
+@pytest.mark.slow
 def test_a_lower_is_better_metric_calls_the_arm_that_lowers_it_better(tmp_path, own_code_on_path):
     # A trains (lr 3e-3); B barely moves (lr 1e-6), so A's test RMSE is far lower. Baseline B. Six
     # seeds: fewer cannot support any claim at alpha 0.05 (the exact sign-flip test's floor).
@@ -106,6 +109,7 @@ def test_a_lower_is_better_metric_calls_the_arm_that_lowers_it_better(tmp_path, 
     assert comparison["verdict"]["code"] == "better", comparison["verdict"]["sentence"]
 
 
+@pytest.mark.slow
 def test_editing_a_user_module_reruns_its_runs_and_an_unchanged_one_skips(tmp_path, monkeypatch):
     from harness.experiment import identity as identity
     from harness.experiment.execute import execute
@@ -135,6 +139,7 @@ def test_editing_a_user_module_reruns_its_runs_and_an_unchanged_one_skips(tmp_pa
     assert len(list((out / "runs").rglob("superseded/result.*.json"))) == 2  # nothing computed is lost
 
 
+@pytest.mark.slow
 def test_a_wheel_installs_with_its_configs_and_runs_from_another_folder(tmp_path):
     wheels, site, work = tmp_path / "wheels", tmp_path / "site", tmp_path / "work"
     work.mkdir()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from harness.ledger.store import Ledger
 
 from .conftest import REPO, checkout_state, run_cli
@@ -25,6 +26,7 @@ def test_the_sessions_ledger_is_its_own_whatever_the_environment_names(tmp_path)
     assert used != mine and REPO not in used.parents, used
 
 
+@pytest.mark.slow
 def test_a_run_started_as_the_tests_start_one_claims_in_the_sessions_ledger(tmp_path):
     """A run from a project folder with no ledger.path (docs/statistics.md's default there: its outputs/ledger.sqlite)."""
     project, out = tmp_path / "project", tmp_path / "run"

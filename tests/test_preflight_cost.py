@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
+
 PREFLIGHT = """
 import sys
 from tests.conftest import FAST, compose_cfg

@@ -105,6 +105,7 @@ def _end_leftovers(out: Path) -> None:
             pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_a_killed_or_interrupted_harness_leaves_no_process_of_any_unit_side_by_side(tmp_path, sig):
     out = tmp_path / "run"
@@ -136,13 +137,14 @@ def test_a_unit_that_ends_leaves_nothing_it_started_running(tmp_path):
         _end_leftovers(out)
 
 
+@pytest.mark.slow
 def test_a_unit_past_its_timeout_is_ended_with_everything_it_started(tmp_path):
     out = tmp_path / "run"
     try:
-        harness.run(_args(tmp_path, "workers=1", "ab.arms.A=hang", "train.timeout_s=3"), out_dir=out,
+        harness.run(_args(tmp_path, "workers=1", "ab.arms.A=hang", "train.timeout_s=10"), out_dir=out,
                     config_dir=TEST_CONF, verbose=False)
         failed = json.loads((out / "runs" / "seed=0" / "arm=A" / "result.json").read_text())
-        assert failed["status"] == "failed" and "ran past train.timeout_s=3" in failed["error"]["message"]
+        assert failed["status"] == "failed" and "ran past train.timeout_s=10" in failed["error"]["message"]
         started = [_pid_in(out / "runs" / "seed=0" / "arm=A" / name) for name in ("seen.json", "helper.pid")]
         assert all(started)
         _until(lambda: not _of_run(out), "every process the unit started to end")

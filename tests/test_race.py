@@ -61,6 +61,7 @@ def reference(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_race_drops_and_selects_as_the_simulation_says(reference):
     race = read_json(reference / "race.json")
     kept, spent = _expected()
@@ -78,6 +79,7 @@ def test_race_drops_and_selects_as_the_simulation_says(reference):
         assert Path(r["_path"]).relative_to(reference).parts[0] == f"seed={r['seed']},arm={r['arm']}"
 
 
+@pytest.mark.slow
 def test_the_race_folder_has_its_analysis_and_harness_analyze_reproduces_it(reference, tmp_path, capsys):
     """analysis.json and report.md: the winner, each configuration's mean and interval against the
     leader, seeds per configuration, the figure; ``python -m harness.analyze FOLDER`` (no flags)
@@ -115,6 +117,7 @@ def test_the_race_folder_has_its_analysis_and_harness_analyze_reproduces_it(refe
     assert "holds a race (race.json)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_wandb_gets_the_table_of_drops_with_the_interval_against_the_leader(reference, tmp_path, monkeypatch):
     """The sweeper's last step (RaceSweeperImpl._track) with logger=wandb, offline, on the reference's
     analysis; the .wandb file read back as the tracking tests do."""
@@ -181,6 +184,7 @@ def test_simulated_promise_at_the_least_favourable_configuration():
     assert far["spent"].mean() < 0.5 * k * 40  # a clear winner: the others stop early
 
 
+@pytest.mark.slow
 def test_killed_race_resumes_to_the_same_decisions_and_the_joblib_launcher_gives_the_basic_bits(tmp_path, reference):
     """A race killed (SIGKILL) in its second batch, while a job holds seed 5's run lock; the same
     command run again, on hydra/launcher=joblib, keeps the finished runs, runs only what is missing
@@ -274,6 +278,7 @@ def test_plugin_is_discovered_light_and_its_schema_composes():
     assert probe.returncode == 0 and probe.stdout.strip() == "[]", probe.stdout + probe.stderr
 
 
+@pytest.mark.slow
 def test_a_configuration_has_the_bits_of_the_same_run_outside_the_race(tmp_path, reference):
     from harness.api import run
 
@@ -331,6 +336,7 @@ def test_a_configuration_that_diverges_where_the_others_finish_is_dropped_named_
     assert 1 not in p.seeds
 
 
+@pytest.mark.slow
 def test_a_changed_design_is_refused_on_resume(reference):
     from harness.experiment.adaptive.race_plan import stored_design_problem
 
@@ -344,6 +350,7 @@ def test_a_changed_design_is_refused_on_resume(reference):
     assert "holds a race declared with another design (margin 1.0 -> 0.5)" in problem
 
 
+@pytest.mark.slow
 def test_a_training_file_edited_after_the_first_batch_stops_the_race(tmp_path):
     """The identity watch between batches (as in the sequential sweeper): the training function, a
     copy of tests/sequential_fns.py on PYTHONPATH, appends to its own source when it runs seed 3 (the
@@ -399,6 +406,7 @@ def test_long_values_and_values_with_slashes_make_valid_folders():
         assert job.ab.factor == "train.kwargs.tag" and job.ab.arms[name] == value
 
 
+@pytest.mark.slow
 def test_analyze_folder_does_not_overwrite_a_race_folders_analysis(reference):
     import harness
     from harness import HarnessError
@@ -409,6 +417,7 @@ def test_analyze_folder_does_not_overwrite_a_race_folders_analysis(reference):
     assert (reference / "analysis.json").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_race_at_its_seed_limit_returns_its_survivors_and_its_screen_counts_every_run(tmp_path):
     """At ab.race.max_seeds with two configurations neither separated nor within the margin, the race
     returns the set of survivors (status max_seeds), not "indistinguishable from the best" (the

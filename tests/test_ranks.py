@@ -44,6 +44,7 @@ def _left_behind(tmp_path) -> list:
     return found
 
 
+@pytest.mark.slow
 def test_a_torchrun_unit_proves_both_shards_and_catches_replicas_that_differ(tmp_path):
     out = tmp_path / "out"
     res = harness.run([*BASE, f"train.cmd='{_torchrun(2)}'", "+train.args.break_sync=false",
@@ -68,6 +69,7 @@ def test_a_torchrun_unit_proves_both_shards_and_catches_replicas_that_differ(tmp
     assert certificate["reproducible"] is True and certificate["line"].startswith("bitwise reproducible: yes")
 
 
+@pytest.mark.slow
 def test_one_and_two_ranks_are_different_identities_and_the_refusal_names_the_world(tmp_path):
     out = tmp_path / "out"
     harness.run([*BASE, "ab.factor=train.cmd", f"ab.arms={{one: '{_torchrun(1)}', two: '{_torchrun(2)}'}}",
@@ -80,6 +82,7 @@ def test_one_and_two_ranks_are_different_identities_and_the_refusal_names_the_wo
     assert _result(out, "one")["status"] == _result(out, "two")["status"] == "completed"  # nothing deleted
 
 
+@pytest.mark.slow
 def test_a_rank_that_dies_or_hangs_is_named_leaves_no_process_and_a_rerun_resumes(tmp_path):
     once = tmp_path / "once"
     overrides = [*BASE, f"train.cmd='{_torchrun(2)}'",
@@ -106,6 +109,7 @@ def test_a_rank_that_dies_or_hangs_is_named_leaves_no_process_and_a_rerun_resume
     assert all(_result(out, arm)["status"] == "completed" for arm in ("killed", "raised", "hung"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_an_interrupted_or_killed_harness_leaves_no_rank_of_a_black_box_torchrun(tmp_path, sig):
     # torchrun starts each rank in a session of its own: the unit's process group does not hold them
@@ -183,7 +187,7 @@ def test_the_ranks_records_make_one_and_a_rank_without_one_is_named(tmp_path):
 def test_each_rank_reads_its_share_of_the_seeds_order():
     import torch
 
-    from harness.training.shards import ShardedBatches
+    from harness.integrations.ranks.shards import ShardedBatches
 
     def gen():
         return torch.Generator().manual_seed(0)

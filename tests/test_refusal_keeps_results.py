@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 SYN = ["+experiment=loss_ab", "logger=none", "progress=false", "workers=1", "determinism.threads=1",
        "data.train_limit=64", "ab.seeds=[0,1,2]", "train.fn=tests.sequential_fns.paired_metric",

@@ -20,6 +20,7 @@ def _files(root):
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
+@pytest.mark.slow
 def test_a_refused_run_leaves_no_output_folder(tmp_path):
     # a _target_ refusal comes after the declaration was written: the worst case
     proc = run_cli([*FAST, "model._target_=nope.Nope"], cwd=tmp_path)
@@ -28,6 +29,7 @@ def test_a_refused_run_leaves_no_output_folder(tmp_path):
     assert _files(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_refusal_keeps_a_folder_that_existed_before(tmp_path):
     folder = tmp_path / "mine"
     folder.mkdir()
@@ -69,6 +71,7 @@ def finished(tmp_path_factory):
     return {"fdr": (tmp / "fdr", ledger, fdr, None), "command": (tmp / "command", ledger, command, str(TEST_CONF))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which, refused, said", [
     # a declaration that changes (the margin) with a keyword the training function does not take
     ("fdr", ["+train.kwargs.nosuch=1", "stats.margin=0.5"], "train.kwargs.nosuch"),
@@ -95,6 +98,7 @@ def test_a_condition_refused_by_the_preflight_is_refused_before_any_condition_ru
     assert _bytes_under(tmp_path) == {}
 
 
+@pytest.mark.slow
 def test_a_command_line_refusal_on_a_finished_folder_puts_hydras_files_and_the_log_back(tmp_path):
     folder = tmp_path / "exp"
     ledger = tmp_path / "ledger"

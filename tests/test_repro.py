@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from harness.tools import audit as audit
-from harness.tools import diff as diff
-from harness.tools import golden as golden
-from harness.tools import noise_audit as noise_audit
+from harness.tools.diff import diff as diff
+from harness.tools.golden import golden as golden
+from harness.tools.noise import noise_audit as noise_audit
 from harness.experiment.runner import run_one
 from harness.results import save_weights
 from harness.results import write_json
@@ -137,6 +137,7 @@ def golden_file(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_golden_file_is_small_and_holds_every_step(golden_file):
     g = json.loads(golden_file.read_text())
     assert g["schema"] == golden.GOLDEN_SCHEMA
@@ -147,6 +148,7 @@ def test_golden_file_is_small_and_holds_every_step(golden_file):
     assert golden_file.stat().st_size < 20_000
 
 
+@pytest.mark.slow
 def test_golden_check_passes_on_an_unchanged_run(golden_file, capsys):
     # saved by the CLI in a process of its own, checked here in the test's process: the bits cross processes
     assert golden.main(["check", str(golden_file)]) == 0
@@ -154,6 +156,7 @@ def test_golden_check_passes_on_an_unchanged_run(golden_file, capsys):
     assert f"golden check passed: {golden_file}: all {STEPS} steps bit-identical" in out
 
 
+@pytest.mark.slow
 def test_golden_check_fails_on_a_changed_hyperparameter_and_names_the_step(golden_file):
     proc = run_cli(["check", str(golden_file), "optim.lr=0.1"], module="harness.golden")
     assert proc.returncode == 1
@@ -165,6 +168,7 @@ def test_golden_check_fails_on_a_changed_hyperparameter_and_names_the_step(golde
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.solo  # reruns with 2 threads: the count is the point
 def test_golden_check_names_a_different_stack(golden_file, capsys):
     assert golden.main(["check", str(golden_file), "determinism.threads=2"]) == 1
@@ -173,6 +177,7 @@ def test_golden_check_names_a_different_stack(golden_file, capsys):
     assert "Bits are only promised on the same stack" in out
 
 
+@pytest.mark.slow
 def test_golden_check_fails_when_training_breaks(golden_file, capsys):
     assert golden.main(["check", str(golden_file), "optim.lr=1e6"]) == 1
     assert "the run did not complete (NonFiniteLoss: loss became" in capsys.readouterr().out
@@ -202,6 +207,7 @@ def test_golden_bad_input(tmp_path, capsys):
 # -- harness.audit ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_audit_finds_put_in_the_module_that_calls_it():
     proc = run_cli(["--config-dir", str(TEST_CONF), "model=put", "logger=none", "determinism.threads=1"], module="harness.audit")
     assert proc.returncode == 1, proc.stderr
@@ -211,6 +217,7 @@ def test_audit_finds_put_in_the_module_that_calls_it():
     assert "index_put_" in proc.stdout  # the way out
 
 
+@pytest.mark.slow
 def test_audit_default_model_is_clean():
     proc = run_cli(["logger=none", "determinism.threads=1"], module="harness.audit")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -284,8 +291,8 @@ def test_noise_audit_bad_input(tmp_path, capsys):
 
 def test_noise_audit_says_what_it_compared_when_a_source_has_one_run():
     # row (c) had one run and the seeds a std of 0.282: "the seeds show no spread" was false
-    from harness.tools.noise_audit import spread, std_ratio
-    from harness.tools.noise_table import verdict
+    from harness.tools.noise.noise_audit import spread, std_ratio
+    from harness.tools.noise.noise_table import verdict
 
     seeds = spread([0.90, 1.30, 0.75, 1.20])
     one = spread([1.02])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from harness.experiment import units
 from harness.experiment.rerun import rerun_fresh
 from harness.experiment.runner import run_one
@@ -15,6 +16,7 @@ from .conftest import FAST, compose_cfg
 ONE = [o for o in FAST if not o.startswith("ab.seeds")] + ["ab.seeds=[0]", "train.fn=tests.math_fns.reports_pid"]
 
 
+@pytest.mark.slow
 def test_a_fresh_process_reruns_the_unit_to_the_same_bits():
     arm = arm_configs(compose_cfg(ONE))["A"]
     here, _ = run_one(arm, 0, "A")
@@ -24,6 +26,7 @@ def test_a_fresh_process_reruns_the_unit_to_the_same_bits():
     assert fresh["fingerprints"] == here["fingerprints"]
 
 
+@pytest.mark.slow
 def test_on_a_gpu_the_certificate_reruns_in_a_fresh_process(tmp_path, monkeypatch):
     arms = arm_configs(compose_cfg(ONE))
     first, _ = run_one(arms["A"], 0, "A")

@@ -9,9 +9,12 @@ import subprocess
 import sys
 
 import harness
+import pytest
 from harness.results import load_tree, read_json, write_json
 
 from .conftest import FAST, REPO
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 SMALL = [*FAST, "train.max_steps=10", "data.train_limit=128", "repro.certificate=false"]
 

@@ -33,6 +33,7 @@ def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.bench
 def test_bench_determinism_writes_the_table(tmp_path):
     proc = run_script("bench_determinism.py", *TOY, "--steps", "3", "--warmup", "1", "--repeats", "2",
                       "--profile-steps", "2", "--out", str(tmp_path))
@@ -98,6 +99,7 @@ def test_bench_summary_is_the_ratio_of_medians():
     assert det["round_overhead_pct"] == pytest.approx([20.0, 10.0])
 
 
+@pytest.mark.slow
 @pytest.mark.solo  # trains with 2 threads: the count is the point
 def test_replicate_divergence_finds_the_thread_pair_and_not_the_deterministic_one(tmp_path):
     proc = run_script("replicate_divergence.py", *TOY, "--steps", "3", "--threads-b", "2", "--out", str(tmp_path))
@@ -139,6 +141,7 @@ def test_first_difference():
     assert replicate_divergence.first_difference(["a"], ["z"]) == 1
 
 
+@pytest.mark.slow
 def test_scripts_import_neither_hydra_nor_wandb():
     """The GPU check runs on a machine with torch, torchvision, numpy and scipy only."""
     code = (
@@ -172,6 +175,7 @@ def _gpu_check(tmp_path, env=None):
 ALL_STEPS = ["env", "preflight", "cost", "divergence", "side_by_side_cnn", "side_by_side_resnet"]
 
 
+@pytest.mark.bench
 def test_gpu_check_records_a_timed_out_step_and_runs_the_next(tmp_path):
     # every measuring step gets 1 s: each times out (python alone takes longer), is recorded, and the
     # next one still runs; the table is left and the exit status says a step did not finish
@@ -188,6 +192,7 @@ def test_gpu_check_records_a_timed_out_step_and_runs_the_next(tmp_path):
 # test proves the dry run walks every step and leaves every table, not how fast this machine is at
 # the moment (under a loaded suite one step took 46 s of its 45); the default budgets' sum is checked
 # below, and the quiet machine's seconds a step are quoted from the script's own table.
+@pytest.mark.bench
 def test_gpu_check_dry_run_walks_every_step_and_leaves_its_tables(tmp_path):
     generous = {f"GPU_CHECK_TIMEOUT_{s.upper()}": "300" for s in ALL_STEPS}
     proc, status = _gpu_check(tmp_path, generous)

@@ -38,6 +38,7 @@ def _script(tmp_path):
     return f"train.cmd=[{sys.executable},{script}]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arms", ["{A: ok, B: better}", "{A: seeded, B: better}"])
 def test_a_command_that_ignores_the_seed_gets_no_verdict_and_is_told_train_seed_arg(tmp_path, arms):
     out = tmp_path / "run"

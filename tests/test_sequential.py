@@ -108,6 +108,7 @@ def test_false_positive_rate_under_the_null_at_most_alpha():
     assert peeked > tol(ALPHA)
 
 
+@pytest.mark.slow
 def test_intervals_cover_the_truth_at_every_look_at_once():
     # the repeated confidence intervals, read at ALL looks (no stopping): simultaneous coverage
     d = SequentialDesign(**MAR)
@@ -133,7 +134,7 @@ def test_large_effect_is_settled_early():
     code, used = simulate(SequentialDesign(**SUP), x)
     assert (code == BETTER).mean() >= 0.99
     # a fixed-N t test needs 10 seeds for power 0.9999 at 2 sigma; boundaries that also hold for
-    # skewed differences (issue 24) cost about one seed here, normal-only ones none
+    # skewed differences cost about one seed here, normal-only ones none
     assert used.mean() < 11
     code, used = simulate(SequentialDesign(**SUP, skewness=0.0), x)
     assert (code == BETTER).mean() >= 0.99 and used.mean() < 10
@@ -232,13 +233,14 @@ def test_family_wise_error_across_arms_under_the_null():
     assert wrong.mean() <= tol(ALPHA)
 
 
-# -- quantised metrics: no look claims more than the exact sign-flip test allows (issue 17) ------
+# -- quantised metrics: no look claims more than the exact sign-flip test allows ------
 
 UNIT = 100 / 450  # one test example of a 450-example test set, in points
 LOOK50 = dict(max_seeds=50, min_seeds=6, seeds_per_look=2, alpha=ALPHA, equivalence=False)
 QSIMS = 8000  # SE of a rate near 0.05: 0.0024
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("margin", [None, UNIT], ids=["against-0", "at-the-margin"])
 def test_one_example_differences_keep_the_false_positive_rate(margin):
     # Per-seed differences of exactly +-1 test example around the null (0, or the margin). Six
@@ -293,6 +295,7 @@ def test_no_claim_without_the_exact_test_and_replay_agrees_with_simulate_on_quan
     assert vetoed and len(set(code.tolist())) >= 3
 
 
+@pytest.mark.slow
 def test_the_first_claim_look():
     # the first look of the harness's default designs: 2**-n reaches the look's nominal level
     for kw in (dict(margin=None, equivalence=False), dict(margin=0.5), dict(margin=None, equivalence=False, arms=3)):

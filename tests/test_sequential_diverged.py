@@ -57,6 +57,7 @@ def _execute(overrides, out):
     return execute(compose_cfg(overrides), out, say=lambda m: None, show_table=False)
 
 
+@pytest.mark.slow
 def test_worst_counts_a_diverged_pair_as_a_loss_and_decides(tmp_path):
     """Counted as worst, B's divergences outweigh its lead on the survivors: worse, exit 0."""
     out = tmp_path / "worst"
@@ -76,6 +77,7 @@ def test_worst_counts_a_diverged_pair_as_a_loss_and_decides(tmp_path):
     assert f"diverged: A 0 of {n} seeds, B {diverged} of {n} seeds" in screen
 
 
+@pytest.mark.slow
 def test_exclude_leaves_the_seed_out_with_the_survivorship_warning(tmp_path):
     done = _execute([*BASE, "stats.diverged=exclude", "+train.kwargs.nan_seeds=[1,4]"], tmp_path / "exclude")
     seq = done.analysis["sequential"]
@@ -87,6 +89,7 @@ def test_exclude_leaves_the_seed_out_with_the_survivorship_warning(tmp_path):
     assert all(e["reason"].startswith("failed: NonFiniteLoss") for e in seq["diverged"]["runs"])
 
 
+@pytest.mark.slow
 def test_fail_stops_at_the_first_divergence_with_no_verdict(tmp_path):
     """Even with failures allowed (max_failures=3), the first divergence stops the run: no more batches."""
     from harness.results import load_tree
@@ -103,6 +106,7 @@ def test_fail_stops_at_the_first_divergence_with_no_verdict(tmp_path):
     assert len(load_tree(out).results) == 2 * first  # the first batch only
 
 
+@pytest.mark.slow
 def test_a_genuine_failure_stays_a_failure_under_worst(tmp_path):
     """An exception is not a divergence: it counts against max_failures (0), and the run stops."""
     done = _execute([*BASE, "+train.kwargs.nan_seeds=[1]", "+train.kwargs.crash_seed=2"], tmp_path / "crash")
@@ -168,6 +172,7 @@ def _sim_rank_claims(design, rate, experiments, rng):
     return claims
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate", [0.1, 0.3])
 def test_null_claims_stay_within_alpha_when_both_arms_diverge_alike(rate):
     """False claims <= alpha + 2 SE over 1500 null experiments (normal differences, divergences

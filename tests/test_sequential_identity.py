@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
 from harness.results import load_tree, read_json
 
 from .conftest import REPO, run_cli
@@ -60,6 +61,7 @@ def _stopped_without_a_decision(root):
     return seq
 
 
+@pytest.mark.slow
 def test_sweeper_on_a_process_per_job_launcher_stops_when_the_code_changes_between_batches(tmp_path):
     """The measured defect: the sequential sweeper on hydra/launcher=submitit_local (a new process per
     job, as on SLURM), the user's training file edited after the first batch; the sweep exited 0 with
@@ -112,6 +114,7 @@ def test_sweeper_on_a_process_per_job_launcher_stops_when_the_code_changes_betwe
     assert "settled" not in err
 
 
+@pytest.mark.slow
 def test_in_process_run_stops_when_a_code_paths_file_changes(tmp_path):
     """In one process the code is read once, so an edited training module changes nothing that
     runs; a file the function reads, listed in repro.code_paths, does. The function edits it from
@@ -136,6 +139,7 @@ def test_in_process_run_stops_when_a_code_paths_file_changes(tmp_path):
     assert f"edited: {data}:prep.txt" in seq["stopped"]
 
 
+@pytest.mark.slow
 def test_in_process_run_stops_when_the_config_changes(tmp_path):
     """A config-side change in one process: train.kwargs.tag is interpolated from an environment
     variable that the training function sets at seed 3, so the runs of seed 4 resolve another config

@@ -90,6 +90,7 @@ def test_report_flags_skewed_differences(reference):
     assert any(n.startswith("skewed differences at the last look (B -1.40)") for n in sequential_sections(skewed)[0].notes)
 
 
+@pytest.mark.slow
 def test_killed_run_continues_at_the_right_look_with_the_same_decisions(tmp_path, reference, capsys):
     out = tmp_path / "killed"
     args = SEQ + [f"hydra.run.dir={out}"]
@@ -119,6 +120,7 @@ def test_killed_run_continues_at_the_right_look_with_the_same_decisions(tmp_path
 
 # basic: the three-arm run (an arm dropped, per-arm batches); joblib: two arms, two looks (fewer jobs
 # to start in the pool's workers)
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher, more", [("basic", []), ("joblib", ["~ab.arms.C", "ab.arms.B=1.6"])])
 def test_sweeper_gives_the_in_process_decisions(tmp_path, reference, launcher, more):
     from harness.api import run
@@ -140,6 +142,7 @@ def test_sweeper_gives_the_in_process_decisions(tmp_path, reference, launcher, m
     assert len(folders) == len(_runs(reference))  # initial_job_idx grew: one job folder per (seed, arm)
 
 
+@pytest.mark.slow
 def test_bad_sequential_config_fails_before_any_run(tmp_path):
     out = tmp_path / "bad"
     proc = run_cli(SEQ + ["ab.sequential.max_seeds=4", "ab.sequential.min_seeds=8", f"hydra.run.dir={out}"])
@@ -184,6 +187,7 @@ def test_each_bad_value_is_named_with_what_is_allowed(overrides, words):
         assert any(words in p for p in check_settings(cfg, list(cfg.ab.arms)))
 
 
+@pytest.mark.slow
 def test_design_follows_the_config():
     from harness.config.declaration import Declaration
     from harness.config.sequential_design import design_of
@@ -195,6 +199,7 @@ def test_design_follows_the_config():
     assert (d.direction, d.alpha, d.equivalence, d.arms, d.min_seeds) == ("max", 0.1, False, 1, 5)
 
 
+@pytest.mark.slow
 def test_a_changed_design_is_refused_on_resume(tmp_path, reference):
     import shutil
 
@@ -210,6 +215,7 @@ def test_a_changed_design_is_refused_on_resume(tmp_path, reference):
     assert sorted(out.rglob("result.json")) == before
 
 
+@pytest.mark.slow
 def test_failed_runs_count_for_no_arm_and_past_the_budget_stop_the_run(tmp_path):
     from harness.experiment.execute import execute
 
@@ -283,6 +289,7 @@ def _flat(row, prefix=""):
     return out
 
 
+@pytest.mark.slow
 def test_reanalysing_a_sequential_folder_rewrites_its_files_byte_for_byte(tmp_path, reference):
     import shutil
 

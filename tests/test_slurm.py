@@ -39,7 +39,7 @@ def _up() -> bool:
 
 # One xdist worker, one test after another: the node has this machine's CPUs, and a second test's
 # jobs (two of which hold their CPU until the test ends them) would queue behind the first's.
-pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.skipif(not _up(), reason=(
+pytestmark = [pytest.mark.services, pytest.mark.xdist_group("slurm"), pytest.mark.skipif(not _up(), reason=(
     "no SLURM cluster is up: start a one-node cluster with `sudo scripts/slurm_local.sh start` (Debian's "
     "slurmctld, slurmd, munge, and slurmdbd on MariaDB for sacct; it prints the SLURM_CONF to export), then run tests/test_slurm.py"))]
 

@@ -205,6 +205,7 @@ def test_auto_margin_is_the_pooled_seed_std_and_says_so():
             stats.resolve_margin(bad)
 
 
+@pytest.mark.slow
 def test_holm_matches_statsmodels():
     rng = np.random.default_rng(0)
     cases = [rng.uniform(0, 0.1, 6), np.array([0.01, 0.04, 0.03, 0.2]), np.array([0.02, 0.02, 0.5, 1.0]), np.array([0.3])]

@@ -88,6 +88,7 @@ def test_every_decision_p_value_is_at_least_the_exact_sign_flip_p():
     assert len(seen) >= 3
 
 
+@pytest.mark.slow
 def test_intervals_agree_with_decisions_when_the_exact_test_vetoes():
     rng = np.random.default_rng(4)
     vetoed = 0

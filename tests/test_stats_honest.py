@@ -316,6 +316,7 @@ def test_the_interval_for_the_data_distribution_covers_where_the_seed_interval_d
     assert covered_seeds / sims <= 0.90
 
 
+@pytest.mark.bench
 def test_bench_stats_runs_small_and_every_cell_passes(capsys):
     # The bench at a toy size (seeded, so deterministic): it must run, print every section, pass.
     import importlib.util

@@ -57,6 +57,7 @@ def test_a_far_target_is_found_exactly_with_few_power_evaluations(first, expecte
         assert slow.calls > 70  # one evaluation of 64 counts per block
 
 
+@pytest.mark.slow
 def test_the_seeds_needed_are_the_block_scans_across_effects_near_and_far_from_the_margin(monkeypatch):
     # (effect, sd of the differences, margin, bound_alpha): declared and estimated margins, far from
     # the margin and near it on both sides (0.41 with an estimated margin: ~19,000 seeds to settle)

@@ -46,18 +46,21 @@ def design(**kw):
 NO_MARGIN = dict(margin=None, equivalence=False)
 
 
+@pytest.mark.slow
 def test_normal_only_boundaries_reproduce_the_defect():
     # the design before issue 24 (skewness=0: the t statistic, boundaries for normal differences)
     code, _ = simulate(design(**NO_MARGIN, skewness=0.0), skewed(np.random.default_rng(1), 2.0))
     assert np.isin(code, [BETTER, WORSE]).mean() > 0.09  # measured 0.112; nearly all of it "worse"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skewness", [0.0, 1.0, 2.0, -2.0])
 def test_false_positive_rate_at_most_alpha_for_skewed_differences(skewness):
     code, _ = simulate(design(**NO_MARGIN), skewed(np.random.default_rng(2), skewness))
     assert np.isin(code, [BETTER, WORSE]).mean() <= limit()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skewness", [-2.0, -1.0, 1.0, 2.0])
 def test_each_margin_claim_at_its_boundary_at_most_alpha_for_skewed_differences(skewness):
     # a margin claim has its own null (the truth at the margin), so it holds one-sided, whichever

@@ -33,6 +33,7 @@ def test_unset_streams_derive_from_the_seed_as_before_and_keep_the_identity():
     assert config_digest({**config, "seeds": {"init": 5}}) != config_digest(config)
 
 
+@pytest.mark.slow
 def test_setting_one_stream_moves_its_fingerprint_and_no_other(tmp_path):
     ref, ref_hash = _fingerprints(tmp_path, "ref")
     order, _ = _fingerprints(tmp_path, "order", "+seeds.data_order=99")

@@ -9,7 +9,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 COUNT = """
 import runpy, sys

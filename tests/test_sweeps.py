@@ -43,6 +43,7 @@ def in_process(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["basic", "joblib", "submitit_local"])
 def test_sweep_gives_the_in_process_bits_and_verdict(tmp_path, in_process, launcher):
     sweep = tmp_path / "sweep"
@@ -57,6 +58,7 @@ def test_sweep_gives_the_in_process_bits_and_verdict(tmp_path, in_process, launc
     assert _comparable(swept) == _comparable(read_json(in_process / "analysis.json"))
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_only_the_missing_runs(tmp_path):
     # No training is needed to resume: tests/sequential_fns.py's paired_metric (one recorded step) holds
     # before seed 2 (HARNESS_TEST_HOLD_FROM_SEED), so the kill lands after exactly seeds 0-1, every time
@@ -94,6 +96,7 @@ def test_killed_sweep_resumes_only_the_missing_runs(tmp_path):
     assert read_json(sweep / "analysis.json") == read_json(clean / "analysis.json")
 
 
+@pytest.mark.slow
 def test_a_failing_job_keeps_the_others_and_is_named(tmp_path):
     sweep = tmp_path / "sweep"
     # arm C's learning rate makes its loss overflow during training (a valid config that fails at
@@ -119,6 +122,7 @@ def test_a_failing_job_keeps_the_others_and_is_named(tmp_path):
     assert analysis["comparisons"]["B"]["n_pairs"] == 3
 
 
+@pytest.mark.slow
 def test_analyze_refuses_below_three_pairs_and_names_what_is_missing(tmp_path):
     """All jobs complete, but two seeds are too few pairs for the analysis: the sweep's callback
     says why and the process exits 1 (an exception in a Hydra callback is only a warning; SystemExit

@@ -241,6 +241,7 @@ def test_reader_rejects_a_corrupted_record(clean_env, trackers, tmp_path):
         wandb_reader.read_run(path)
 
 
+@pytest.mark.slow
 def test_online_failure_goes_offline_once_and_names_the_runs(clean_env, trackers, tmp_path, monkeypatch):
     for var, value in UNREACHABLE.items():
         monkeypatch.setenv(var, value)
@@ -343,6 +344,7 @@ def test_logger_none_never_imports_wandb(tmp_path):
 # -- the real experiment ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_experiment_offline_end_to_end(tmp_path):
     out = tmp_path / "exp"
     done = run_harness(out, env=subprocess_env(HOME=str(tmp_path / "home")))
@@ -377,6 +379,7 @@ def _online_attempts(root: Path) -> list[Path]:
     return [p for p in root.rglob("wandb/run-*") if p.is_dir()]
 
 
+@pytest.mark.slow
 def test_unreachable_server_is_paid_once_per_sweep_and_loses_no_result(tmp_path):
     sweep = tmp_path / "sweep"
     # two jobs (one per arm, three seeds each), each with its own tracker, then the sweep's analysis

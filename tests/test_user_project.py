@@ -17,6 +17,8 @@ from harness.results import read_json
 
 from .conftest import REPO, run_cli
 
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
+
 PROJECT = REPO / "tests" / "user_project"
 ENV = {"PYTHONPATH": f"{PROJECT}{os.pathsep}{REPO}"}
 BASE = ["--config-dir", str(PROJECT / "conf"), "+experiment=user_ab", "workers=1", "logger=none", "progress=false"]

@@ -35,6 +35,7 @@ TINY = ["train.max_steps=6", "data.train_limit=256", "ab.seeds=[0,1,2]", "logger
 MAPPING_ARMS = ["ab.factor=optim", "ab.arms={A: {lr: 0.05}, B: {lr: 0.1}}"]
 
 
+@pytest.mark.slow
 def test_arms_that_set_a_whole_subtree_are_analysed_without_a_dose_trend(tmp_path):
     res = harness.run(["+experiment=loss_ab", *TINY, "workers=1", *MAPPING_ARMS], out_dir=tmp_path, verbose=False)
     assert [r["status"] for r in res.results] == ["completed"] * 6
@@ -67,6 +68,7 @@ def test_a_dose_trend_says_why_it_is_absent(tmp_path):
 # -- the conditions experiment with the default workers -----------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.solo  # workers=auto reads the machine's load
 def test_the_conditions_experiment_runs_with_the_default_workers(tmp_path):
     res = harness.run(["+experiment=loss_ab_conditions", *TINY], out_dir=tmp_path, verbose=False)
@@ -135,6 +137,7 @@ def test_a_users_declaration_holds_exactly_the_metrics_it_declares(user_conf, tm
     assert list(Declaration.from_config(compose_cfg(["logger=none"])).metrics) == ["test_accuracy", "test_loss", "train_loss"]
 
 
+@pytest.mark.slow
 def test_a_record_that_cannot_be_attributed_keeps_every_trained_unit_and_is_said_once(user_conf, tmp_path, capfd):
     """A returning user's loop calls run.record_examples(correct) without metric=, and no declared
     metric has examples: true: a slip found only after training. Every unit keeps its training and
@@ -177,7 +180,7 @@ def test_an_alternative_metric_never_borrows_the_primary_metrics_margin(user_con
 
 
 def test_the_noise_audit_runs_only_thread_counts_the_free_cores_keep_busy():
-    from harness.tools.noise_runs import thread_counts, threads_note
+    from harness.tools.noise.noise_runs import thread_counts, threads_note
 
     assert thread_counts(1, 2, free=2) == ([2], [3])  # 2 cores: 3 pinned threads would wait at barriers
     assert thread_counts(1, 2, free=1) == ([], [2, 3])

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
 from harness.results import read_json
 
 from .conftest import REPO, run_cli
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 FAKELIB = '''
 """A training library installed in site-packages; ``upgrade_at_seed`` upgrades it to 2.0 mid-run."""

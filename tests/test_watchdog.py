@@ -10,7 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import FAST, REPO
+
+pytestmark = pytest.mark.slow  # every test here spawns the harness or takes seconds
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:

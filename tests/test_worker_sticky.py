@@ -6,11 +6,14 @@ from __future__ import annotations
 from harness.experiment.arms import arm_configs
 from harness.experiment.parallel.workers import Task, Workers, broke_its_context
 
+import pytest
+
 from .conftest import FAST, compose_cfg
 
 ONE = [o for o in FAST if not o.startswith("ab.seeds")] + ["ab.seeds=[0,1,2]", "train.fn=tests.math_fns.sticky_cuda_error"]
 
 
+@pytest.mark.slow
 def test_a_sticky_cuda_error_replaces_the_worker_and_names_the_unit():
     arm = arm_configs(compose_cfg(ONE))["A"]
     logs = []

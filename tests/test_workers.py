@@ -106,6 +106,7 @@ def test_a_bad_workers_value_is_refused_naming_the_key_and_what_is_allowed(tmp_p
 # -- the same bits --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @FAST_CLI_GROUP
 def test_side_by_side_gives_the_serial_runs_bits_and_the_same_analysis(tmp_path, fast_cli_run):
     # the serial run: REAL with workers=1, i.e. FAST, as conftest's fast_cli_run made it (shared with
@@ -124,6 +125,7 @@ def test_side_by_side_gives_the_serial_runs_bits_and_the_same_analysis(tmp_path,
     assert read_json(side / "certificate.json") == read_json(serial / "certificate.json")
 
 
+@pytest.mark.slow
 def test_a_pairing_violation_is_refused_side_by_side_as_in_serial(tmp_path):
     unpaired = [*SYN, "train.fn=tests.workers_fns.unpaired"]
     a = run_cli([*unpaired, "workers=1", f"hydra.run.dir={tmp_path / 'serial'}"], cwd=tmp_path)
@@ -140,6 +142,7 @@ def test_a_pairing_violation_is_refused_side_by_side_as_in_serial(tmp_path):
 # -- a worker that dies -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_unit_whose_worker_is_killed_is_a_failed_result_naming_it_not_a_traceback(tmp_path):
     proc = run_cli([*SYN, *KILLS_ITSELF, "ab.seeds=[0,1,2,3]", "workers=2", f"hydra.run.dir={tmp_path}"])
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -168,6 +171,7 @@ def _held_run(tmp_path: Path, folder: Path) -> tuple[subprocess.Popen, list[int]
     return proc, workers
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_every_worker_and_names_what_is_safe(tmp_path):
     folder = tmp_path / "out"
     proc, workers = _held_run(tmp_path, folder)
@@ -179,6 +183,7 @@ def test_ctrl_c_ends_every_worker_and_names_what_is_safe(tmp_path):
     assert len(list(folder.rglob("result.json"))) == 2  # the held units left nothing
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_of_the_parent_is_exact_and_no_worker_is_left(tmp_path):
     import harness
 
@@ -204,6 +209,7 @@ def _small_files():
     resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # result.json (about 5 KB) cannot be written
 
 
+@pytest.mark.slow
 def test_a_write_that_fails_in_a_worker_is_named_as_on_the_serial_path(tmp_path):
     """A file-size limit (EFBIG, as ENOSPC would: an OSError from the atomic writer) hits the
     workers' result files; the parent names the file, says nothing completed, and exits 1."""
@@ -221,6 +227,7 @@ def test_a_write_that_fails_in_a_worker_is_named_as_on_the_serial_path(tmp_path)
 # -- sequential mode ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sequential_mode_runs_its_batches_on_the_workers_with_the_same_looks(tmp_path):
     seq = [*SYN, "ab.seeds=[0,1,2,3,4,5]", "+train.kwargs.sd=1.0", "ab.sequential.enabled=true",
            "ab.sequential.max_seeds=12", "stats.margin=null"]
@@ -236,6 +243,7 @@ def test_sequential_mode_runs_its_batches_on_the_workers_with_the_same_looks(tmp
 # -- the GPU check's side-by-side part ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_gpu_side_by_side_check_runs_without_hydra_or_wandb():
     """scripts/gpu_check.sh runs on a machine with torch alone; its side-by-side part too."""
     code = ("import sys; sys.path.insert(0, 'scripts'); import gpu_side_by_side;"

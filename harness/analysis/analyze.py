@@ -1,6 +1,6 @@
 """From result files to the analysis: which runs count, are they paired, and what do they say.
 
-``analyze(results)`` takes result dicts (the contract in results.py) and returns the content of
+``analyze(results)`` takes result dicts (the contract in harness/results/) and returns the content of
 analysis.json; ``analyze_dir(root)`` loads a folder tree of result.json files, analyses it and
 writes analysis.json, report.md and analysis.png beside them. analyze() is gather() (gather.py: the
 checks, with selection.py and identity/ underneath, and what the statistics read, made compact)
@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.analysis.identity import comparability as comparability
+from harness.analysis.identity import copies
 from harness.analysis.identity.certificate import certificate_for
 from harness.analysis.render.outputs import write_together
 from harness.analysis.decide import StatisticsApart, decide
@@ -166,7 +166,7 @@ def _gather_dir(root: Path, folder: Path, write: bool, declaration, kw: dict,
         raise
     digest = None  # only to set earlier outputs aside, should decide() refuse: computed where they are
     if write and not alternative and any((folder / name).is_file() for name in OUTPUT_NAMES):
-        digest = comparability.inputs_digest(loaded.results)
+        digest = copies.inputs_digest(loaded.results)
     if hand_over is not None:
         hand_over(gathered)
         for fill in later:  # while the statistics are computed apart
@@ -216,7 +216,7 @@ def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES, *, digest
     """Move earlier analysis outputs that describe other results than ``results`` aside.
 
     They stay where they are when analysis.json's inputs digest matches these results' (or the
-    ``digest`` given: comparability.inputs_digest of them), i.e. the analysis was refused for
+    ``digest`` given: copies.inputs_digest of them), i.e. the analysis was refused for
     another reason, e.g. a bad option. Returns the folder they went to.
     """
     present = [folder / name for name in names if (folder / name).is_file()]
@@ -224,7 +224,7 @@ def set_aside_stale_outputs(folder: Path, results, names=OUTPUT_NAMES, *, digest
         return None
     try:
         old = results_io.read_json(folder / names[0])
-        if (old.get("identity") or {}).get("inputs_digest") == (digest or comparability.inputs_digest(results)):
+        if (old.get("identity") or {}).get("inputs_digest") == (digest or copies.inputs_digest(results)):
             return None
     except (OSError, ValueError, AttributeError):
         pass

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from harness import stats
 from harness import results as results_io
-from harness.analysis.identity import comparability as comparability
+from harness.analysis.identity import comparability, run_identity
+from harness.analysis.identity import copies as run_copies
 from harness.analysis import diverged as diverged
 from harness.analysis import curves, example_records, run_setup
 from harness.analysis.identity.seed_reach import seed_ignored
@@ -89,11 +90,11 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
     others = [a for a in arms if a != baseline]
     try:
         ident = comparability.check(results, baseline=baseline, others=others, allow_mixed=allow_mixed_identity)
-    except comparability.IdentityError as e:
+    except run_identity.IdentityError as e:
         raise AnalysisError(str(e)) from None
     results, copies = _check_duplicates(results)
     ident["copies"] = copies
-    ident["inputs_digest"] = None if later is not None else comparability.inputs_digest(results)  # its place
+    ident["inputs_digest"] = None if later is not None else run_copies.inputs_digest(results)  # its place
     _check_one_configuration_per_arm(results, arms)
     _check_metric_exists(results, metric)
     if metric not in decl.metrics:
@@ -147,7 +148,7 @@ def gather(results: list[dict], declaration: Declaration | None = None, *, unrea
         excluded = [e for e in excluded if (e["seed"], str(e["arm"])) not in counted]
     excluded = _sorted_entries([{k: v for k, v in e.items() if k != "diverged"} for e in excluded], arms)
     if later is not None:
-        later.append(lambda g, results=results, usable=usable: _fill(g, comparability.inputs_digest(results),
+        later.append(lambda g, results=results, usable=usable: _fill(g, run_copies.inputs_digest(results),
                                                                      curves.curves(usable, arms)))
     return Gathered(
         decl=decl, experiment=experiment, factor=factor, arms=arms, baseline=baseline, ident=ident,

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from harness.analysis import across_conditions
-from harness.analysis.identity import comparability as comparability
+from harness.analysis.identity import comparability, run_identity
 from harness.analysis.render import figures
 from harness.analysis.identity.certificate import certificate_for
 from harness import results as results_io
@@ -76,16 +76,16 @@ def analyze_grid_dir(root, *, write: bool = True, **kw) -> dict:
 
 
 def _analyze_groups(folder: Path, groups, unreadable, write: bool, kw: dict, alternative: str) -> dict:
-    heads = [comparability.identity(g[0]) for g in groups]
-    other = [p for p in comparability.PARTS if p != "base_hash"
-             and all(p in h for h in heads) and len({comparability._hashable(h[p]) for h in heads}) > 1]
+    heads = [run_identity.identity(g[0]) for g in groups]
+    other = [p for p in run_identity.PARTS if p != "base_hash"
+             and all(p in h for h in heads) and len({run_identity._hashable(h[p]) for h in heads}) > 1]
     if other:
         raise AnalysisError(
             "These results are not a grid over settings: besides the config they differ in "
             + ", ".join(comparability._LABELS[p] for p in other) + ". "
             + comparability.describe(groups, other, {}, [], baseline="")
         )
-    experiments = {(g[0].get("experiment"), comparability.factor_of(g[0])) for g in groups}
+    experiments = {(g[0].get("experiment"), run_identity.factor_of(g[0])) for g in groups}
     if len(experiments) > 1:
         raise AnalysisError(f"These results hold {len(experiments)} different experiments ({sorted(experiments, key=str)}); "
                             "a grid varies the settings around ONE A/B. Analyse each experiment's folder on its own.")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 from harness import HarnessError
-from harness.analysis.identity import comparability as comparability
+from harness.analysis.identity import comparability, copies, run_identity
 from harness.results import diverged, digests_version, metric_value
-from harness.training.proof import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
+from harness.training.fingerprint_coverage import BLACK_BOX, EMPTY_DIGESTS, missing_reason, uncovered
 
 PAIRED_FINGERPRINTS = ("init", "data_order")
 
@@ -60,8 +60,8 @@ def _arm_order(results) -> list[str]:
 def _check_duplicates(results) -> tuple[list, list]:
     """One result per (seed, arm): bit-identical copies merged (and listed), conflicts refused."""
     try:
-        return comparability.one_per_run(results)
-    except comparability.IdentityError as e:
+        return copies.one_per_run(results)
+    except run_identity.IdentityError as e:
         raise AnalysisError(str(e)) from None
 
 
@@ -208,11 +208,17 @@ def _check_pairing(usable) -> tuple[list[str], dict]:
         )
     black_box = bool(usable) and all((run["result"].get("fingerprints") or {}).get("black_box") for run in usable.values())
     needed = [key for key, c in checks.items() if c["required"]]
+    if not needed and _code_factor(usable):  # ab.factor=code: another revision may change them, and where
+        needed = [key for key, c in checks.items() if c["state"] == "equal"]  # they are equal they prove it
     # a missing or partial proof unproves the pairing, even one ab.factor would have allowed to differ
     whole = not any(c["state"] in ("missing", "partial") for c in checks.values())
     proven = bool(needed) and not black_box and whole and all(checks[key]["state"] == "equal" for key in needed)
     block = {"proven": proven, "basis": BLACK_BOX if black_box else "fingerprints", "checks": checks}
     return (needed if proven else []), block
+
+
+def _code_factor(usable) -> bool:
+    return bool(usable) and all(run["result"].get("factor") == "code" for run in usable.values())
 
 
 def _pairing_check(key, required, seeds, equal, differ, missing, partial=(), batches=()) -> dict:

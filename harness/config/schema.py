@@ -258,6 +258,9 @@ class Config:
     experiment_name: str = "default"
     seed: Optional[int] = None  # narrow the run to one seed of ab.seeds (the unit a sweep launches)
     arm: Optional[str] = None  # narrow the run to one arm
+    # The revision of the researcher's code a unit runs, set only by the arms of ab.factor=code (a
+    # commit, branch, tag or WORKTREE: docs/code-arms.md). null: the code as it is, the usual.
+    code: Optional[str] = None
     device: Device = Device.auto
     precision: Precision = Precision.fp32
     resume: bool = True  # skip a (seed, arm) whose completed result matches config and code

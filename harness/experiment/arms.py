@@ -160,8 +160,9 @@ def pairing_expectation(factor: str) -> dict:
     """Which fingerprints arms of one seed must share, given what the factor may change."""
     head = factor.split(".")[0]
     return {
-        "init": head != "model",  # a different model has different initial weights
-        "data_order": head not in ("data", "train"),  # batch size, epochs, data change the order
+        "init": head not in ("model", "code"),  # a different model has different initial weights
+        # batch size, epochs, data change the order; another revision of the code may change both
+        "data_order": head not in ("data", "train", "code"),
     }
 
 

@@ -55,6 +55,10 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         preflight_cheap(cfg)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
+    from harness.experiment.code_arms import prepare as prepare_code_arms
+
+    for line in prepare_code_arms(cfg, out_dir, multirun=multirun):  # ab.factor=code: revisions read now
+        say(line)
     try:  # (preflight_cheap made it once already: a problem with it was refused there)
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
     except DeclarationError as e:
@@ -124,6 +128,12 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         else:
             outcome = run_plan(plan, log=say, tracker=tracker, stop_on_fatal=not multirun)
         pool.close()  # before the analysis: their memory back, nothing left to run
+        if plan.factor == "code":  # did the code change the numerics? every step compared (code_arms.py)
+            from harness.experiment.code_arms import steps_compared
+
+            said = steps_compared(outcome.results)
+            if said:
+                say(said)
         if narrowed or multirun:
             # One unit of a sweep: the sweep's callback (or harness.analyze) analyses all of them.
             say(f"results in {out_dir}; analyse a whole tree with: python -m harness.analyze {shlex.quote(str(sweep_root))}"

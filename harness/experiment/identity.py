@@ -40,6 +40,8 @@ def plain(cfg) -> dict:
             train.pop(key, None)
     if isinstance(train, dict) and train.get("nproc") == 1:  # one process: the config as before train.nproc
         train.pop("nproc")
+    if isinstance(out, dict) and out.get("code", "") is None:
+        out.pop("code")  # no code arm: the identity every run had before ab.factor=code existed
     return out
 
 
@@ -258,6 +260,8 @@ def describe_code_change(old: Optional[dict], new: dict) -> str:
     if not isinstance(old, dict):
         return f"the code changed (now {new['version']})"
     parts = []
+    if (old.get("code_arm") or {}) != (new.get("code_arm") or {}):
+        parts.append(_code_arm_change(old.get("code_arm") or {}, new["code_arm"]))
     if old.get("harness") != new["harness"]:
         parts.append("the harness's own source")
     of, nf = old.get("files") or {}, new["files"]
@@ -276,6 +280,19 @@ def describe_code_change(old: Optional[dict], new: dict) -> str:
     if not parts:
         parts.append(f"the code version ({old.get('version')} -> {new['version']})")
     return "the code changed: " + "; ".join(parts)
+
+
+def _code_arm_change(old: dict, new: dict) -> str:
+    """A code arm's snapshot changed (ab.factor=code): which revision, commit and files."""
+    what = f"{new['revision']}'s snapshot {str(old.get('snapshot'))[:12]} -> {new['snapshot'][:12]}"
+    if old.get("commit") != new.get("commit"):
+        what += f" (commit {str(old.get('commit'))[:12]} -> {str(new.get('commit'))[:12]})"
+    before, after = old.get("changes") or {}, new.get("changes") or {}
+    files = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if files:
+        what += f", files changed since the last launch: {', '.join(files[:8])}" + (
+            f" and {len(files) - 8} more" if len(files) > 8 else "")
+    return what
 
 
 def describe_config_change(old: Optional[dict], new: Optional[dict], limit: int = 8) -> str:

@@ -111,7 +111,10 @@ def preflight_or_refuse(cfg: DictConfig, arms: dict) -> None:
     """The preflight of every value, import and the data (harness/config/preflight.py): it reads the
     whole config, so the entry points call it. Raises ExperimentError."""
     from harness.config.preflight import PreflightError, preflight
+    from harness.experiment.code_arms import preflight_each
 
+    if preflight_each(cfg, arms, preflight, PreflightError):  # ab.factor=code: each arm in its own snapshot
+        return
     try:
         preflight(cfg, arms)
     except PreflightError as e:

@@ -58,6 +58,10 @@ def check_job(job_cfg: DictConfig, multirun: bool = True) -> None:
     job_cfg = job_cfg.copy()
     with open_dict(job_cfg):
         job_cfg.pop("hydra", None)  # the job's own config, as its task function will get it
+    if multirun and job_cfg.ab.get("factor") == "code":  # each job would snapshot the tree when it starts
+        from harness.experiment.code_arms import NOT_IN_A_SWEEP
+
+        raise ExperimentError(NOT_IN_A_SWEEP)
     if job_cfg.ab.get("conditions"):
         refuse_narrowed(multirun=multirun, narrowed=job_cfg.seed is not None or job_cfg.arm is not None)
     arms = arm_configs(job_cfg)

@@ -40,15 +40,29 @@ def _value(x):
 
 def code_of(cfg) -> dict:
     """The code identity of an arm's config (cached per process)."""
-    # a command arm's script and the .py files beside it are its code, like a train.fn's package
-    files = code_files(cfg)  # with repro.code_git, the git tree of their repository too (one folder)
-    code = code_identity(targets(cfg), [*cfg.repro.code_paths, *files], bool(cfg.repro.code_git),
-                         git_folders=[os.path.dirname(os.path.abspath(p)) for p in files[:1]])
+    if cfg.get("code") is not None:  # a code arm (ab.factor=code): its snapshot is the project's code
+        from harness.experiment import code_arms
+
+        outside = [t for t in targets(cfg) if not code_arms.inside_repository(cfg, _root_of(t))]
+        code = code_arms.identity(cfg, code_identity(outside, [p for p in cfg.repro.code_paths
+                                                               if not code_arms.inside_repository(cfg, p)]))
+    else:
+        # a command arm's script and the .py files beside it are its code, like a train.fn's package
+        files = code_files(cfg)  # with repro.code_git, the git tree of their repository too (one folder)
+        code = code_identity(targets(cfg), [*cfg.repro.code_paths, *files], bool(cfg.repro.code_git),
+                             git_folders=[os.path.dirname(os.path.abspath(p)) for p in files[:1]])
     if not is_command(cfg):
         return code
     from harness.integrations.command_env import command_code
 
     return command_code(cfg, code)  # with the interpreter that runs the script, and its packages
+
+
+def _root_of(target: str) -> str:
+    from harness.experiment.identity import _package_of
+
+    root = _package_of(target)[1]
+    return str(root) if root is not None else "/"
 
 
 def check_metrics(metrics) -> dict:
@@ -71,6 +85,14 @@ def train_one(cfg: DictConfig, seed: int, *, progress: Optional[Callable] = None
               stop_after: Optional[int] = None, folder=None, arm: Optional[str] = None) -> dict:
     """Train one run of an arm's resolved config. Returns metrics, fingerprints, curve, timing, env
     (and ``weights`` when repro.save_weights / keep_step_weights ask for them)."""
+    from harness.experiment.code_arms import running
+
+    with running(cfg):  # a code arm (ab.factor=code): its revision's snapshot is the code that runs
+        return _train_one(cfg, seed, progress=progress, init_hook=init_hook, stop_after=stop_after,
+                          folder=folder, arm=arm)
+
+
+def _train_one(cfg, seed, *, progress, init_hook, stop_after, folder, arm) -> dict:
     from harness.integrations.command_run import runs_without_torch
     from harness.training.determinism import settings_from
 
@@ -102,7 +124,7 @@ def _train_pinned(cfg, seed, settings, device, pinned, *, progress, init_hook, s
         save_weights=bool(cfg.repro.save_weights), stop_after=stop_after,
         metrics=declared_metrics(cfg) if cfg.get("stats") is not None else None,  # declared: whose examples
         run_dir=folder,
-        stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise_sources)
+        stream_seeds=cfg.get("seeds"),  # streams set apart from the seed (harness.tools.noise.noise_sources)
     )
     fn = resolve_callable(training_fn(cfg), "train.fn")  # a command arm goes through the same door
     memory = gpu_memory.before(device)  # a CUDA run's memory, which workers=auto on a GPU widens by

@@ -28,7 +28,7 @@ from harness.experiment.plan import Plan, check_unless_done
 from harness.experiment.runner import code_of, run_one
 from harness.experiment.rerun import rerun_fresh
 from harness.training.threads import is_auto, uses_gpu
-from harness.training.proof import steps_trained, steps_words
+from harness.training.fingerprint_coverage import steps_trained, steps_words
 
 # Errors every unit would meet the same way: the first one stops the experiment (its failed result is
 # kept), rather than every unit training only to fail: an op without a deterministic implementation,
@@ -164,6 +164,9 @@ def describe(plan: Plan) -> None:
     from harness.experiment.refused_files import units_begin
 
     units_begin()
+    from harness.experiment.code_arms import materialize
+
+    materialize()  # ab.factor=code: the arms' snapshots into the results, read-only
     described = plan.described()
     if _read_or_none(plan.out_dir / "experiment.json") != json.loads(json.dumps(described, default=str)):
         write_json(plan.out_dir / "experiment.json", described)
@@ -189,6 +192,9 @@ def run_experiment(
     out_dir = Path(out_dir)
     if is_auto(cfg.determinism.threads):  # called directly, not through execute (which resolved it)
         pin_threads(cfg, out_dir, say=log)
+    from harness.experiment.code_arms import prepare
+
+    prepare(cfg, out_dir)  # ab.factor=code: each arm's revision read now, before any unit
     plan = Plan.from_config(cfg, out_dir, certify=certify, certificate_dir=certificate_dir)
     check_unless_done(cfg, plan, log)
     return run_plan(plan, log=log, tracker=tracker, stop_on_fatal=stop_on_fatal)

@@ -25,7 +25,8 @@ from typing import Mapping, Optional
 # which a command unit imports without torch
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV
 from harness.integrations.command_env import ATTACHED_ENV_NAME
-from harness.integrations import rank_side, ranks
+from harness.integrations import ranks
+from harness.integrations.ranks import rank_side
 from harness.integrations.nproc.trainer_ranks import child_world
 from harness.training.run import Run
 from harness.training.steps import RunUsageError
@@ -173,7 +174,7 @@ class AttachedRun(Run):
     def _shuffled(self, n, batch_size, g, drop_last):
         if self.world is None or not self.world.spans:
             return super()._shuffled(n, batch_size, g, drop_last)
-        from harness.training.shards import ShardedBatches
+        from harness.integrations.ranks.shards import ShardedBatches
 
         return ShardedBatches(n, batch_size, g, drop_last, rank=self.world.rank, size=self.world.size)
 

@@ -12,7 +12,7 @@ write end only the unit's runner holds. The runner writes one byte when it has e
 itself, then closes its end: the guard exits. End of file with nothing written means the runner
 died: the guard kills the group and exits. It ignores SIGINT, SIGHUP and SIGTERM: a scheduler's
 SIGTERM to every process of a job (scancel, preemption) leaves the script its grace time, and the
-guard goes on watching until the runner ends. Standard library only (proc_tree.py beside it, read by path): it
+guard goes on watching until the runner ends. Standard library only (ranks/proc_tree.py, read by path): it
 starts in a few milliseconds.
 """
 
@@ -22,7 +22,7 @@ import sys
 
 
 def _kill(pgid: int) -> None:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves this folder out
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ranks"))  # -I leaves it out
     import proc_tree  # stdlib only: a launcher's ranks in sessions of their own, found by parent
 
     tree = proc_tree.descendants(pgid)  # the group's leader is the command

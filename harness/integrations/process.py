@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from harness import HarnessError
-from harness.integrations import proc_tree
+from harness.integrations.ranks import proc_tree
 from harness.integrations.interrupts import held, reached
 
 TAIL_LINES = 20  # the last lines of stderr/stdout a failure shows

@@ -38,9 +38,9 @@ from torch.utils._pytree import tree_flatten
 
 from harness.training.determinism import DeterminismError
 from harness.tools.args import add_config_dir, parse_args
-from harness.tools.golden import BadInput, compose_config, select_run
+from harness.tools.golden.golden import BadInput, compose_config, select_run
 from harness.integrations.command_spec import black_box_refusal, is_command
-from harness.tools.module_stack import ModuleStack
+from harness.tools.diff.module_stack import ModuleStack
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 ALERT = "does not have a deterministic implementation"

@@ -4,7 +4,7 @@ Owns: run.py (the ``Run``: seeded streams, the loader and sampler, logs, per-exa
 run's record), steps.py (the watched model: init fingerprint, per-step recording, the non-finite
 check, and the exceptions a Run raises), record.py (what the Run returns for a run it did not watch itself: a black
 box, or a script's record adopted from harness.attach()), batches.py (the shuffled order, tensors read a batch at a time, data nodes
-built once per process), shards.py (one rank's share of the shuffled order), fingerprint.py (bit-exact digests and the per-step recorder), host_digest.py (XXH3 of tensors in host memory: the digest version a run records), proof.py (what a pairing fingerprint must
+built once per process), fingerprint.py (bit-exact digests and the per-step recorder), host_digest.py (XXH3 of tensors in host memory: the digest version a run records), fingerprint_coverage.py (what a pairing fingerprint must
 have covered to prove anything, and what fills a missing one; torch-free, the analysis reads it), rng.py (one generator per purpose),
 determinism.py (deterministic mode and pinned threads), math_modes.py (TF32 and float32 matmul
 precision: pinned per unit, recorded, restored), threads.py (how many: the rule behind

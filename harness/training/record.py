@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from harness.training.proof import BLACK_BOX
+from harness.training.fingerprint_coverage import BLACK_BOX
 
 ADOPTED_KEYS = ("init", "data_order", "final", "steps", "batches")
 

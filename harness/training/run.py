@@ -51,7 +51,7 @@ from torch.utils.data import DataLoader
 
 from harness.training import host_digest
 from harness.training.fingerprint import flatten_parameters  # looked up at run.watch: a test may turn packing off
-from harness.training.proof import HOW_TO_FILL
+from harness.training.fingerprint_coverage import HOW_TO_FILL
 from harness.training.record import adopted_record, adoption_problem, black_box_record, curve_columns
 from harness.training.rng import Streams, seed_worker
 from harness.training.batches import (

@@ -3,7 +3,7 @@ the results being analysed; a certificate made for another configuration is neve
 
 from __future__ import annotations
 
-from harness.analysis.identity.comparability import hashes
+from harness.analysis.identity.run_identity import hashes
 
 
 

@@ -1,7 +1,7 @@
 """Which results may be compared: one identity per comparison, one run per (seed, arm).
 
 A run's identity is what decides its numbers apart from the seed and the factor (run_identity.py
-reads it from a result; its names are importable from here too):
+reads it from a result):
 
 - the config outside the factor: ``base_hash``, recomputed from the result's own ``config``
   block (results.config_digest), so a file without hashes, or whose recorded hash disagrees with
@@ -18,7 +18,7 @@ differs, per comparison, in analysis.json (``identity``); ``--grid`` analyses ea
 its own (a sweep over settings around an A/B, see grid.py).
 
 The same (seed, arm) found in several files, and the digest of the runs an analysis used, are
-copies.py's (one_per_run and inputs_digest, importable from here too).
+copies.py's (one_per_run and inputs_digest).
 
 Pure functions over result dicts (no Hydra, no torch): analysis.py calls them.
 """
@@ -26,10 +26,8 @@ Pure functions over result dicts (no Hydra, no torch): analysis.py calls them.
 from __future__ import annotations
 
 from harness.analysis.identity.differing_values import apart
-from harness.analysis.identity.copies import inputs_digest, one_per_run  # noqa: F401 - public here too
-from harness.analysis.identity.run_identity import (  # noqa: F401 - public here too
-    _DIGESTS, _IDENTITIES, PARTS, IdentityError, _canonical, _hashable, _short, _under, factor_of, hashes,
-    identity, where)
+from harness.analysis.identity.run_identity import (
+    PARTS, IdentityError, _canonical, _hashable, _short, _under, factor_of, hashes, identity, where)
 from harness.results import NOT_IN_IDENTITY, flatten
 
 _LABELS = {
@@ -220,5 +218,4 @@ def describe(groups, differences, by_comparison, problems, baseline, within=None
     return " ".join(parts)
 
 
-__all__ = ["IdentityError", "PARTS", "check", "config_differences", "configs_by_arm", "group", "hashes",
-           "identity", "inputs_digest", "one_per_run"]
+__all__ = ["check", "config_differences", "configs_by_arm", "describe", "group"]

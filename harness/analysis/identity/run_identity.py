@@ -49,6 +49,13 @@ def _canonical(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
+def _code_version(value, factor) -> str:
+    """The code a run's identity compares: with ab.factor=code, the revision's snapshot (the version's
+    /code-DIGEST part, experiment/code_arms.py) is the factor; the harness and torch still count."""
+    text = _canonical(value)
+    return text.rsplit("/code-", 1)[0] if factor == "code" and isinstance(value, str) else text
+
+
 def where(r) -> str:
     """How to name a result in a message: its file when it came from one."""
     return str(r.get("_path") or f"(result of seed {r.get('seed')} arm {r.get('arm')})")
@@ -123,7 +130,7 @@ def identity(r) -> dict:
                     sort_keys=False)
     out = _IDENTITIES.get(key)
     if out is None:
-        out = {"base_hash": hashes(r)[1], "code_version": _canonical(r.get("code_version"))}
+        out = {"base_hash": hashes(r)[1], "code_version": _code_version(r.get("code_version"), factor)}
         for part, path in ENV_PARTS.items():
             if path is not None and factor and any(_under(p, factor) or _under(factor, p) for p in path.split("|")):
                 continue

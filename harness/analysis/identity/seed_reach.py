@@ -16,7 +16,7 @@ harness itself records (n_test, n_train) are left out: they are constant by desi
 
 from __future__ import annotations
 
-from harness.results import _seed_key
+from harness.results.tree import _seed_key
 
 CONSTANT_BY_DESIGN = ("n_test", "n_train")
 

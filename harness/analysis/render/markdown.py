@@ -5,8 +5,8 @@ The same sections as the terminal (report.py), written as markdown.
 
 from __future__ import annotations
 
-from harness.analysis.render.report import Section, _Fmt, headline, sections
-from harness.analysis.render.summary import title as _title
+from harness.analysis.render.report import Section, headline, sections
+from harness.analysis.render.summary import Fmt, title as _title
 from harness.results import atomic_write
 
 
@@ -36,7 +36,7 @@ def markdown(analysis: dict, figure: str | None = "analysis.png") -> str:
 
 def per_seed(analysis: dict) -> Section:
     """Every seed's value per arm and its difference with the baseline."""
-    f = _Fmt(analysis)
+    f = Fmt(analysis)
     base = analysis["baseline"]
     arms = analysis["arms"]
     by_arm = {name: dict(zip(map(str, a.get("seeds", [])), a.get("values", []))) for name, a in arms.items()}

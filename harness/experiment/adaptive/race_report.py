@@ -120,7 +120,7 @@ def figure(block: dict, path: Path) -> None:
 def analyze_race(folder, *, write: bool = True, ledger=None) -> dict:
     """The declared race analysis of ``folder`` (analysis.json's dict); written with report.md and
     race.png, replaced together or not at all, unless ``write`` is false."""
-    from harness.analysis.identity import comparability
+    from harness.analysis.identity import comparability, run_identity
     from harness.analysis.render.outputs import write_together
     from harness.config.declaration import read
     from harness.config.metric_spec import DeclarationError
@@ -148,7 +148,7 @@ def analyze_race(folder, *, write: bool = True, ledger=None) -> dict:
     configs = list(design.configs)
     try:
         ident = comparability.check(results, baseline=configs[0], others=configs[1:]) if results else {}
-    except comparability.IdentityError as e:
+    except run_identity.IdentityError as e:
         raise RaceAnalysisError(str(e)) from None
     p = rp.plan(design, results, seeds=list(declaration.seeds))
     status = rp.final_status(p)

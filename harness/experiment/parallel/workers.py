@@ -58,7 +58,7 @@ def broke_its_context(reply: tuple) -> bool:
 class Task:
     """One thing for a worker to do: ("unit", arm_cfg, out_dir, seed, arm, progress, {resume, lock_timeout}),
     ("rerun", arm_cfg, seed, arm), or ("call", module, function, args): a tool's own run, written
-    nowhere (harness.tools.noise_sources: the function's return value comes back)."""
+    nowhere (harness.tools.noise.noise_sources: the function's return value comes back)."""
 
     seed: int
     arm: str

@@ -14,7 +14,7 @@ metrics, bit for bit) and reported as not used, without K runs. For a metric dec
 per-example records, the test set's own sampling noise comes from the reference runs' records (no
 extra training): binomial for the arm, the paired per-example differences for B - A.
 The numerical sources hold every stream at the reference seed: ulp (K runs, run i moving the
-initial weight harness.tools.noise_runs.ulp_hook(i) picks by one ULP), threads (the reference again
+initial weight harness.tools.noise.noise_runs.ulp_hook(i) picks by one ULP), threads (the reference again
 at each other thread count the free cores keep busy, noise_audit's rule; the skipped ones named) and
 mode_off (K runs with determinism.mode=off; on a GPU only, else "not measured: no GPU"). Both arms of
 a run get the same change, so B - A stays paired.
@@ -22,7 +22,7 @@ a run get the same change, so B - A stays paired.
 The runs go side by side in the experiment's worker processes, as an experiment's units do
 (``workers=auto``: the free cores // determinism.threads, resolved by the same rule; ``workers=1``: one
 after another, here), with the same bits as one after another; a run at another thread count runs at
-most free cores // its count at once (harness/tools/noise_sources_runs.py). The wall time and how many
+most free cores // its count at once (harness/tools/noise/noise_sources_runs.py). The wall time and how many
 ran side by side are printed and kept in the json ("timing"). It writes
 noise_sources.{json,txt,png} and, with the harness's logger (wandb, offline by default; logger=none:
 nothing), one wandb run "noise sources" made from the json: its table, readings and figure.
@@ -43,11 +43,11 @@ from harness.config.schema import BUILTIN_LOOP
 from harness.results import example_correctness, write_json
 from harness.stats.sources import read_sources, spread
 from harness.tools.args import add_config_dir, parse_args
-from harness.tools.golden import BadInput, compose_config, stack_summary
-from harness.tools.noise_sources_table import TABLE_COLUMNS, figure, render, table_rows
-from harness.tools.noise_audit import default_out
-from harness.tools.noise_runs import audited_metric, thread_counts
-from harness.tools.noise_sources_runs import Runner, jobs_of, plan
+from harness.tools.golden.golden import BadInput, compose_config, stack_summary
+from harness.tools.noise.noise_sources_table import TABLE_COLUMNS, figure, render, table_rows
+from harness.tools.noise.noise_audit import default_out
+from harness.tools.noise.noise_runs import audited_metric, thread_counts
+from harness.tools.noise.noise_sources_runs import Runner, jobs_of, plan
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 STREAMS = ("init", "data_order", "model", "augment")
@@ -253,7 +253,7 @@ def _progress(jobs: list, metric: str, arms: dict, totals: dict, log):
 
 def _numerical(cfg, sources: list, k: int, free: int) -> dict:
     """What the numerical sources will run: the other thread counts the ``free`` cores keep busy (the
-    noise audit's rule, harness.tools.noise_runs.thread_counts) and whether CUDA mode off can run."""
+    noise audit's rule, harness.tools.noise.noise_runs.thread_counts) and whether CUDA mode off can run."""
     from harness.training.determinism import resolve_device
 
     out = {"mode_off": None, "threads": None, "ulp": None}

@@ -8,7 +8,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness.integrations import ranks
+from harness.integrations.ranks import records as ranks
 
 
 def rank_device(device, w: ranks.World):

@@ -46,11 +46,11 @@ import harness  # noqa: F401 - sets CUBLAS_WORKSPACE_CONFIG before torch is impo
 import numpy as np
 
 from harness.tools.args import add_config_dir, parse_args
-from harness.tools.golden import BadInput, compose_config, select_run, stack_summary
+from harness.tools.golden.golden import BadInput, compose_config, select_run, stack_summary
 from harness.results import example_record, write_json
-from harness.tools.noise_table import format_table, verdict, write_plot
-from harness.tools.noise_runs import (  # noqa: F401
-    SOURCES, audited_metric, run_all, steps_to_keep, thread_counts, threads_note, with_changes)
+from harness.tools.noise.noise_table import format_table, verdict, write_plot
+from harness.tools.noise.noise_runs import (
+    audited_metric, run_all, steps_to_keep, thread_counts, threads_note, with_changes)
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 

@@ -12,7 +12,7 @@ run was made with repro.save_weights or repro.keep_step_weights). The report nam
   the runs are as far apart as two seeds.
 
 - with --ops: both runs replayed to the step where they part, and the first aten op whose outputs
-  differ (module, call site, input bits, max |Δ|; tools/ops.py).
+  differ (module, call site, input bits, max |Δ|; tools/diff/ops.py).
 
 Configuration differences come before the numbers, layers largest |Δw| first; "bit-identical" names
 the configuration difference when there is one. Exit status: 0 identical, 1 different, 2 bad
@@ -32,8 +32,8 @@ from typing import Optional
 from harness import HarnessError
 from harness.results import differences
 from harness.tools.args import add_config_dir, parse_args
-from harness.tools.butterfly import write_plot
-from harness.tools.diff_words import format_report
+from harness.tools.diff.butterfly import write_plot
+from harness.tools.diff.diff_words import format_report
 from harness.results import (READABLE_SCHEMAS, RESULT_NAME, SCHEMA, digests_version, find_result_files, load_steps,
                              read_json, write_json)
 
@@ -231,8 +231,8 @@ def compare(a: RunFiles, b: RunFiles) -> dict:
 
 
 def ops_lines(report: dict, a: RunFiles, b: RunFiles, recorder: str = "auto") -> list:
-    """--ops: the first aten op whose outputs differ, at the step where the runs part (tools/ops.py)."""
-    from harness.tools import ops
+    """--ops: the first aten op whose outputs differ, at the step where the runs part (tools/diff/ops.py)."""
+    from harness.tools.diff import ops
 
     steps = [s for s in (report["first_params_step"], report["first_loss_step"]) if s is not None]
     if not report["init_equal"] or not steps:

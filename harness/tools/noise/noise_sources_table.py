@@ -1,5 +1,5 @@
 """The noise sources' words and pictures: the printed table, the wandb table's rows and the figure,
-from the spreads harness/tools/noise_sources.py measured (its json, or the block it writes there)."""
+from the spreads harness/tools/noise/noise_sources.py measured (its json, or the block it writes there)."""
 
 from __future__ import annotations
 

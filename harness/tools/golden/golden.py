@@ -13,9 +13,9 @@ what changed in the config or environment), 2 on bad input.
 
 ``save --seeds N`` also records the declared metrics of N seeds; ``check`` where the bits differ
 then reruns them and says whether the results are equivalent within the declared margin, changed,
-or undecided (tools/golden_stats.py; exit 0 identical, 3 equivalent, 1 changed, 4 undecided, 2 bad
+or undecided (tools/golden/golden_stats.py; exit 0 identical, 3 equivalent, 1 changed, 4 undecided, 2 bad
 input). ``check --ops`` replays both sides to the first divergent step and names the first aten op
-whose bits differ (tools/ops.py, as ``python -m harness.diff --ops``).
+whose bits differ (tools/diff/ops.py, as ``python -m harness.diff --ops``).
 
 Bits are only promised on the same stack: the same torch version, device type and thread count.
 A check on another stack says so, so a red CI job reads "new stack, re-save the golden" rather than
@@ -38,10 +38,10 @@ from omegaconf import OmegaConf
 
 from harness import HarnessError
 from harness.tools.args import add_config_dir, parse_args
-from harness.tools.diff import digest_parts, first_difference
+from harness.tools.diff.diff import digest_parts, first_difference
 from harness.results import NOT_IN_IDENTITY, differences, digests_version, load_steps, read_json, write_json
-from harness.tools import golden_ops, golden_stats
-from harness.tools.golden_words import _declaration, _primary_line, check_message
+from harness.tools.golden import golden_ops, golden_stats
+from harness.tools.golden.golden_words import _declaration, _primary_line, check_message
 
 GOLDEN_SCHEMA = "harness.golden/1"
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2  # and golden_stats: 3 equivalent, 4 undecided

@@ -4,7 +4,7 @@ Both runs are replayed from their recorded configs (initial weights and data ord
 seed, which the fingerprints prove equal) through the runner's ``train_one`` -- any training
 function written against ``Run`` -- up to the step where their parameters first differ. That one
 step (forward, backward, optimizer update) runs under a dispatch mode that records every aten op:
-its name, the module running it (forward and backward: tools/module_stack.py), the call site,
+its name, the module running it (forward and backward: tools/diff/module_stack.py), the call site,
 output shapes and dtypes, and an exact hash of its input and output bits (blake2b of the bytes: two
 tensors a last bit apart never hash alike). The two op streams are aligned (difflib over
 (op, module, phase)) and the first op whose outputs differ is named, with max |Δ| of its outputs.
@@ -109,7 +109,7 @@ class Op:
 class Capture:
     """What both recorders do around an op: hash the inputs before, the outputs after."""
 
-    modules: object = None  # harness.tools.module_stack.ModuleStack
+    modules: object = None  # harness.tools.diff.module_stack.ModuleStack
     ops: list = field(default_factory=list)
     kept: int = 0
     _pending: tuple = ("", "")
@@ -205,7 +205,7 @@ def replay(result: dict, step: int, which: str = "auto") -> Replay:
     from omegaconf import OmegaConf
 
     from harness.experiment.runner import train_one
-    from harness.tools.module_stack import ModuleStack
+    from harness.tools.diff.module_stack import ModuleStack
     from harness.training import run as run_module
     from harness.training.steps import StopRun
 

@@ -1,4 +1,4 @@
-"""The noise sources' runs (harness/tools/noise_sources.py): what each source trains, and the runs
+"""The noise sources' runs (harness/tools/noise/noise_sources.py): what each source trains, and the runs
 trained one after another in this process or side by side in the experiment's worker processes
 (harness/experiment/parallel/workers.py, a "call" task each), with the same bits either way: a run's bits
 depend on its config and its thread count, never on the process it ran in.
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from harness.tools.golden import BadInput
-from harness.tools.noise_runs import train_one, ulp_hook, with_changes
+from harness.tools.golden.golden import BadInput
+from harness.tools.noise.noise_runs import train_one, ulp_hook, with_changes
 
 MODE_OFF = {"determinism.mode": "off", "determinism.cudnn_benchmark": False}
 

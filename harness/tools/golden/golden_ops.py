@@ -1,4 +1,4 @@
-"""The op level of a golden: where its bits first part, named by the aten op (tools/ops.py).
+"""The op level of a golden: where its bits first part, named by the aten op (tools/diff/ops.py).
 
 ``golden save --ops`` also stores the op stream of step 1 (names, modules, shapes and exact bit
 hashes; no tensors): after an upgrade, a replay of the golden's config on the new stack gives the
@@ -13,7 +13,7 @@ up to the first divergent step (as ``harness.diff --ops``), and says which it di
 from __future__ import annotations
 
 from harness.results import load_steps
-from harness.tools import ops
+from harness.tools.diff import ops
 
 STORED_STEP = 1
 

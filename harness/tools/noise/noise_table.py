@@ -1,5 +1,5 @@
 """The noise audit's words and pictures: the verdict lines, the table of one metric and the per-step
-plot, from summarize()'s numbers (harness/tools/noise_audit.py runs and measures)."""
+plot, from summarize()'s numbers (harness/tools/noise/noise_audit.py runs and measures)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 
-from harness.tools.noise_runs import SOURCES
+from harness.tools.noise.noise_runs import SOURCES
 
 
 def verdict(summary: dict, metric: str, k: int) -> list[str]:

@@ -1,6 +1,6 @@
 """The noise audit's runs: the reference config again, one ULP of one initial weight, other thread
 counts, determinism off (CUDA), and other seeds, each trained K times on the same data. The numbers
-and the table are harness.tools.noise_audit's."""
+and the table are harness.tools.noise.noise_audit's."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from harness.config.declaration import Declaration
 from harness.config.metric_spec import DeclarationError
-from harness.tools.diff import first_difference, loss_value
-from harness.tools.golden import BadInput
+from harness.tools.diff.diff import first_difference, loss_value
+from harness.tools.golden.golden import BadInput
 from harness.integrations.command_spec import black_box_refusal, is_command
 
 

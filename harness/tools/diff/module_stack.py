@@ -1,6 +1,6 @@
 """Which module is running, in the forward and in the backward: the place an aten op is named by.
 
-Used by harness.diff --ops (tools/ops.py). The same class as harness.audit's ModuleStack, here in a
+Used by harness.diff --ops (tools/diff/ops.py). The same class as harness.audit's ModuleStack, here in a
 module of its own so that the op recorder does not import the audit (which imports diff and golden:
 an import circle); audit.py can import it from here and drop its copy.
 

@@ -5,8 +5,8 @@ primary metric of a run, read from its recorded declaration (names and units are
 from __future__ import annotations
 
 from harness.results import load_steps
-from harness.tools.diff import loss_value
-from harness.tools.diff_words import digests_note
+from harness.tools.diff.diff import loss_value
+from harness.tools.diff.diff_words import digests_note
 
 
 def check_message(path: str, golden: dict, result: dict, cmp: dict) -> str:

@@ -1,4 +1,4 @@
-"""One rank's share of the data order, for a unit that spans processes (integrations/ranks.py).
+"""One rank's share of the data order, for a unit that spans processes (records.py).
 
 Every rank draws the same permutation from its data_order stream (the same seed on every rank) and
 takes its share of it as torch's DistributedSampler does: the permutation padded with its own head to
