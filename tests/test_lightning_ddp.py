@@ -32,6 +32,7 @@ def _proves_two_ranks(result) -> None:
     assert result["env"]["world"] == {"world_size": 2, "backend": "gloo"}
 
 
+@pytest.mark.slow
 @pytest.mark.solo  # 2 ranks: both cores
 def test_a_lightning_ddp_script_with_the_callback_records_both_ranks(tmp_path):
     out = tmp_path / "out"
@@ -46,6 +47,7 @@ def test_a_lightning_ddp_script_with_the_callback_records_both_ranks(tmp_path):
     assert not list((out / "runs").rglob("attached*.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.solo
 def test_harness_lightning_fit_as_two_ranks(tmp_path):
     out = tmp_path / "out"

@@ -36,6 +36,7 @@ def _left_behind(marker: str) -> list:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.solo  # 2 ranks: both cores
 def test_a_two_rank_unit_proves_both_shards_and_catches_replicas_that_differ(tmp_path):
     out = tmp_path / "out"
@@ -58,6 +59,7 @@ def test_a_two_rank_unit_proves_both_shards_and_catches_replicas_that_differ(tmp
     assert not list((out / "runs").rglob("nproc_unit.pkl")) and not list((out / "runs").rglob("attached*.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.solo
 def test_one_and_two_ranks_are_different_identities_and_a_killed_rank_is_named_then_resumed(tmp_path):
     once = tmp_path / "once"

@@ -20,7 +20,7 @@ from harness.config.ledger_spec import ledger_problem
 from harness.training.threads import is_auto
 from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
 from harness.integrations.command_spec import config_cmd_problem, is_command, problems as command_problems
-from harness.integrations.nproc.spec import ranks_problem
+from harness.integrations.ranks.nproc_spec import ranks_problem
 
 BUILTIN_LOOP = "harness.builtin.loop.train"
 

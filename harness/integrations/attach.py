@@ -27,7 +27,7 @@ from harness.integrations.process import ATTACHED_NAME, RUN_ENV
 from harness.integrations.command_env import ATTACHED_ENV_NAME
 from harness.integrations import ranks
 from harness.integrations.ranks import rank_side
-from harness.integrations.nproc.trainer_ranks import child_world
+from harness.integrations.ranks.trainer_ranks import child_world
 from harness.training.run import Run
 from harness.training.steps import RunUsageError
 

@@ -39,8 +39,8 @@ def is_command(cfg) -> bool:
 
 def training_fn(cfg) -> str:
     """The dotted path of the training function a unit calls: the command arm when train.cmd is set,
-    the launcher of its ranks when train.nproc > 1 (integrations/nproc/; the ranks call train.fn)."""
-    from harness.integrations.nproc.spec import NPROC_FN, nproc_of
+    the launcher of its ranks when train.nproc > 1 (integrations/ranks/; the ranks call train.fn)."""
+    from harness.integrations.ranks.nproc_spec import NPROC_FN, nproc_of
 
     if is_command(cfg):
         return COMMAND_FN

@@ -41,7 +41,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
 
 from harness import HarnessError
 from harness.integrations.attach import AttachedRun, attach
-from harness.integrations.nproc.trainer_ranks import rank_aware
+from harness.integrations.ranks.trainer_ranks import rank_aware
 from harness.integrations.wandb_hook import share
 
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")

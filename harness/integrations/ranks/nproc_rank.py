@@ -1,7 +1,7 @@
 """One rank of a ``train.nproc`` unit: the unit's Run on this rank, the process group, the training
 function, the rank's record.
 
-Started by torch's elastic launcher (launch.py) as ``python -m harness.integrations.nproc.rank
+Started by torch's elastic launcher (nproc_launch.py) as ``python -m harness.integrations.ranks.nproc_rank
 CONFIG``. ``harness.attach()`` builds the rank-aware Run from the unit's environment (attach.py): the
 unit's determinism mode and threads set on this rank before any CUDA work, ``run.loader`` handing
 out this rank's share of the seed's order, the record written to rank 0's or this rank's file. The

@@ -1,7 +1,7 @@
 """``train.nproc``: how many processes one unit runs as, read and checked in one place (torch-free).
 
 1 (the default) is today's unit, one process; N > 1 starts the unit's train.fn as N ranks of one
-process group (launch.py). A unit of N processes takes N worker slots side by side
+process group (nproc_launch.py). A unit of N processes takes N worker slots side by side
 (training/threads.py counts processes x threads against the free cores).
 """
 
@@ -12,7 +12,7 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 KEY = "train.nproc"
-NPROC_FN = "harness.integrations.nproc.launch.train"  # the unit's door when train.nproc > 1
+NPROC_FN = "harness.integrations.ranks.nproc_launch.train"  # the unit's door when train.nproc > 1
 
 
 def nproc_of(cfg) -> int:

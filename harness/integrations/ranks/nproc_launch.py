@@ -3,11 +3,11 @@ launcher, ended whatever happens, and their records made the unit's one record.
 
 ``train(cfg, run)`` is the unit's training function when train.nproc > 1 (command_spec.training_fn):
 it writes the unit's config beside its result, starts ``python -m torch.distributed.run --standalone
---nproc_per_node=N -m harness.integrations.nproc.rank CONFIG`` with the unit's environment (the
+--nproc_per_node=N -m harness.integrations.ranks.nproc_rank CONFIG`` with the unit's environment (the
 command arm's: process.py, so the launcher and every rank end with the unit, a timeout or a killed
 harness included), and adopts what the ranks recorded as a command arm adopts an attached torchrun
 script: rank 0's steps and metrics, the data order over every rank's shard in rank order, the
-replicas' parameters compared (ranks.py), the world in the unit's env. A rank that fails fails the
+replicas' parameters compared (records.py), the world in the unit's env. A rank that fails fails the
 unit, named, with what it raised.
 """
 
@@ -22,11 +22,11 @@ from pathlib import Path
 from harness.integrations import process, ranks
 from harness.integrations.command import _adopt, _attach_settings, arm_of
 from harness.integrations.command_env import ATTACHED_ENV_NAME, read_reported
-from harness.integrations.nproc.spec import KEY, nproc_of
+from harness.integrations.ranks.nproc_spec import KEY, nproc_of
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed
 
 UNIT_CONFIG = "nproc_unit.pkl"  # the unit's config, for its ranks; removed when they end
-RANK_MODULE = "harness.integrations.nproc.rank"
+RANK_MODULE = "harness.integrations.ranks.nproc_rank"
 
 
 def launcher_argv(nproc: int, config: Path) -> list[str]:

@@ -6,7 +6,7 @@ LOCAL_RANK set but no RANK (one node: the rank is the local rank), and sets WORL
 process only once the Trainer launches, after the script attached as one process. ``child_world``
 reads a started copy's rank from its environment (attach.py), ``rank_aware`` makes the first
 process's Run rank 0 of the world the Trainer reports, so every rank records as under torchrun
-(ranks.py: rank 0 writes the unit's record, every other rank its own).
+(records.py: rank 0 writes the unit's record, every other rank its own).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def child_world(env: Mapping = os.environ) -> Optional[ranks.World]:
 def rank_aware(run, rank: int, size: int, local_rank: int) -> None:
     """Make an attached Run that began as one process a rank of a ``size``-process world (a trainer
     launched the others after the script attached). Rank 0 keeps the unit's record; another rank
-    that began alone writes its own (ranks.rank_record)."""
+    that began alone writes its own (records.rank_record)."""
     from pathlib import Path
 
     if size <= 1 or not getattr(run, "attached", False):
