@@ -2,8 +2,8 @@
 rank) run by bare torchrun and as a harness command arm, per step and per unit, in one run.
 
 The script is this file (``--train``): an MLP on random data, DistributedDataParallel, its step loop
-timed inside each rank (rank 0 prints ``ms_per_step``). Bare (``--bare``): a plain loop over its
-own DistributedSampler order, nothing of the harness imported. Under the harness: the same loop
+timed inside each rank (rank 0 prints ``ms_per_step``). Bare (``--bare``): a plain loop over a
+DataLoader with torch's DistributedSampler, nothing of the harness imported. Under the harness: the same loop
 through ``harness.attach()``, ``run.loader`` (the rank's share of the seed's order, fingerprinted)
 and ``run.step`` (every step's parameter digest), the ranks' records made one after torchrun ends.
 
@@ -47,8 +47,9 @@ def train(args) -> None:
     if args.bare:
         torch.manual_seed(args.seed)
         model = torch.nn.Sequential(torch.nn.Linear(784, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 10))
-        sampler = torch.utils.data.DistributedSampler(torch.utils.data.TensorDataset(x, y), seed=args.seed)
-        batches = [(x[i], y[i]) for i in torch.tensor(list(sampler)).split(args.batch_size)]
+        dataset = torch.utils.data.TensorDataset(x, y)  # what a DDP script reads its batches with
+        batches = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size,
+                                              sampler=torch.utils.data.DistributedSampler(dataset, seed=args.seed))
         run = None
     else:
         import harness
