@@ -3,10 +3,10 @@
 # its own process), whether two same-seed runs part ways (scripts/replicate_divergence.py), ResNet18
 # on CIFAR-shaped batches, and 20 units side by side on the one GPU against one alone
 # (scripts/gpu_side_by_side.py: the default experiment's small CNN, then ResNet18; goal <= 3x, the
-# same bits as alone).
+# same bits as alone), and a 1-GPU DDP smoke step (scripts/gpu_ddp_smoke.py: torchrun, NCCL, world size 1).
 #
-#   scripts/gpu_check.sh OUTDIR             on a GPU: at most 480 s, every timeout counted
-#   scripts/gpu_check.sh --dry-run OUTDIR   on a CPU: every step, tiny, at most 270 s
+#   scripts/gpu_check.sh OUTDIR             on a GPU: at most 510 s, every timeout counted
+#   scripts/gpu_check.sh --dry-run OUTDIR   on a CPU: every step, tiny, at most 300 s
 #
 # Each step runs under its own timeout; a step that times out or fails is recorded and the next
 # step runs, so the check always finishes and always leaves its tables. steps.tsv (and the end of
@@ -48,11 +48,11 @@ steps="$out/steps.tsv"
 : >"$out/side_by_side.txt"
 printf 'step\tbudget_s\tseconds\tstatus\n' >"$steps"
 
-# Budgets (s): they add up to 480 on a GPU and 270 in a dry run, so the whole check fits its promise.
+# Budgets (s): they add up to 510 on a GPU and 300 in a dry run, so the whole check fits its promise.
 if [ $dry = 1 ]; then
-  declare -A budget=([env]=30 [preflight]=30 [cost]=80 [divergence]=40 [side_by_side_cnn]=45 [side_by_side_resnet]=45)
+  declare -A budget=([env]=30 [preflight]=30 [ddp]=30 [cost]=80 [divergence]=40 [side_by_side_cnn]=45 [side_by_side_resnet]=45)
 else
-  declare -A budget=([env]=10 [preflight]=40 [cost]=150 [divergence]=90 [side_by_side_cnn]=80 [side_by_side_resnet]=110)
+  declare -A budget=([env]=10 [preflight]=40 [ddp]=30 [cost]=150 [divergence]=90 [side_by_side_cnn]=80 [side_by_side_resnet]=110)
 fi
 total=0
 for name in "${!budget[@]}"; do
@@ -160,9 +160,12 @@ else:
 EOF
 if [ "$(tail -n 1 "$steps" | cut -f4)" != ok ] && [ $dry = 0 ]; then
   echo "the preflight did not pass: the GPU steps are skipped" | tee -a "$log"
-  for name in cost divergence side_by_side_cnn side_by_side_resnet; do skip $name "the preflight did not pass"; done
+  for name in ddp cost divergence side_by_side_cnn side_by_side_resnet; do skip $name "the preflight did not pass"; done
   exit 1
 fi
+
+# DDP smoke: one rank under torchrun (a lent machine has one GPU), NCCL, 5 steps recorded by the Run.
+run_step ddp "" "$py" -m torch.distributed.run --standalone --nproc_per_node=1 scripts/gpu_ddp_smoke.py --device "$device"
 
 if [ $dry = 1 ]; then  # the same steps and scripts, tiny: a digits-shaped small CNN, a few steps
   tiny=(--device cpu --model small_cnn --channels 1 --image-size 8 --batch 16 --threads 1)

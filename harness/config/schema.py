@@ -89,6 +89,10 @@ class TrainConfig:
     metrics_from: Any = None
     timeout_s: Optional[float] = None  # kill a unit that runs longer (seconds); null: no limit
     compare_files: List[str] = field(default_factory=list)  # files the certificate compares byte for byte
+    # processes one unit runs as: 1, or N ranks of one process group that the harness starts for
+    # train.fn (integrations/ranks/); an integer >= 1, checked by the preflight (any type here so a
+    # bad value is refused with its own sentence)
+    nproc: Any = 1
 
 
 class WandbMode(Enum):

@@ -38,6 +38,8 @@ def plain(cfg) -> dict:
     if isinstance(train, dict) and train.get("cmd") is None:
         for key in COMMAND_KEYS:
             train.pop(key, None)
+    if isinstance(train, dict) and train.get("nproc") == 1:  # one process: the config as before train.nproc
+        train.pop("nproc")
     if isinstance(out, dict) and out.get("code", "") is None:
         out.pop("code")  # no code arm: the identity every run had before ab.factor=code existed
     return out

@@ -137,6 +137,8 @@ def _train_pinned(cfg, seed, settings, device, pinned, *, progress, init_hook, s
         out["timing"]["gpu_memory"] = gpu_memory.after(device, memory)
     if is_command(cfg):  # the script ran in a process of its own: this process's torch state decided nothing
         out["env"] = _command_env(cfg, settings, out.pop("env", None))
+    elif isinstance(out.get("env"), dict) and (out["env"].get("world") or {}).get("world_size"):
+        pass  # train.nproc ranks: rank 0's own environment, with the world (integrations/ranks/)
     else:
         out["env"] = capture_environment(settings, device, pinned)
     return out

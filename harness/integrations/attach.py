@@ -27,6 +27,7 @@ from harness.integrations.process import ATTACHED_NAME, RUN_ENV
 from harness.integrations.command_env import ATTACHED_ENV_NAME
 from harness.integrations import ranks
 from harness.integrations.ranks import rank_side
+from harness.integrations.ranks.trainer_ranks import child_world
 from harness.training.run import Run
 from harness.training.steps import RunUsageError
 
@@ -55,7 +56,7 @@ def _unit_run(folder: str) -> "AttachedRun":
     from harness.training.determinism import Settings, configure
 
     device = torch.device(spec["device"])  # the unit's, as the harness resolved it (cpu, cuda:0)
-    w = ranks.world()  # a rank of a unit that spans processes (torchrun), or None
+    w = ranks.world() or child_world()  # a rank of a unit that spans processes (torchrun, a trainer's), or None
     if w is not None and w.spans:
         device = rank_side.rank_device(device, w)
         rank_side.rank_process(Path(folder), w)
@@ -160,7 +161,9 @@ class AttachedRun(Run):
             self._record.pop("weights", None)
         if self._trained is not None:
             self._record["fingerprints"]["steps_trained"] = self._trained
-        self._record["metrics"] = dict(self.final_metrics if metrics is None else metrics)
+        if metrics is not None:  # kept: the rewrite at exit (finish() again) must not drop them
+            self.final_metrics = dict(metrics)
+        self._record["metrics"] = dict(self.final_metrics)
         if self.world is not None and self.world.spans and (self._record.get("world") or {}).get("backend") is None:
             self._record["world"] = rank_side.world_now(self.world)  # at the first finish: the group may go later
         if self.notices:  # a later trainer's too (a test after the fit)

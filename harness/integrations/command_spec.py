@@ -38,8 +38,13 @@ def is_command(cfg) -> bool:
 
 
 def training_fn(cfg) -> str:
-    """The dotted path of the training function a unit calls: the command arm when train.cmd is set."""
-    return COMMAND_FN if is_command(cfg) else cfg.train.fn
+    """The dotted path of the training function a unit calls: the command arm when train.cmd is set,
+    the launcher of its ranks when train.nproc > 1 (integrations/ranks/; the ranks call train.fn)."""
+    from harness.integrations.ranks.nproc_spec import NPROC_FN, nproc_of
+
+    if is_command(cfg):
+        return COMMAND_FN
+    return NPROC_FN if nproc_of(cfg) > 1 else cfg.train.fn
 
 
 def black_box_refusal(tool: str, needs: str) -> str:

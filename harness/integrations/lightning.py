@@ -41,6 +41,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed with the t
 
 from harness import HarnessError
 from harness.integrations.attach import AttachedRun, attach
+from harness.integrations.ranks.trainer_ranks import rank_aware
 from harness.integrations.wandb_hook import share
 
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
@@ -81,6 +82,8 @@ class Callback(pl.Callback):
                 f"harness runs this unit in determinism.mode={self.mode}: its bits would not be reproducible. "
                 f"Leave Trainer(deterministic=...) unset (the harness decides), or set determinism.mode={trainer_mode}.")
         _restore(self.mode)  # deterministic=True under mode=warn would otherwise make warn strict
+        if isinstance(self.run, AttachedRun):  # strategy="ddp": the ranks the Trainer launched after attach()
+            rank_aware(self.run, trainer.global_rank, trainer.world_size, trainer.local_rank)
         for logger in trainer.loggers:
             if type(logger).__name__ == "WandbLogger":
                 self.wandb.say("harness.lightning", "Lightning's WandbLogger", _project(logger), self.run)
@@ -163,11 +166,14 @@ def fit(cfg, run, module: dict, datamodule: dict, trainer: Optional[dict] = None
     the Trainer's keyword arguments. The module is built inside ``run.init()`` (its initial weights
     from the init stream), the Callback records the fit, and the final metrics are
     ``trainer.callback_metrics`` after fit (and validate, when the DataModule has a val_dataloader).
-    Units run in one process: no interpreter, torch or Lightning start per unit."""
+    Units run in one process: no interpreter, torch or Lightning start per unit; with train.nproc=N,
+    as N ranks the harness started, the Trainer runs DDP over them (strategy="ddp", devices=N)."""
     from harness.training.components import instantiate
 
+    world = getattr(run, "world", None)  # a rank of a train.nproc unit: DDP over the unit's ranks
+    ddp = {"devices": int(os.environ.get("LOCAL_WORLD_SIZE", world.size)), "strategy": "ddp"} if world and world.spans else {}
     kwargs = {"max_epochs": 1, "accelerator": run.device.type, "devices": 1, "logger": False,
-              "enable_progress_bar": False, "enable_checkpointing": False, **dict(trainer or {})}
+              "enable_progress_bar": False, "enable_checkpointing": False, **ddp, **dict(trainer or {})}
     callbacks = [_built(c, instantiate) for c in kwargs.pop("callbacks", None) or []]
     logger = kwargs["logger"]  # a WandbLogger node logs into the unit's wandb run (the Callback's doing)
     kwargs["logger"] = [_built(lg, instantiate) for lg in logger] if isinstance(logger, list) else _built(logger, instantiate)

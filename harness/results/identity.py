@@ -35,6 +35,9 @@ def config_digest(config: dict, exclude_factor: str | None = None) -> str:
         d.pop("seeds", None)  # no stream set apart: the identity (and bits) of a run before seeds.* existed
     if isinstance(d.get("determinism"), dict):  # float32 math, as before these keys: a CPU run's hash and bits
         d["determinism"] = {k: v for k, v in d["determinism"].items() if (k, v) not in _FLOAT32_MATH}
+    if isinstance(d.get("train"), dict):
+        # train.nproc at its default, one process: the identity of a run before the key existed
+        d["train"] = {k: v for k, v in d["train"].items() if not (k == "nproc" and v == 1)}
     if isinstance(d.get("repro"), dict):
         d["repro"] = {k: v for k, v in d["repro"].items() if k not in REPRO_NOT_IN_IDENTITY}
     if exclude_factor:

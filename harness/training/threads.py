@@ -135,12 +135,19 @@ def measure_load(samples: int = 5, interval: float = 0.02) -> Load:
 
 
 def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: Optional[int] = None,
-                   units: int = 1, workers=AUTO, gpu: bool = False) -> ThreadChoice:
+                   units: int = 1, workers=AUTO, gpu: bool = False, nproc: int = 1) -> ThreadChoice:
     """The rule (module docstring), given a measured load. ``recorded``: the count this output folder's
     results were made with, if any; ``units``: the (seed, arm) units this invocation may run;
     ``workers``: "auto" or the integer asked for; ``gpu``: the runs use a GPU (auto workers: 1 to
-    start, widened up to ``gpu_cap`` by the first unit's measured memory: gpu_workers)."""
-    units = max(1, int(units))
+    start, widened up to ``gpu_cap`` by the first unit's measured memory: gpu_workers); ``nproc``:
+    the processes each unit runs as (train.nproc): a unit takes that many worker slots, and its ranks
+    wait for each other at every collective as pinned threads do at a barrier, so processes x threads
+    count against the free cores."""
+    units, nproc = max(1, int(units)), max(1, int(nproc))
+    if nproc > 1:
+        return _ranked(choose_threads(requested, _shared(load, nproc), in_sweep=in_sweep, recorded=recorded,
+                                      units=units, workers=workers if is_auto(workers) else max(1, int(workers) // nproc),
+                                      gpu=gpu), requested, load, nproc, workers)
     alone = in_sweep or units == 1  # nothing to put side by side
     share = 1 if alone or workers == 1 else (units if is_auto(workers) else min(int(workers), units))
     if is_auto(requested):
@@ -176,6 +183,29 @@ def choose_threads(requested, load: Load, *, in_sweep: bool = False, recorded: O
             "results made with another count are rerun, not mixed."
         )
     return ThreadChoice(requested, threads, why, warning, n, cap if cap > 1 else 0)
+
+
+def _shared(load: Load, nproc: int) -> Load:
+    """The load as one rank of an ``nproc``-process unit sees it: the free cores divided among the ranks."""
+    cores = max(1, load.cores // nproc)
+    return Load(cores=cores, busy=min(cores - 1, load.busy // nproc) if cores > 1 else 0,
+                load_average=load.load_average,
+                runnable=None if load.runnable is None else min(cores, load.runnable // nproc))
+
+
+def _ranked(choice: ThreadChoice, requested, load: Load, nproc: int, workers) -> ThreadChoice:
+    """A choice made per rank, said for units of ``nproc`` processes."""
+    why = choice.why + f"; train.nproc={nproc}: each unit is {nproc} processes x {choice.threads} thread(s)"
+    if not is_auto(workers):
+        why += f", so workers={workers} slots hold {choice.workers} unit(s) side by side"
+    warning = choice.warning
+    if warning is None and nproc * choice.threads * choice.workers > load.free:
+        warning = (f"the machine is busy ({load.describe()}): {choice.workers} unit(s) of {nproc} processes x "
+                   f"{choice.threads} thread(s) need more cores than are free, and ranks wait for each other at "
+                   f"every collective as pinned threads wait at a barrier (measured {TRAP_SLOWDOWN} slower for "
+                   f"threads on 2 cores with one busy process). Lower {'workers' if choice.workers > 1 else 'train.nproc'} "
+                   f"or determinism.threads.")
+    return ThreadChoice(requested, choice.threads, why, warning, choice.workers, choice.gpu_cap)
 
 
 GPU_MEMORY_SHARE = 0.9  # of the free memory: the rest for what a measurement cannot see coming
@@ -218,7 +248,8 @@ def resolve_threads(cfg, *, say: Callable[[str], None] = print, warn: Optional[C
         raise ValueError(problem)
     load = measure()
     choice = choose_threads(requested, load, in_sweep=in_sweep, recorded=recorded, units=units_of(cfg),
-                            workers=AUTO if is_auto(workers) else int(workers), gpu=uses_gpu(cfg))
+                            workers=AUTO if is_auto(workers) else int(workers), gpu=uses_gpu(cfg),
+                            nproc=processes_of(cfg))
     readonly = OmegaConf.is_readonly(cfg)
     OmegaConf.set_readonly(cfg, False)
     with open_dict(cfg):
@@ -249,6 +280,24 @@ def units_of(cfg) -> int:
     except (AttributeError, TypeError):
         return 1
     return max(1, seeds * arms)
+
+
+def processes_of(cfg) -> int:
+    """The most processes one unit of ``cfg`` runs as: train.nproc, or the largest arm's where the arms
+    differ in it (ab.factor=train.nproc); 1 where unset or not (yet) a valid count."""
+    from omegaconf import OmegaConf
+
+    def count(value) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else 1
+
+    try:
+        most = count(OmegaConf.select(cfg, "train.nproc", default=1))
+        if str(OmegaConf.select(cfg, "ab.factor", default="") or "") == "train.nproc":
+            arms = OmegaConf.to_container(cfg.ab.arms, resolve=True)
+            most = max([most, *(count(v) for v in arms.values())])
+    except Exception:  # noqa: BLE001 - a config that does not resolve is named by the preflight
+        return 1
+    return most
 
 
 def uses_gpu(cfg) -> bool:
