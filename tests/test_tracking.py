@@ -22,6 +22,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.tracking import tracker as tracking
+from harness.tracking.options import TrackingConfigError
 from harness.results import load_steps
 
 from . import wandb_reader
@@ -465,7 +466,7 @@ def test_group_is_stable_and_config_beats_wandb_variables_beats_default(tmp_path
 def test_bad_wandb_settings_are_refused_naming_the_key(tmp_path, key, value, allowed):
     cfg = wandb_config()
     cfg.logger.wandb[key] = value
-    with pytest.raises(tracking.TrackingConfigError) as refused:
+    with pytest.raises(TrackingConfigError) as refused:
         tracking.open_tracker(cfg, tmp_path)
     assert f"logger.wandb.{key}=" in str(refused.value) and allowed in str(refused.value)
 

@@ -27,13 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
+from harness import HarnessError
+
 RANK_RECORD = "attached.rank-{rank}.json"  # in HARNESS_RUN_DIR: what rank R > 0 recorded
 RANK_ERROR = "attached.rank-{rank}.error.txt"  # the exception a rank's script ended with (attach.py)
 # NCCL variables that change which reduction runs, hence the bits; NCCL_DEBUG* only change logging
 _NCCL_QUIET = re.compile(r"^NCCL_(DEBUG|DEBUG_FILE|DEBUG_SUBSYS)$")
 
 
-class RanksFailed(Exception):
+class RanksFailed(HarnessError):
     """The ranks' records do not make one unit record; the message names the rank."""
 
 

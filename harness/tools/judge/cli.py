@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import HarnessError
 from harness.results import read_json
 from harness.tools.judge.baseline import (BASELINE_ARM, CANDIDATE_ARM, baseline_units, config_key, group_folder,
                                           new_judgement_folder, reuse_baseline)
@@ -29,7 +30,7 @@ OWN_KEYS = ("ab.factor", "ab.arms", "stats.baseline", "ab.sequential.enabled", "
             "hydra.run.dir", "hydra.sweep.dir", "ledger.path", "ledger.url", "ledger.enabled", "code")
 
 
-class BadInput(Exception):
+class BadInput(ValueError, HarnessError):
     """The judge cannot run as asked; the message names the argument or key and what is allowed."""
 
 
