@@ -5,6 +5,8 @@ side by side a unit of N processes takes N worker slots."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import harness
@@ -29,7 +31,7 @@ def _left_behind(marker: str) -> list:
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
             line = " ".join(p.info["cmdline"] or [])
-            if marker in line and "harness.integrations.nproc" in line and p.status() != psutil.STATUS_ZOMBIE:
+            if marker in line and "harness.integrations.ranks.nproc" in line and p.status() != psutil.STATUS_ZOMBIE:
                 found.append((p.info["pid"], line))
         except psutil.Error:
             pass
@@ -107,3 +109,22 @@ def test_a_unit_of_n_processes_takes_n_worker_slots():
     assert asked.workers == 2 and "workers=4 slots hold 2 unit(s)" in asked.why
     busy = choose_threads(1, Load(cores=2, busy=1, runnable=1), units=6, nproc=2)
     assert busy.workers == 1 and busy.warning and "ranks wait for each other" in busy.warning
+
+
+def test_the_copy_a_trainer_starts_knows_its_rank_and_the_launcher_starts_the_rank_module():
+    """In-process (the fast tier): Lightning's started copy of the script (WORLD_SIZE and LOCAL_RANK,
+    no RANK) is rank LOCAL_RANK on one node; a launcher that set RANK, another node, or a rank outside
+    the world is not read as one; the launcher's command runs the rank module, which imports."""
+    import importlib
+
+    from harness.integrations.ranks import nproc_launch, trainer_ranks
+
+    world = trainer_ranks.child_world({"WORLD_SIZE": "2", "LOCAL_RANK": "1"})
+    assert (world.rank, world.size, world.local_rank) == (1, 2, 1)
+    assert trainer_ranks.child_world({"WORLD_SIZE": "2", "LOCAL_RANK": "1", "RANK": "1"}) is None
+    assert trainer_ranks.child_world({"WORLD_SIZE": "2", "LOCAL_RANK": "1", "NODE_RANK": "1"}) is None
+    assert trainer_ranks.child_world({"WORLD_SIZE": "2", "LOCAL_RANK": "2"}) is None
+    argv = nproc_launch.launcher_argv(2, Path("unit.pkl"))
+    assert argv[1:3] == ["-m", "torch.distributed.run"] and "--nproc_per_node=2" in argv
+    assert argv[-3:] == ["-m", nproc_launch.RANK_MODULE, "unit.pkl"]
+    assert callable(importlib.import_module(nproc_launch.RANK_MODULE).main)
