@@ -41,6 +41,10 @@ ROOT_ENTRIES = {
     ("experiment.units", "pin_threads"),  # (run_experiment's, when called directly)
     ("training.threads", "resolve_threads"),
     ("training.threads", "units_of"), ("training.threads", "uses_gpu"),
+    ("training.threads", "processes_of"),  # a unit of train.nproc processes takes that many worker slots
+    ("integrations.ranks.nproc_spec", "ranks_problem"),  # train.nproc checked with the settings
+    # ab.factor=code: each arm's revision snapshotted at launch, and the preflight run in each snapshot
+    ("experiment.code_arms", "prepare"), ("experiment.code_arms", "preflight_each"),
     # the tracker reads its own options (logger.*) when it opens: its entry
     ("tracking.tracker", "open_tracker"), ("tracking.options", "_select"),
     # what is run: the plan, with each arm's config (arms.py makes them)
@@ -57,6 +61,7 @@ ROOT_ENTRIES = {
 ARM_PLACES = {"experiment.plan", "experiment.arms", "config.preflight", "experiment.units", "experiment.runner",
               "experiment.identity", "experiment.resume", "training", "builtin",
               "integrations",  # a way in (the command arm) is the unit's training code
+              "experiment.code_arms",  # the runner runs a code arm inside its revision's snapshot
               "config.declaration"}  # the metrics the arm declares, handed to its Run (declared_metrics)
 
 

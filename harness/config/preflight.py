@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import HarnessError
 from harness.config.ledger_spec import ledger_problem
-from harness.training.threads import is_auto
+from harness.training.threads import is_auto, uses_gpu
 from harness.training.components import ComponentError, check_node, instantiate, is_node, resolve_callable
 from harness.integrations.command_spec import config_cmd_problem, is_command, problems as command_problems
 from harness.integrations.ranks.nproc_spec import ranks_problem
@@ -66,7 +66,7 @@ def check_settings(cfg: DictConfig, arm_names) -> list[str]:
                                                                         throw_on_resolution_failure=False))
     if cmd_problem:  # an empty train.cmd: before the declaration or anything else is written
         p.append(cmd_problem)
-    p += ranks_problem(cfg)
+    p += ranks_problem(cfg.get("train"), lambda: uses_gpu(cfg))
     p += seed_problems(cfg.get("seed"), cfg.get("seeds"))
     if lock_timeout_problem(cfg.get("lock_timeout")):
         p.append(lock_timeout_problem(cfg.get("lock_timeout")))
@@ -129,7 +129,7 @@ def check_train_fn(cfg: DictConfig) -> list[str]:
 
 def check_components(arm_cfg: DictConfig, seen: dict) -> list[str]:
     """Each _target_ node of one arm (a node already checked for another arm gives the same answer)."""
-    p: list[str] = ranks_problem(arm_cfg)
+    p: list[str] = ranks_problem(arm_cfg.get("train"), lambda: uses_gpu(arm_cfg))
     if is_command(arm_cfg):  # the script builds its own data and model: its keys, not the config's nodes
         return p + command_problems(arm_cfg)
     builtin = arm_cfg.train.fn == BUILTIN_LOOP

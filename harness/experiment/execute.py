@@ -55,10 +55,11 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
         preflight_cheap(cfg)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
-    from harness.experiment.code_arms import prepare as prepare_code_arms
+    if cfg.ab.factor == "code" or cfg.get("code") is not None:  # revisions read now (code_arms.py)
+        from harness.experiment.code_arms import prepare as prepare_code_arms
 
-    for line in prepare_code_arms(cfg, out_dir, multirun=multirun):  # ab.factor=code: revisions read now
-        say(line)
+        for line in prepare_code_arms(cfg, out_dir, multirun=multirun):
+            say(line)
     try:  # (preflight_cheap made it once already: a problem with it was refused there)
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run
     except DeclarationError as e:

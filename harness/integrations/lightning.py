@@ -37,7 +37,7 @@ try:
     import lightning.pytorch as pl
 except ImportError as e:  # pragma: no cover - the extra is installed with the tests
     raise ImportError('harness.lightning needs Lightning: pip install "harness[lightning]" '
-                      "(or pip install lightning).") from e
+                      f"(or pip install lightning). Importing it said: {e}") from e
 
 from harness import HarnessError
 from harness.integrations.attach import AttachedRun, attach

@@ -34,6 +34,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+import harness
 from harness.integrations.interrupts import held, reached
 
 PROGRESS_EVERY_S = 0.2  # a worker's progress messages, at most this often
@@ -149,7 +150,9 @@ class Workers:
         from harness.training.gpus import worker_env
 
         env = worker_env(len(self._all), self.gpus, os.environ)  # one GPU per worker, round robin
-        root = str(Path(__file__).resolve().parents[2])  # this very harness, whoever's cwd the worker has
+        # the folder that holds this very harness package, whoever's cwd the worker has (never the
+        # package's own folder: its lightning.py and hf.py would hide the real packages)
+        root = str(Path(harness.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         # a session of its own: a terminal's Ctrl-C (SIGINT to the foreground group) goes to this
         # process alone, which ends its workers; none prints a traceback of its own while it starts

@@ -37,9 +37,9 @@ def nproc_problem(value, *, command: bool = False, where: str = KEY) -> Optional
     return None
 
 
-def ranks_problem(cfg) -> list[str]:
-    """train.nproc's refusal for a config (its value, with train.cmd, more ranks than GPUs), as a list."""
-    train = cfg.get("train") if cfg is not None else None
+def ranks_problem(train, on_gpu) -> list[str]:
+    """train.nproc's refusal for a config's ``train`` node (its value, with train.cmd, more ranks than
+    GPUs), as a list; ``on_gpu()`` says whether the config computes on a GPU (asked only for N > 1)."""
     if train is None or "nproc" not in train:
         return []
     value = train.get("nproc")
@@ -47,12 +47,11 @@ def ranks_problem(cfg) -> list[str]:
     timeout = train.get("timeout_s")
     if problem is None and value > 1 and timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         problem = f"train.timeout_s={timeout!r} must be a number of seconds > 0, or null (no limit): it ends a {KEY} unit's ranks."
-    if problem is None and value > 1:
+    if problem is None and value > 1 and on_gpu():
         from harness.training.gpus import visible
-        from harness.training.threads import uses_gpu
 
-        gpus = len(visible()) if uses_gpu(cfg) else 0
-        if uses_gpu(cfg) and value > gpus:
+        gpus = len(visible())
+        if value > gpus:
             problem = (f"{KEY}={value} on a GPU: each rank computes on a GPU of its own (cuda:LOCAL_RANK) and "
                        f"{gpus} GPU(s) are visible here. Give {KEY} <= {gpus}, or device=cpu (gloo).")
     return [problem] if problem else []
