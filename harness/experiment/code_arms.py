@@ -42,9 +42,10 @@ _ALLOWED = ("An arm of ab.factor=code names a git revision of the repository the
             "in (a commit, a branch such as main, a tag) or WORKTREE (the working tree as it is at "
             "launch, uncommitted and untracked-but-not-ignored files included).")
 
-NOT_IN_A_SWEEP = ("ab.factor=code runs in one invocation (python -m harness without -m): each job of a sweep "
-                  "would read the working tree when it starts, so later edits could leak into it. Run the "
-                  "experiment without -m.")
+MANIFEST = "arms.json"  # under a sweep's code/: the arms its launcher prepared, for jobs that lack the environment
+SWEPT_ARMS = ("a sweep over code arms reads the revisions once, in the launching process, before any job: "
+              "set ab.factor=code and ab.arms in the experiment or on the command line without sweeping "
+              "them (ab.arms={A: main, B: WORKTREE}), and sweep seed, arm or other keys.")
 
 
 class CodeArmError(ExperimentError):
@@ -75,25 +76,20 @@ class CodeArm:
 _PREPARED: dict = {}  # revision -> CodeArm, for this invocation
 
 
-def prepare(cfg, out_dir, *, multirun: bool = False) -> list[str]:
+def prepare(cfg, out_dir, *, multirun: bool = False, sweep_root=None) -> list[str]:
     """Read the code arms of ``cfg`` (none unless ab.factor=code) and stage their snapshots outside
     the results; what each arm runs, in a line each. Raises CodeArmError, before anything is
-    written, for input that cannot run."""
+    written, for input that cannot run. A sweep's job (``multirun``) takes the arms its launcher
+    prepared and reads no revision itself."""
     factor = cfg.ab.factor
     if factor != "code":
         if cfg.get("code") is not None:
             raise CodeArmError(f"code={cfg.code!r} is set, but ab.factor={factor!r}: the code key holds an "
                                "arm's revision and is set only through ab.factor=code and ab.arms. Remove it.")
         return []
-    if multirun:
-        raise CodeArmError(NOT_IN_A_SWEEP)
-    revisions = {}
-    for name, value in cfg.ab.arms.items():
-        if OmegaConf.is_config(value) or isinstance(value, (bool, float)) or value is None or not str(value).strip():
-            shown = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-            raise CodeArmError(f"ab.arms.{name}={shown!r} is not a revision. {_ALLOWED} Quote a commit "
-                               f"written in digits only: 'ab.arms.{name}=\"0123456\"'.")
-        revisions[str(name)] = str(value).strip()
+    revisions = _revisions(cfg)
+    if multirun:  # a sweep's job: its launcher read the revisions (prepare_sweep); never the live tree
+        return _from_launcher(revisions, sweep_root)
     repo = _repository()
     out_dir = Path(out_dir).absolute()
     _discard_staged()
@@ -107,6 +103,49 @@ def prepare(cfg, out_dir, *, multirun: bool = False) -> list[str]:
         raise
     os.environ[_ENV] = json.dumps({k: asdict(v) for k, v in _PREPARED.items()})
     return [_said(name, _PREPARED[revision]) for name, revision in revisions.items()]
+
+
+def _revisions(cfg) -> dict:
+    revisions = {}
+    for name, value in cfg.ab.arms.items():
+        if OmegaConf.is_config(value) or isinstance(value, (bool, float)) or value is None or not str(value).strip():
+            shown = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+            raise CodeArmError(f"ab.arms.{name}={shown!r} is not a revision. {_ALLOWED} Quote a commit "
+                               f"written in digits only: 'ab.arms.{name}=\"0123456\"'.")
+        revisions[str(name)] = str(value).strip()
+    return revisions
+
+
+def publish(sweep_dir) -> None:
+    """A sweep's launching process, once ``prepare`` read the arms and every job's config passed its
+    checks, before any job runs: the snapshots into the sweep's code/, read-only, and beside them the
+    manifest its jobs read (``_from_launcher``), wherever they run (a joblib worker, an sbatch job on
+    another node): each job runs the code as it was at launch, and edits made meanwhile cannot reach it."""
+    from harness.results.atomic_io import write_json
+
+    materialize()
+    write_json(Path(sweep_dir) / FOLDER / MANIFEST, {k: {**asdict(v), "staged": None} for k, v in _PREPARED.items()})
+
+
+def _from_launcher(revisions: dict, sweep_root) -> list[str]:
+    """A sweep job's arms as its launcher prepared them: the manifest in the sweep's code/ folder (in
+    the launching process itself, before the manifest is written: the arms it prepared). Refused when
+    a revision is not among them."""
+    manifest = Path(sweep_root) / FOLDER / MANIFEST if sweep_root is not None else None
+    if manifest is not None and manifest.is_file():
+        known = {k: CodeArm(**v) for k, v in json.loads(manifest.read_text()).items()}
+    else:
+        known = dict(_PREPARED)
+    for name, revision in revisions.items():
+        if revision not in known:
+            raise CodeArmError(f"ab.arms.{name}={revision!r} was not prepared by this sweep's launching process "
+                               f"(it prepared {sorted(known) or 'none'}): {SWEPT_ARMS}")
+        arm = known[revision]
+        if not Path(arm.folder).is_dir() and not (arm.staged and os.path.isdir(arm.staged)):
+            raise CodeArmError(f"ab.arms.{name}={revision!r}: its snapshot {arm.folder} is missing (the sweep's "
+                               "launcher writes it before any job). Relaunch the sweep.")
+        _PREPARED[revision] = arm
+    return []
 
 
 def _said(name: str, arm: CodeArm) -> str:
