@@ -347,3 +347,42 @@ def test_packages_installed_inside_the_project_stay_importable(project, monkeypa
     markers = {(r["seed"], r["arm"]): (r["status"], r["metrics"].get("marker")) for r in done.results}
     assert markers == {(s, a): ("completed", {"A": 1, "B": 7}[a]) for s in (0, 1, 2) for a in "AB"}
     sys.modules.pop("helperpkg", None)
+
+
+def _with_submodule(project: Path) -> Path:
+    """proj/fit.py reads MARKER from a git submodule, lib/ (its own repository, committed)."""
+    lib = project.parent / "libsrc"
+    (lib / "sublib").mkdir(parents=True)
+    (lib / "sublib" / "__init__.py").write_text("MARKER = 5\n")
+    _git(lib, "init", "-q", "-b", "main")
+    _git(lib, "add", "-A")
+    _git(lib, "commit", "-q", "-m", "lib")
+    _git(project, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "lib")
+    (project / "proj" / "fit.py").write_text(_fit(PLAIN_LOSS).replace(
+        "MARKER = 1", "import sys as _sys\n_sys.path.insert(0, __file__.rsplit('/proj/', 1)[0] + '/lib')\n"
+                      "from sublib import MARKER"))
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "the marker comes from a submodule")
+    return project / "lib"
+
+
+@pytest.mark.slow
+def test_a_submodule_is_part_of_each_arms_snapshot(project):
+    lib = _with_submodule(project)
+    (lib / "sublib" / "__init__.py").write_text("MARKER = 6\n")  # WORKTREE: an uncommitted edit inside the submodule
+    done = _run(project)
+    markers = {(r["seed"], r["arm"]): r["metrics"]["marker"] for r in done.results}
+    assert markers == {(s, a): {"A": 5, "B": 6}[a] for s in (0, 1, 2) for a in "AB"}
+    b = _code(next(r for r in done.results if r["arm"] == "B"))
+    assert "lib/sublib/__init__.py" in b["changes"]
+    snapshot = project / "outputs" / "exp" / b["folder"]
+    assert (snapshot / "lib" / "sublib" / "__init__.py").read_text() == "MARKER = 6\n"
+
+
+@pytest.mark.slow
+def test_a_revision_whose_submodule_is_not_checked_out_is_refused_before_any_unit(project):
+    _with_submodule(project)
+    _git(project, "submodule", "deinit", "-q", "-f", "lib")
+    with pytest.raises(HarnessError, match=r"ab.arms.A='main': its submodule lib is at commit .* git submodule update"):
+        _run(project)
+    assert not (project / "outputs").exists()

@@ -300,16 +300,45 @@ def _fill(repo: Path, name: str, revision: str, commit: Optional[str], staged: P
     if revision == WORKTREE:
         _copy_worktree(repo, staged, results)
         return _worktree_changes(repo, commit, results)
+    _archive(repo, name, revision, commit, staged)
+    return {}
+
+
+def _archive(repo: Path, name: str, revision: str, commit: str, into: Path) -> None:
+    """The commit's files, and each submodule's at the commit the superproject records for it."""
     archive = _git(repo, "archive", "--format=tar", commit, binary=True)
     if archive.returncode != 0:
         raise CodeArmError(f"ab.arms.{name}={revision!r}: git archive of {commit} failed: "
                            f"{archive.stderr.decode(errors='replace').strip()}")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         if hasattr(tarfile, "tar_filter"):  # Pythons before 3.11.4 (and 3.10.12) have no extraction filters
-            tar.extractall(staged, filter="tar")
+            tar.extractall(into, filter="tar")
         else:
-            tar.extractall(staged)
-    return {}
+            tar.extractall(into)
+    for path, sub_commit in _submodules_at(repo, commit):
+        sub = repo / path
+        if _git(sub, "cat-file", "-e", f"{sub_commit}^{{commit}}").returncode != 0 or not _is_top(sub):
+            raise CodeArmError(f"ab.arms.{name}={revision!r}: its submodule {path} is at commit {sub_commit[:12]}, "
+                               f"which the submodule's checkout in {repo} does not have. Run git submodule update "
+                               "--init --recursive (and fetch in the submodule), then launch again.")
+        _archive(sub, name, revision, sub_commit, into / path)
+
+
+def _submodules_at(repo: Path, commit: str) -> list[tuple[str, str]]:
+    """(path, commit) of each submodule (a gitlink, mode 160000) in the commit's tree."""
+    listed = _git(repo, "ls-tree", "-r", "-z", commit)
+    out = []
+    for entry in listed.stdout.split("\0") if listed.returncode == 0 else []:
+        meta, _, path = entry.partition("\t")
+        if meta.startswith("160000 commit "):
+            out.append((path, meta.split()[2]))
+    return out
+
+
+def _is_top(folder: Path) -> bool:
+    """Whether ``folder`` is the top of a git checkout of its own (an initialised submodule)."""
+    top = _git(folder, "rev-parse", "--show-toplevel")
+    return top.returncode == 0 and Path(top.stdout.strip()).resolve() == folder.resolve()
 
 
 def _listed(repo: Path, *args) -> list[str]:
@@ -318,11 +347,16 @@ def _listed(repo: Path, *args) -> list[str]:
 
 
 def _copy_worktree(repo: Path, into: Path, results: Optional[str]) -> None:
-    """The tracked files as they are on disk, and the untracked files git does not ignore."""
+    """The tracked files as they are on disk, and the untracked files git does not ignore; a
+    submodule's the same way, as it is checked out."""
     for rel in _outside(_listed(repo, "ls-files", "--cached", "--others", "--exclude-standard"), results):
         source = repo / rel
-        if not os.path.lexists(source) or (source.is_dir() and not source.is_symlink()):
-            continue  # deleted in the tree, or a submodule (not part of the snapshot)
+        if not os.path.lexists(source):
+            continue  # deleted in the tree
+        if source.is_dir() and not source.is_symlink():
+            if _is_top(source):  # an initialised submodule (an uninitialised one is an empty folder)
+                _copy_worktree(source, into / rel, None)
+            continue
         target = into / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target, follow_symlinks=False)
@@ -333,13 +367,28 @@ def _outside(paths, results: Optional[str]) -> list[str]:
 
 
 def _worktree_changes(repo: Path, commit: Optional[str], results: Optional[str]) -> dict:
+    """{path: digest, or "deleted"} of each file that differs from ``commit``; inside a submodule, the
+    files that differ from the submodule's own commit, and its commit when it moved."""
     changed = set(_listed(repo, "ls-files", "--others", "--exclude-standard"))
     if commit is not None:
-        changed |= set(_listed(repo, "diff", "--name-only", commit))
+        changed |= set(_listed(repo, "diff", "--name-only", "--ignore-submodules=all", commit))
     else:
         changed |= set(_listed(repo, "ls-files", "--cached"))
-    return {rel: _file_digest(repo / rel) if os.path.lexists(repo / rel) else "deleted"
-            for rel in _outside(changed, results)}
+    out = {rel: _file_digest(repo / rel) if os.path.lexists(repo / rel) else "deleted"
+           for rel in _outside(changed, results) if not _is_submodule(repo / rel)}
+    for rel, recorded in (_submodules_at(repo, commit) if commit is not None else []):
+        sub = repo / rel
+        if not _is_top(sub) or (results is not None and rel.startswith(results)):
+            continue
+        head = _git(sub, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").stdout.strip() or None
+        if head != recorded:
+            out[rel] = f"submodule:{head}"
+        out.update({f"{rel}/{k}": v for k, v in _worktree_changes(sub, head, None).items()})
+    return out
+
+
+def _is_submodule(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
 
 
 def _file_digest(path: Path) -> str:
