@@ -60,7 +60,8 @@ def check_job(job_cfg: DictConfig, multirun: bool = True) -> None:
         job_cfg.pop("hydra", None)  # the job's own config, as its task function will get it
     if job_cfg.ab.get("conditions"):
         refuse_narrowed(multirun=multirun, narrowed=job_cfg.seed is not None or job_cfg.arm is not None)
-    if multirun and (job_cfg.ab.get("factor") == "code" or job_cfg.get("code") is not None):
+    code_arms = multirun and (job_cfg.ab.get("factor") == "code" or job_cfg.get("code") is not None)
+    if code_arms:
         from harness.experiment.code_arms import prepare
 
         prepare(job_cfg, None, multirun=True)  # only the arms the launcher read (on_multirun_start)
@@ -68,7 +69,7 @@ def check_job(job_cfg: DictConfig, multirun: bool = True) -> None:
     try:
         from harness.experiment.code_arms import preflight_each
 
-        if not preflight_each(job_cfg, arms, preflight, PreflightError):  # code arms: each in its snapshot
+        if not (code_arms and preflight_each(job_cfg, arms, preflight, PreflightError)):  # each in its snapshot
             preflight(job_cfg, arms)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
