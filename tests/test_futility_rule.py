@@ -108,7 +108,7 @@ def test_the_default_rule_leaves_the_records_as_they_were(designs):
         SequentialDesign(**SUP, futility_rule="worse")
 
 
-SEQ = ["+experiment=loss_ab", "ab.sequential.enabled=true", "stats.margin=null", "ab.sequential.max_seeds=20"]
+SEQ = ["+experiment=loss_ab", "ab.sequential.enabled=true", "stats.margin=null", "ab.sequential.max_seeds=10"]
 
 
 @pytest.mark.parametrize("rule", [None, "better"])
