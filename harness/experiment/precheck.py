@@ -147,9 +147,9 @@ class CheckBeforeRuns(Callback):
         from harness.experiment.arms import ExperimentError
 
         check_ledger(config)  # the sweep's own; a job's (a swept ledger.url) by check_job's preflight below
+        check_launcher(config)  # SLURM tasks as ranks; a job's own train.nproc / train.cmd in the loop below
         CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process
         check_writable(Path(config.hydra.sweep.dir))
-        check_launcher(config)  # a job's own train.nproc / train.cmd by check_job's below
         if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
             loader = GlobalHydra.instance().config_loader()
             checked = set()
