@@ -39,6 +39,7 @@ POLL_S = 0.2  # how often a waiting task looks at the exchange folder
 BEAT_S = 2.0  # how often task 0 says it is alive
 STALLED_S = 300.0  # a leader silent this long has gone (its task died): its followers end
 GRACE_S = 120.0  # after rank 0 ended well, how long the other ranks have to say how they ended
+STOPPED_S = 30.0  # after rank 0 failed: how long the others have to end and say how
 
 
 def _write(path: Path, data) -> None:
@@ -132,13 +133,14 @@ def _unit(cfg, run, tasks: SlurmTasks, exchange: Path, unit: int, folder: Path) 
         first = _supervise(_argv(config), Path.cwd(), {**env, **rank_env(tasks, 0, tasks.local_rank, unit)},
                            folder / "stdout.txt", folder / "stderr.txt", timeout,
                            lambda: _failed_follower(exchange, unit))
+        grace = GRACE_S if first["code"] == 0 else STOPPED_S
         if first["code"] != 0:
-            stop.touch()
-        ends = {0: first, **_followers(exchange, unit, tasks.size, GRACE_S if first["code"] == 0 else 30.0)}
+            stop.touch()  # the other ranks end now rather than at their collective's timeout
+        ends = {0: first, **_followers(exchange, unit, tasks.size, grace)}
     finally:
         stop.touch()  # a rank still running (or yet to start) ends
         config.unlink(missing_ok=True)
-    failure = _first_failure(ends, tasks.size, folder, timeout)
+    failure = _first_failure(ends, tasks.size, folder, timeout, grace)
     if failure:
         raise CommandFailed(f"{who}: {failure}")
     if not attached.exists():
@@ -152,8 +154,13 @@ def _argv(config: Path) -> list[str]:
 
 
 def _failed_follower(exchange: Path, unit: int) -> bool:
-    return any((_read(p) or {}).get("code") not in (0, None) or (_read(p) or {}).get("why")
-               for p in exchange.glob(f"unit-{unit}.rank-*.json"))
+    """Whether another rank of the unit has ended badly (rank 0 then waits for nothing)."""
+    ends = (_read(p) or {} for p in exchange.glob(f"unit-{unit}.rank-*.json"))
+    return any(_bad(end) for end in ends)
+
+
+def _bad(end: dict) -> bool:
+    return not end.get("stopped") and (end.get("code") != 0 or bool(end.get("why")))
 
 
 def _followers(exchange: Path, unit: int, size: int, grace: float) -> dict:
@@ -171,9 +178,9 @@ def _followers(exchange: Path, unit: int, size: int, grace: float) -> dict:
         time.sleep(POLL_S)
 
 
-def _first_failure(ends: dict, size: int, folder: Path, timeout) -> Optional[str]:
+def _first_failure(ends: dict, size: int, folder: Path, timeout, grace: float) -> Optional[str]:
     """Which rank failed first and how, in words, or None when every rank ended well."""
-    failed = {r: e for r, e in ends.items() if not e.get("stopped") and (e.get("code") != 0 or e.get("why"))}
+    failed = {r: e for r, e in ends.items() if _bad(e)}
     if failed:
         rank = min(failed, key=lambda r: failed[r].get("ended") or 0.0)
         end = failed[rank]
@@ -186,7 +193,7 @@ def _first_failure(ends: dict, size: int, folder: Path, timeout) -> Optional[str
                 f"were then ended)\nlast lines of its stderr ({err}):\n{process.tail(err) or '(stderr is empty)'}")
     silent = [r for r in range(size) if r not in ends]
     if silent:
-        return (f"rank {', '.join(map(str, silent))} did not say how it ended within {GRACE_S:g} s of rank 0's end: "
+        return (f"rank {', '.join(map(str, silent))} did not say how it ended within {grace:g} s of rank 0's end: "
                 "its SLURM task died or never took the unit up (its log is in the job's .submitit folder)")
     return None
 
