@@ -245,15 +245,16 @@ def test_a_job_of_two_slurm_tasks_runs_each_unit_as_two_ranks_with_the_bits_of_t
     assert set(here) == {(0, "A"), (0, "B")} and all(proofs[k] == here[k] for k in here)
 
 
-def test_a_rank_killed_in_a_two_task_job_fails_its_unit_named_and_the_next_unit_runs(tmp_path):
+def test_a_rank_killed_in_a_two_task_job_fails_its_unit_named_and_the_rerun_resumes(tmp_path):
     """Rank 1 (SLURM task 1) of the job's first unit kills itself at its 3rd step (SIGKILL, once): that
-    unit fails naming rank 1, no rank of it is left running, and the job's next unit completes."""
+    unit fails naming rank 1, no rank of it is left running, the job's next unit completes, and the
+    same command again (a new job) runs the failed unit."""
     psutil = pytest.importorskip("psutil")
     sweep, once = tmp_path / "sweep", tmp_path / "once"
     once.write_text("")
-    proc = run_cli(["-m", "--config-dir", str(TEST_CONF), *DDP_AB, "ab.seeds=[0]", "repro.certificate=false",
-                    "+train.kwargs.fail_rank=1", f"+train.kwargs.fail_once={once}", *TWO_TASKS,
-                    f"hydra.sweep.dir={sweep}"], env=ENV, timeout=600)
+    args = ["-m", "--config-dir", str(TEST_CONF), *DDP_AB, "ab.seeds=[0]", "repro.certificate=false",
+            "+train.kwargs.fail_rank=1", f"+train.kwargs.fail_once={once}", *TWO_TASKS, f"hydra.sweep.dir={sweep}"]
+    proc = run_cli(args, env=ENV, timeout=600)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     results = {r["arm"]: r for r in load_tree(sweep).results}
     assert results["B"]["status"] == "completed" and results["A"]["status"] == "failed"
@@ -264,3 +265,7 @@ def test_a_rank_killed_in_a_two_task_job_fails_its_unit_named_and_the_next_unit_
             if str(sweep) in " ".join(p.info["cmdline"] or []) and "nproc_rank" in " ".join(p.info["cmdline"] or [])
             and p.status() != psutil.STATUS_ZOMBIE]
     assert left == []
+    run_cli(args, env=ENV, timeout=600)  # exit 1: one seed is too few for a verdict
+    again = {r["arm"]: r for r in load_tree(sweep).results}
+    assert again["A"]["status"] == "completed" and again["A"]["env"]["world"]["world_size"] == 2
+    assert again["B"] == results["B"]  # kept, not run again
