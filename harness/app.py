@@ -56,8 +56,14 @@ def _slurm_tasks(cfg: DictConfig):
         tasks = slurm_tasks()
     except SlurmEnvError as e:
         refuse(str(e))
-    if tasks is not None and tasks_problem(cfg, tasks.size):
-        refuse(tasks_problem(cfg, tasks.size))
+    if tasks is None:
+        return None
+    from harness.training.gpus import visible
+    from harness.training.threads import uses_gpu
+
+    problem = tasks_problem(cfg, tasks.size, local_size=tasks.local_size, gpus=len(visible()) if uses_gpu(cfg) else None)
+    if problem:
+        refuse(problem)
     return tasks
 
 

@@ -59,6 +59,17 @@ def test_launcher_settings_a_unit_cannot_run_as_are_refused_naming_the_key():
     assert "only SLURM's launcher" in problem("hydra.launcher.tasks_per_node=2", launcher="submitit_local")
 
 
+def test_more_tasks_on_a_node_than_its_gpus_are_refused_in_the_job():
+    from omegaconf import OmegaConf
+
+    from harness.integrations.ranks.slurm_tasks import tasks_problem
+
+    cfg = OmegaConf.create({"train": {"nproc": 1, "cmd": None}, "device": "cuda"})
+    said = tasks_problem(cfg, 4, local_size=2, gpus=1)
+    assert "4 SLURM tasks on a GPU, 2 on this node" in said and "hydra.launcher.gpus_per_node >=" in said
+    assert tasks_problem(cfg, 4, local_size=2, gpus=2) is None and tasks_problem(cfg, 4, local_size=2) is None
+
+
 @pytest.mark.slow
 def test_a_sweep_of_two_task_jobs_with_train_nproc_2_is_refused_before_any_job(tmp_path):
     sweep = tmp_path / "sweep"

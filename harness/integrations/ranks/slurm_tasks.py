@@ -133,8 +133,11 @@ def launcher_problem(cfg) -> Optional[str]:
     return tasks_problem(cfg, tasks, "hydra.launcher.nodes x hydra.launcher.tasks_per_node")
 
 
-def tasks_problem(cfg, tasks: int, where: str = "SLURM_NTASKS") -> Optional[str]:
-    """Why a unit of ``cfg`` cannot run as the ``tasks`` ranks of a SLURM job, or None."""
+def tasks_problem(cfg, tasks: int, where: str = "SLURM_NTASKS", *, local_size: int = 1,
+                  gpus: Optional[int] = None) -> Optional[str]:
+    """Why a unit of ``cfg`` cannot run as the ``tasks`` ranks of a SLURM job, or None. In the job,
+    ``gpus``: the GPUs a task sees where the unit computes on a GPU (None: on the CPU, or not known
+    yet), against the ``local_size`` tasks of its node."""
     from harness.integrations.ranks.nproc_spec import nproc_of
 
     nproc = nproc_of(cfg)
@@ -147,4 +150,8 @@ def tasks_problem(cfg, tasks: int, where: str = "SLURM_NTASKS") -> Optional[str]
         return (f"train.cmd is set with {where} = {tasks}: a command arm starts its own ranks. Give tasks_per_node=1 "
                 "and nodes=1 and launch the ranks in the command (train.cmd: torchrun --nproc_per_node=N train.py, "
                 "with harness.attach() in the script), or run a train.fn as the job's tasks. Nothing was run.")
+    if gpus is not None and local_size > gpus:
+        return (f"{tasks} SLURM tasks on a GPU, {local_size} on this node: each rank computes on the GPU of its "
+                f"local rank (cuda:SLURM_LOCALID), and a task here sees {gpus} GPU(s). Give "
+                "hydra.launcher.gpus_per_node >= hydra.launcher.tasks_per_node, or device=cpu (gloo).")
     return None
