@@ -44,19 +44,29 @@ def test_a_job_of_one_task_or_outside_submitit_is_no_world_and_a_bad_variable_is
 
 
 def test_launcher_settings_a_unit_cannot_run_as_are_refused_naming_the_key():
+    from omegaconf import open_dict
+
     from harness.config.compose import compose
     from harness.integrations.ranks.slurm_tasks import launcher_problem
 
-    def problem(*overrides, launcher="slurm"):
-        return launcher_problem(compose([f"hydra/launcher={launcher}", *overrides], return_hydra_config=True))
+    composed = compose(["hydra/launcher=slurm"], return_hydra_config=True)  # once: each case changes a copy
 
-    assert problem() is None and problem("hydra.launcher.tasks_per_node=2") is None
-    assert "train.nproc=2 is set with hydra.launcher.nodes x hydra.launcher.tasks_per_node = 2" in problem(
-        "hydra.launcher.tasks_per_node=2", "train.nproc=2")
+    def problem(launcher=None, **keys):
+        cfg = composed.copy()
+        with open_dict(cfg):
+            cfg.hydra.launcher.update(launcher or {})
+            for key, value in keys.items():
+                cfg.train[key] = value
+        return launcher_problem(cfg)
+
+    two = {"tasks_per_node": 2}
+    assert problem() is None and problem(two) is None
+    assert "train.nproc=2 is set with hydra.launcher.nodes x hydra.launcher.tasks_per_node = 2" in problem(two, nproc=2)
     assert "train.cmd is set with hydra.launcher.nodes x hydra.launcher.tasks_per_node = 4" in problem(
-        "hydra.launcher.nodes=2", "hydra.launcher.tasks_per_node=2", "train.cmd='python x.py'")
-    assert "hydra.launcher.tasks_per_node=0 is not allowed: give an integer >= 1" in problem("hydra.launcher.tasks_per_node=0")
-    assert "only SLURM's launcher" in problem("hydra.launcher.tasks_per_node=2", launcher="submitit_local")
+        {"nodes": 2, **two}, cmd="python x.py")
+    assert "hydra.launcher.tasks_per_node=0 is not allowed: give an integer >= 1" in problem({"tasks_per_node": 0})
+    local = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"
+    assert "only SLURM's launcher" in problem({"_target_": local, **two})
 
 
 def test_more_tasks_on_a_node_than_its_gpus_are_refused_in_the_job():
