@@ -115,6 +115,16 @@ def check_ledger(config: DictConfig) -> None:
         _refuse(f"{problem} Nothing was run.")
 
 
+def check_launcher(config: DictConfig, where: str = "") -> None:
+    """A SLURM launcher's nodes x tasks_per_node with the units they would run as ranks
+    (integrations/ranks/slurm_tasks.py), before any job is submitted."""
+    from harness.integrations.ranks.slurm_tasks import launcher_problem
+
+    problem = launcher_problem(config)
+    if problem:
+        _refuse(f"{where}{problem}")
+
+
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         from harness.experiment.refused_files import note_run_start
@@ -141,6 +151,7 @@ class CheckBeforeRuns(Callback):
         from harness.experiment.arms import ExperimentError
 
         check_ledger(config)  # the sweep's own; a job's (a swept ledger.url) by check_job's preflight below
+        check_launcher(config)  # SLURM tasks as ranks; a job's own train.nproc / train.cmd in the loop below
         CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process
         check_writable(Path(config.hydra.sweep.dir))
         code_arms = _code_arms_of(config)  # ab.factor=code: the revisions read once, here, for every job
@@ -159,6 +170,7 @@ class CheckBeforeRuns(Callback):
                     problem = factor_override_problem(job, overrides)
                     if problem:
                         raise ExperimentError(problem)
+                    check_launcher(job, f"the sweep's job {' '.join(overrides)}: ")
                     check_job(job)
                     COMPOSED["jobs"].add(key)
                 except ExperimentError as e:
