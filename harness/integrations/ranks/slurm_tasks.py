@@ -21,6 +21,8 @@ from typing import Mapping, Optional
 
 from omegaconf import OmegaConf
 
+from harness import HarnessError
+
 UNITS_ENV = "HARNESS_SLURM_UNITS"  # set on task 0: the folder its units' requests go to (slurm_units.py)
 PORTS = (20000, 60000)  # submitit's range for a port derived from the job id
 
@@ -46,7 +48,7 @@ class SlurmTasks:
         return Path(sweep_root) / ".submitit" / "ranks" / f"{self.job_id}.{self.restart}"
 
 
-class SlurmEnvError(ValueError):
+class SlurmEnvError(ValueError, HarnessError):
     """SLURM's environment does not say which task this is; the message names the variable."""
 
 
