@@ -10,7 +10,9 @@ SGD with momentum. Its harness lines are ``harness.attach()``, ``run.init()``, `
 user ran before adding the harness). The data loader, sampler, model and optimizer are the same code.
 
 Per step: each rank times every step (the batch's fetch, the harness's lines, forward, backward, the
-all-reduce, the update); rank 0 prints the median after ``--warmup`` steps. Per unit: bare, the
+all-reduce, the update) in wall and in its process's CPU time, and the harness's lines inside it;
+rank 0 prints the medians after ``--warmup`` steps (on a loaded host a step's wall is mostly a wait
+for a core; its CPU time and the lines' own time say what the harness adds). Per unit: bare, the
 torchrun command's wall; harness, the unit's ``timing.total_seconds`` (the command, plus the harness's
 reading of the ranks' records), and the whole ``harness.run`` call beside it (composing the config,
 the analysis). Each repeat runs both ways back to back, the order alternating, so a drift in the
