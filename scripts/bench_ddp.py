@@ -1,19 +1,25 @@
-"""What the harness costs around a unit of 2 processes: the same DDP script (gloo, CPU, 1 thread per
-rank) run by bare torchrun and as a harness command arm, per step and per unit, in one run.
+"""What the harness costs around a unit of 2 processes: one DDP script (gloo, CPU, 1 thread per rank)
+run by bare torchrun and as a harness command arm, per step and per unit, in one run.
 
-The script is this file (``--train``): an MLP on random data, DistributedDataParallel, its step loop
-timed inside each rank (rank 0 prints ``ms_per_step``). Bare (``--bare``): a plain loop over a
-DataLoader with torch's DistributedSampler, nothing of the harness imported. Under the harness: the same loop
-through ``harness.attach()``, ``run.loader`` (the rank's share of the seed's order, fingerprinted)
-and ``run.step`` (every step's parameter digest), the ranks' records made one after torchrun ends.
+The script is this file (``--train``), as a DDP user writes it: the digits CNN the harness ships
+(conv3x3-ReLU-conv3x3-ReLU-maxpool-linear-ReLU-linear, 38k parameters) on the 1,347 training digits,
+batches from a DataLoader over a TensorDataset with torch's DistributedSampler, DistributedDataParallel,
+SGD with momentum. Its harness lines are ``harness.attach()``, ``run.init()``, ``run.watch(model)``,
+``run.consumed(batch)`` (each rank's batches fingerprinted by content), ``run.step(loss)`` and
+``run.finish()``; ``--bare`` skips exactly those lines and imports nothing of the harness (what the
+user ran before adding the harness). The data loader, sampler, model and optimizer are the same code.
 
-Per step: rank 0's ms per step inside the loop (harness / bare; target <= 1.05). Per unit: the wall
-time of the whole unit, torchrun's start to its end (bare: the command's wall; harness: the unit's
-timing.total_seconds, which also holds the harness's reading of the ranks' records). Each way is run
---repeats times, alternating, and the medians compared. On a shared machine, read the numbers under
-the load they name.
+Per step: each rank times every step (the batch's fetch, the harness's lines, forward, backward, the
+all-reduce, the update) in wall and in its process's CPU time, and the harness's lines inside it;
+rank 0 prints the medians after ``--warmup`` steps (on a loaded host a step's wall is mostly a wait
+for a core; its CPU time and the lines' own time say what the harness adds). Per unit: bare, the
+torchrun command's wall; harness, the unit's ``timing.total_seconds`` (the command, plus the harness's
+reading of the ranks' records), and the whole ``harness.run`` call beside it (composing the config,
+the analysis). Each repeat runs both ways back to back, the order alternating, so a drift in the
+host's load hits both; the ratios are the medians of the repeats' paired ratios. On a shared
+machine the absolute times are noisy: read the ratios under the load the run prints.
 
-    python scripts/bench_ddp.py [--steps 300] [--repeats 3] [--hidden 256]
+    python scripts/bench_ddp.py [--repeats 5] [--epochs 10] [--batch-size 16] [--warmup 20]
 """
 
 from __future__ import annotations
@@ -30,123 +36,205 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # this checkout's harness, installed or not (scripts/ is what python puts first)
+    sys.path.insert(0, str(REPO))
 TARGET = 1.05
+WAYS = ("bare", "harness")
 
 
 def train(args) -> None:
     """One rank of the DDP script (started by torchrun)."""
     import torch
     import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    torch.set_num_threads(1)
-    n = args.steps * args.batch_size * dist.get_world_size()
-    g = torch.Generator().manual_seed(1234)
-    x, y = torch.randn(n, 784, generator=g), torch.randint(0, 10, (n,), generator=g)
-    if args.bare:
-        torch.manual_seed(args.seed)
-        model = torch.nn.Sequential(torch.nn.Linear(784, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 10))
-        dataset = torch.utils.data.TensorDataset(x, y)  # what a DDP script reads its batches with
-        batches = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size,
-                                              sampler=torch.utils.data.DistributedSampler(dataset, seed=args.seed))
-        run = None
-    else:
+    run = None
+    if not args.bare:
         import harness
 
-        run = harness.attach(seed=args.seed)
-        with run.init():
-            model = torch.nn.Sequential(torch.nn.Linear(784, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 10))
-        run.watch(model)
-        batches = run.loader(harness.TensorBatches(x, y), batch_size=args.batch_size)
-    net = torch.nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    steps = 0
-    t0 = time.perf_counter()
-    for inputs, targets in batches:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(inputs), targets)
-        loss.backward()
-        opt.step()
-        if run is not None:
-            run.step(loss)
-        steps += 1
-    seconds = time.perf_counter() - t0
+        run = harness.attach(seed=args.seed)  # harness
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    x, y = torch.load(args.data)  # the digits, written by the bench once for every unit
+    dataset = TensorDataset(x, y)
+    sampler = DistributedSampler(dataset, seed=args.seed)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+
+    def cnn():
+        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
+
     if run is not None:
-        run.finish({"loss": loss.item()})
+        with run.init():  # harness
+            model = cnn()
+        run.watch(model)  # harness
+    else:
+        torch.manual_seed(args.seed)
+        model = cnn()
+    net = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    wall, cpu, harness_s = [], [], []  # per step: its wall and this process's CPU seconds; the harness lines' wall
+    t, c = time.perf_counter(), time.process_time()
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        for xb, yb in loader:
+            if run is not None:
+                h0 = time.perf_counter()
+                run.consumed((xb, yb))  # harness
+                h = time.perf_counter() - h0
+            opt.zero_grad()
+            loss = F.cross_entropy(net(xb), yb)
+            loss.backward()
+            opt.step()
+            if run is not None:
+                h0 = time.perf_counter()
+                run.step(loss)  # harness
+                harness_s.append(h + time.perf_counter() - h0)
+            now, now_cpu = time.perf_counter(), time.process_time()
+            wall.append(now - t)
+            cpu.append(now_cpu - c)
+            t, c = now, now_cpu
+    if run is not None:
+        run.finish({"loss": loss.item()})  # harness
     if rank == 0:
+        ms = {name: 1000 * statistics.median(v[args.warmup:] or v) for name, v in
+              (("wall", wall), ("cpu", cpu), ("harness", harness_s or [0.0]))}
         # "score": the metric the tests' command_toy experiment reads from stdout
-        print(f"ms_per_step {1000 * seconds / steps:.4f} steps {steps} loss {loss.item():.6f}\n"
-              f"score {1000 * seconds / steps:.4f}", flush=True)
+        print(f"ms_per_step {ms['wall']:.4f} cpu_ms_per_step {ms['cpu']:.4f} harness_ms_per_step {ms['harness']:.4f} "
+              f"steps {len(wall)} loss {loss.item():.6f}\nscore {ms['wall']:.4f}", flush=True)
     dist.destroy_process_group()
 
 
-def _script_argv(args, bare: bool) -> list[str]:
+def _script_argv(args, data: Path, bare: bool) -> list[str]:
     return ["python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(Path(__file__).resolve()),
-            "--train", "--steps", str(args.steps), "--hidden", str(args.hidden), "--batch-size", str(args.batch_size),
-            *(["--bare"] if bare else [])]
+            "--train", "--data", str(data), "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
+            "--warmup", str(args.warmup), *(["--bare"] if bare else [])]
 
 
-def bare(args) -> tuple[float, float]:
-    """(ms per step, unit seconds) of one bare torchrun."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+def bare(args, data: Path) -> dict:
+    """ms per step and unit seconds of one bare torchrun (1 thread per rank: the threads the harness
+    gives its command, determinism.threads=1)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     for key in [k for k in env if k.startswith("HARNESS_")]:
         del env[key]
-    argv = [sys.executable, *_script_argv(args, True)[1:], "--seed", "0"]
+    argv = [sys.executable, *_script_argv(args, data, True)[1:], "--seed", "0"]
     t0 = time.perf_counter()
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    return float(re.search(r"ms_per_step ([0-9.]+)", out).group(1)), wall
+    if proc.returncode != 0:
+        raise SystemExit(f"the bare torchrun failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return {**_rank0(proc.stdout), "unit_s": wall, "call_s": wall}
 
 
-def harnessed(args, folder: Path) -> tuple[float, float]:
-    """(ms per step, unit seconds) of one unit run by the harness (a fresh output folder: no resume)."""
+def harnessed(args, data: Path, folder: Path) -> dict:
+    """ms per step, unit seconds and the harness.run call's seconds of one unit run by the harness (a
+    fresh output folder: no resume)."""
     import harness
     from harness.results import read_json
 
-    cmd = shlex.join(_script_argv(args, False))
+    cmd = shlex.join(_script_argv(args, data, False))
+    t0 = time.perf_counter()
     harness.run(["+experiment=command_toy", f"train.cmd='{cmd}'", "logger=none", "progress=false",
                  "workers=1", "determinism.threads=1", "repro.certificate=false", "ab.seeds=[0]", "seed=0", "arm=A",
                  "stats.metrics={score: min}"],
                 out_dir=folder, config_dir=REPO / "tests" / "conf", verbose=False)
+    call = time.perf_counter() - t0
     result = read_json(folder / "runs" / "seed=0" / "arm=A" / "result.json")
     if result["status"] != "completed":
         raise SystemExit(f"the harness's unit failed: {result['error']}")
-    return float(result["metrics"]["score"]), float(result["timing"]["total_seconds"])
+    return {**_rank0((folder / "runs" / "seed=0" / "arm=A" / "stdout.txt").read_text()),
+            "unit_s": float(result["timing"]["total_seconds"]), "call_s": call}
+
+
+def _rank0(out: str) -> dict:
+    """What rank 0 printed: the median wall and CPU ms of its steps, and of the harness's lines in them."""
+    found = re.search(r"ms_per_step ([0-9.]+) cpu_ms_per_step ([0-9.]+) harness_ms_per_step ([0-9.]+)", out)
+    return dict(zip(("step_ms", "cpu_ms", "harness_ms"), map(float, found.groups())))
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per measure (step_ms, cpu_ms, unit_s, call_s): each way's median over the repeats, and the
+    median of the repeats' paired ratios harness / bare (a pair ran back to back, under the same
+    load); harness_ms: the median of the harness's lines a step."""
+    out = {}
+    for measure in ("step_ms", "cpu_ms", "unit_s", "call_s"):
+        medians = {w: statistics.median(r[w][measure] for r in rows) for w in WAYS}
+        ratio = statistics.median(r["harness"][measure] / r["bare"][measure] for r in rows)
+        out[measure] = {**medians, "ratio": ratio}
+    out["harness_ms"] = statistics.median(r["harness"]["harness_ms"] for r in rows)
+    return out
+
+
+def write_digits(path: Path) -> int:
+    """The 1,347 training digits the harness's built-in data holds, for the script to torch.load; their count."""
+    import torch
+
+    from harness.builtin.data import digits
+
+    ds = digits()
+    torch.save((ds.train_x.contiguous(), ds.train_y.contiguous()), path)
+    return len(ds.train_y)
+
+
+def _interleaved(args, data: Path, tmp: Path, steps: int) -> list[dict]:
+    """The repeats, each running both ways back to back, the order alternating."""
+    print(f"2 ranks (gloo, CPU, 1 thread each), the digits CNN, DataLoader + DistributedSampler, batch "
+          f"{args.batch_size} per rank, {steps} steps per rank ({args.warmup} untimed); {args.repeats} repeats, "
+          f"interleaved; load average at start {_load()}", flush=True)
+    rows = []
+    for r in range(args.repeats):
+        row = {}
+        for way in (WAYS if r % 2 == 0 else WAYS[::-1]):
+            row[way] = bare(args, data) if way == "bare" else harnessed(args, data, tmp / f"h{r}")
+        rows.append(row)
+        print(f"  repeat {r + 1}: " + "  ".join(
+            f"{w} {row[w]['step_ms']:.3f} ms/step ({row[w]['cpu_ms']:.3f} CPU) {row[w]['unit_s']:.2f} s/unit" for w in WAYS)
+            + f"  (step {row['harness']['step_ms'] / row['bare']['step_ms']:.3f}x; harness lines "
+              f"{row['harness']['harness_ms']:.3f} ms; load {_load()})", flush=True)
+    return rows
+
+
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPU(s)"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--steps", type=int, default=300, help="optimizer steps per rank")
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=64, help="per rank")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=16, help="per rank")
+    parser.add_argument("--warmup", type=int, default=20, help="steps not timed, at the start of each unit")
+    parser.add_argument("--repeats", type=int, default=5, help="units of each way, interleaved")
     args, _ = parser.parse_known_args()
     if args.train:
         train(args)
         return 0
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
     os.environ["OMP_NUM_THREADS"] = "1"
-    print(f"2 ranks (gloo, CPU, 1 thread each), {args.steps} steps of an MLP 784-{args.hidden}-10, batch "
-          f"{args.batch_size} per rank; load average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPU(s)")
-    ways: dict = {"bare": [], "harness": []}
+    quiet = os.getloadavg()[0] < 1  # nothing else running: the wall times are the ranks' own
     with tempfile.TemporaryDirectory(prefix="bench-ddp-") as tmp:
-        for r in range(args.repeats):
-            order = ("bare", "harness") if r % 2 == 0 else ("harness", "bare")
-            for way in order:
-                got = bare(args) if way == "bare" else harnessed(args, Path(tmp) / f"h{r}")
-                ways[way].append(got)
-                print(f"  repeat {r + 1} {way:8s} {got[0]:8.3f} ms/step  {got[1]:7.2f} s/unit", flush=True)
-    step = {w: statistics.median(v[0] for v in ways[w]) for w in ways}
-    unit = {w: statistics.median(v[1] for v in ways[w]) for w in ways}
-    per_step, per_unit = step["harness"] / step["bare"], unit["harness"] / unit["bare"]
-    print(f"per step: harness {step['harness']:.3f} ms / bare {step['bare']:.3f} ms = {per_step:.3f}x "
-          f"(target <= {TARGET}x: {'PASS' if per_step <= TARGET else 'FAIL'})")
-    print(f"per unit: harness {unit['harness']:.2f} s / bare {unit['bare']:.2f} s = {per_unit:.3f}x "
-          f"(+{unit['harness'] - unit['bare']:.2f} s)")
-    print(f"load average at end {os.getloadavg()[0]:.2f}")
+        data = Path(tmp) / "digits.pt"
+        share = -(-write_digits(data) // 2)  # a rank's examples, padded as DistributedSampler pads
+        steps = args.epochs * -(-share // args.batch_size)
+        rows = _interleaved(args, data, Path(tmp), steps)
+    s = summarize(rows)
+    step, cpu, unit, call = s["step_ms"], s["cpu_ms"], s["unit_s"], s["call_s"]
+    print(f"per step: harness {step['harness']:.3f} ms, bare {step['bare']:.3f} ms: {step['ratio']:.3f}x "
+          f"(target <= {TARGET}x: {'met' if step['ratio'] <= TARGET else 'NOT met'})")
+    print(f"per step, rank 0's CPU: harness {cpu['harness']:.3f} ms, bare {cpu['bare']:.3f} ms: {cpu['ratio']:.3f}x; "
+          f"the harness's lines {s['harness_ms']:.3f} ms a step")
+    print(f"per unit: harness {unit['harness']:.2f} s, bare {unit['bare']:.2f} s: {unit['ratio']:.3f}x "
+          f"({unit['harness'] - unit['bare']:+.2f} s); the whole harness.run call {call['harness']:.2f} s")
+    print(f"load average at end {_load()}")
+    if not quiet:
+        print("the host was not quiet: a step's wall time holds its waits for a core, which the CPU times do "
+              "not; quote the wall ratios from a rerun on a quiet machine")
     return 0
 
 
