@@ -202,3 +202,31 @@ def test_each_rank_reads_its_share_of_the_seeds_order():
         shares.append(torch.cat(batches).tolist())
     assert shares == [padded[rank::3] for rank in range(3)]
     assert sorted(set(sum(shares, []))) == list(range(10))
+
+
+def test_a_script_run_by_bare_torchrun_reads_the_same_share_as_under_the_harness(monkeypatch):
+    """attach() on its own (no harness) in a rank of torchrun: run.loader shards the data as the
+    harness's unit would, so the script trains the same way with and without the harness."""
+    import torch
+
+    import harness
+    from harness import TensorBatches
+    from harness.integrations.attach import AttachedRun
+    from harness.integrations.ranks.records import World
+
+    monkeypatch.delenv("HARNESS_RUN_DIR", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    x = torch.arange(10.0).unsqueeze(1)
+
+    def share(run):
+        return torch.cat([xb for xb, _ in run.loader(TensorBatches(x, x), batch_size=2)]).flatten().long().tolist()
+
+    seen = {}
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        run = harness.attach(seed=3)
+        assert not run.attached
+        seen[rank] = share(run)
+        assert seen[rank] == share(AttachedRun(3, world=World(rank, 2, rank)))  # the harness's rank's Run
+    assert len(seen[0]) == len(seen[1]) == 5 and sorted(seen[0] + seen[1]) == list(range(10))

@@ -37,12 +37,13 @@ _RUNS: dict = {}  # one Run per unit and process: the script's attach() and a tr
 
 def attach(seed: Optional[int] = None) -> "AttachedRun":
     """The Run of the unit the harness launched, or (run on its own) a stand-alone Run on ``seed``
-    (default 0) that records nothing. Under the harness its seed (HARNESS_SEED) is the Run's; a
+    (default 0) that records nothing (a rank of bare torchrun: its loader reads the rank's share). Under the harness its seed (HARNESS_SEED) is the Run's; a
     command arm passes it to the script too (train.seed_arg), so the two agree. Called again under
     the harness, it returns the same Run."""
     folder = os.environ.get("HARNESS_RUN_DIR")
     if not folder:  # nothing is recorded, so each call may have a Run of its own (a notebook's trainings)
-        return AttachedRun(0 if seed is None else int(seed))
+        # a rank of bare torchrun reads its share, as under the harness: the script trains alike either way
+        return AttachedRun(0 if seed is None else int(seed), world=ranks.world())
     key = (folder, os.environ.get("HARNESS_SEED"))
     if key not in _RUNS:
         _RUNS[key] = _unit_run(folder)
