@@ -105,8 +105,40 @@ def prepare(cfg, out_dir, *, multirun: bool = False) -> list[str]:
     except BaseException:
         _discard_staged()
         raise
-    os.environ[_ENV] = json.dumps({k: asdict(v) for k, v in _PREPARED.items()})
+    _publish()
     return [_said(name, _PREPARED[revision]) for name, revision in revisions.items()]
+
+
+def _publish() -> None:
+    """The prepared arms into os.environ, for the worker processes the run starts; the caller's own
+    value kept, to be put back when the run ends (``session``)."""
+    if _ENV not in _CALLERS:
+        _CALLERS[_ENV] = os.environ.get(_ENV)
+    os.environ[_ENV] = json.dumps({k: asdict(v) for k, v in _PREPARED.items()})
+
+
+_CALLERS: dict = {}  # the environment's values before this process's run published its arms
+_DEPTH: list = [0]  # sessions open in this process (an entry may run inside another)
+
+
+@contextlib.contextmanager
+def session():
+    """One run of the harness in this process: when the outermost ends (an exception too), its code
+    arms end with it -- the staged copies removed, the arms forgotten, and the environment the caller
+    had put back -- so nothing leaks into the caller or a later run in the same process."""
+    _DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        _DEPTH[0] -= 1
+        if _DEPTH[0] == 0:
+            _discard_staged()
+            for key, value in _CALLERS.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            _CALLERS.clear()
 
 
 def _said(name: str, arm: CodeArm) -> str:
