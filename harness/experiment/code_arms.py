@@ -279,6 +279,16 @@ def _stage(repo: Path, name: str, revision: str, out_dir: Path) -> CodeArm:
                    repo=str(repo), launch=os.getcwd(), folder=str(folder), staged=str(staged))
 
 
+def revision_digest(repo, commit: str) -> str:
+    """The snapshot digest an arm naming ``commit`` gets (its files, as git archive writes them)."""
+    staged = Path(tempfile.mkdtemp(prefix="harness-code-"))
+    try:
+        _fill(Path(repo), "baseline", commit, commit, staged, None)
+        return content_digest(staged)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
 def _results_in(repo: Path, out_dir: Path) -> Optional[str]:
     """The results folder as a path inside the repository ('outputs/exp/'), when it is inside."""
     try:
