@@ -123,16 +123,21 @@ _DEPTH: list = [0]  # sessions open in this process (an entry may run inside ano
 
 @contextlib.contextmanager
 def session():
-    """One run of the harness in this process: when the outermost ends (an exception too), its code
-    arms end with it -- the staged copies removed, the arms forgotten, and the environment the caller
-    had put back -- so nothing leaks into the caller or a later run in the same process."""
+    """One run of the harness in this process: when the outermost ends (an exception too), the code
+    arms it prepared end with it -- their staged copies removed, the arms forgotten, and the environment
+    the caller had put back -- so nothing leaks into the caller or a later run in the same process."""
     _DEPTH[0] += 1
+    before = dict(_PREPARED) if _DEPTH[0] == 1 else None  # arms prepared outside (a sweep's launcher): left as they are
     try:
         yield
     finally:
         _DEPTH[0] -= 1
-        if _DEPTH[0] == 0:
-            _discard_staged()
+        if before is not None:
+            for revision, arm in list(_PREPARED.items()):
+                if before.get(revision) is not arm:
+                    if arm.staged:
+                        shutil.rmtree(arm.staged, ignore_errors=True)
+                    del _PREPARED[revision]
             for key, value in _CALLERS.items():
                 if value is None:
                     os.environ.pop(key, None)
