@@ -58,15 +58,19 @@ def check_job(job_cfg: DictConfig, multirun: bool = True) -> None:
     job_cfg = job_cfg.copy()
     with open_dict(job_cfg):
         job_cfg.pop("hydra", None)  # the job's own config, as its task function will get it
-    if multirun and job_cfg.ab.get("factor") == "code":  # each job would snapshot the tree when it starts
-        from harness.experiment.code_arms import NOT_IN_A_SWEEP
-
-        raise ExperimentError(NOT_IN_A_SWEEP)
     if job_cfg.ab.get("conditions"):
         refuse_narrowed(multirun=multirun, narrowed=job_cfg.seed is not None or job_cfg.arm is not None)
+    code_arms = multirun and (job_cfg.ab.get("factor") == "code" or job_cfg.get("code") is not None)
+    if code_arms:
+        from harness.experiment.code_arms import prepare
+
+        prepare(job_cfg, None, multirun=True)  # only the arms the launcher read (on_multirun_start)
     arms = arm_configs(job_cfg)
     try:
-        preflight(job_cfg, arms)
+        from harness.experiment.code_arms import preflight_each
+
+        if not (code_arms and preflight_each(job_cfg, arms, preflight, PreflightError)):  # each in its snapshot
+            preflight(job_cfg, arms)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
 
@@ -139,6 +143,7 @@ class CheckBeforeRuns(Callback):
         check_ledger(config)  # the sweep's own; a job's (a swept ledger.url) by check_job's preflight below
         CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process
         check_writable(Path(config.hydra.sweep.dir))
+        code_arms = _code_arms_of(config)  # ab.factor=code: the revisions read once, here, for every job
         if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
             loader = GlobalHydra.instance().config_loader()
             checked = set()
@@ -158,3 +163,26 @@ class CheckBeforeRuns(Callback):
                     COMPOSED["jobs"].add(key)
                 except ExperimentError as e:
                     _refuse(shown(f"the sweep's job {' '.join(overrides)}: {e} No job was launched."))
+        if code_arms:
+            code_arms.publish(config.hydra.sweep.dir)
+
+
+def _code_arms_of(config: DictConfig):
+    """ab.factor=code in a sweep: each arm's revision read and staged now, in the launching process,
+    and said; the code_arms module (its publish writes them into the sweep's folder once the jobs'
+    configs pass), or None for another factor. A problem is refused before any job."""
+    if OmegaConf.select(config, "ab.factor", default=None, throw_on_resolution_failure=False) != "code":
+        return None
+    from omegaconf import open_dict
+
+    from harness.experiment import code_arms
+
+    job_cfg = config.copy()
+    with open_dict(job_cfg):
+        job_cfg.pop("hydra", None)
+    try:
+        for line in code_arms.prepare(job_cfg, Path(config.hydra.sweep.dir)):
+            print(line, file=sys.stderr)
+    except code_arms.CodeArmError as e:
+        _refuse(f"{e} No job was launched.")
+    return code_arms
