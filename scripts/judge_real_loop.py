@@ -5,7 +5,7 @@ by ``harness.tools.judge.cli.judge`` (python -m harness.judge's entry, in this p
 ``python -m harness`` with ab.factor=code, the baseline commit against WORKTREE, sequentially, at the
 level the loop's ledger gives). Exit 0 (keep): the edit is committed and its commit is the next
 ``--baseline``; otherwise the tree is put back. Beside each judgement, greedy's decision on the same
-edit ("keep if one candidate run beats one baseline run": the first seed the judgement ran) is read
+edit ("keep if one candidate run beats one baseline run": one seed of the judgement's) is read
 from the judgement's own units. The truth of an edit is its kind's class (null, small positive,
 harmful), whose effect was measured beforehand from many paired seeds.
 """
@@ -36,11 +36,12 @@ def _judge(repo: Path, argv: list[str], log) -> tuple[dict, int]:
         os.chdir(cwd)
 
 
-def _greedy(out: dict) -> bool:
-    """Whether the judgement's first seed has the candidate's metric better than the baseline's."""
+def _greedy(out: dict, index: int) -> bool:
+    """Whether one seed of the judgement (a different one for each edit: one fixed seed would give every
+    repeat of an edit the same outcome) has the candidate's metric better than the baseline's."""
     if not out.get("seeds"):
         return False
-    runs = Path(out["results"]) / "runs" / f"seed={out['seeds'][0]}"
+    runs = Path(out["results"]) / "runs" / f"seed={out['seeds'][index % len(out['seeds'])]}"
     a, b = (json.loads((runs / f"arm={arm}" / "result.json").read_text())["metrics"]["test_loss"] for arm in "AB")
     return b < a  # lower is better; a tie (identical bits) is no win
 
@@ -78,7 +79,8 @@ def real_loop(work: Path, *, edits: int, max_seeds: int, method: str, level: flo
                                       *scratch.FAST, f"ab.sequential.max_seeds={max_seeds}"], log)
             row = {"edit": i, "class": str(cls), "kind": kind, "exit": code, "verdict": out.get("verdict"),
                    "keep": code == 0, "runs": out.get("n") or 0, "alpha": out.get("alpha_t"),
-                   "greedy": code != 2 and _greedy(out), "refused": code == 2, "seconds": time.perf_counter() - t,
+                   "greedy": code != 2 and _greedy(out, i), "refused": code == 2, "seconds": time.perf_counter() - t,
+                   "results": out.get("results"),
                    "baseline_units": (out.get("baseline") or {}).get("units")}
             rows.append(row)
             if code == 0:
