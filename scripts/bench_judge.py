@@ -20,6 +20,7 @@ edit's n the fewest seeds with that power at its alpha_t, interpolated between w
 that runs n or n + 1 seeds at random has exactly that power, so rounding up does not flatter the judge).
 
     python scripts/bench_judge.py [--edits 200] [--loops 40] [--max-seeds 30] [--level 0.1] [--seed 0]
+        [--repo NEW_FOLDER [--budget-min 20] [--calibration-seeds 24]]   # and a REAL loop (judge_real_loop.py)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import argparse
 import math
 import os
 import sys
+from pathlib import Path
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:  # this checkout's harness, not another installed one
@@ -121,6 +123,10 @@ def main(argv=None) -> int:
     a.add_argument("--method", default="saffron")
     a.add_argument("--level", type=float, default=0.1)
     a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--repo", default=None, help="also a REAL loop of code edits in a new scratch repository made in "
+                   "this folder (judge_real_loop.py), after the simulated loops")
+    a.add_argument("--budget-min", type=float, default=20, help="--repo: stop the real loop's edits after this")
+    a.add_argument("--calibration-seeds", type=int, default=24, help="--repo: paired seeds per edit kind")
     args = a.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     loops = [one_loop(rng, args.edits, args.max_seeds, args.method, args.level) for _ in range(args.loops)]
@@ -155,6 +161,14 @@ def main(argv=None) -> int:
           f"edits; FDR {gfdr:.3f} +- {gfdr_se:.3f}; power {sum(e['greedy'] for e in positives) / max(len(positives), 1):.3f}")
     print(f"(c) candidate runs per decision: judge {judge_runs:.2f} vs fixed-n paired t test of the judge's power "
           f"at the same alpha_t {fixed:.2f} (ratio {judge_runs / fixed:.2f}; target <= 0.8)")
+    if args.repo:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling modules, however it was imported
+        from judge_real_loop import real_loop, report
+
+        loop = real_loop(Path(args.repo), edits=args.edits, max_seeds=args.max_seeds, method=args.method,
+                         level=args.level, rng=rng, mix=MIX, calibration_seeds=args.calibration_seeds,
+                         budget_s=60 * args.budget_min)
+        report(loop, level=args.level, fixed_n=fixed_n)
     return 0
 
 

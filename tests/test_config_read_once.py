@@ -30,7 +30,7 @@ ROOT_ENTRIES = {
     # while Hydra composes: the folder's name leaves out an override the composed config already held
     ("config.compose", "not_in_name"), ("config.unchanged", "unchanged_in_hydra"),
     # the invocation's entry point
-    ("experiment.execute", "execute"),
+    ("experiment.execute", "execute"), ("experiment.execute", "_execute"),  # (its body, in the code arms' session)
     # every value checked before torch, then the full preflight (imports, components, the data)
     ("config.preflight", "preflight_cheap"), ("config.preflight", "check_settings"),
     ("config.preflight", "preflight"), ("config.preflight", "check_train_fn"),

@@ -101,8 +101,45 @@ def prepare(cfg, out_dir, *, multirun: bool = False, sweep_root=None) -> list[st
     except BaseException:
         _discard_staged()
         raise
-    os.environ[_ENV] = json.dumps({k: asdict(v) for k, v in _PREPARED.items()})
+    _publish()
     return [_said(name, _PREPARED[revision]) for name, revision in revisions.items()]
+
+
+def _publish() -> None:
+    """The prepared arms into os.environ, for the worker processes the run starts; the caller's own
+    value kept, to be put back when the run ends (``session``)."""
+    if _ENV not in _CALLERS:
+        _CALLERS[_ENV] = os.environ.get(_ENV)
+    os.environ[_ENV] = json.dumps({k: asdict(v) for k, v in _PREPARED.items()})
+
+
+_CALLERS: dict = {}  # the environment's values before this process's run published its arms
+_DEPTH: list = [0]  # sessions open in this process (an entry may run inside another)
+
+
+@contextlib.contextmanager
+def session():
+    """One run of the harness in this process: when the outermost ends (an exception too), the code
+    arms it prepared end with it -- their staged copies removed, the arms forgotten, and the environment
+    the caller had put back -- so nothing leaks into the caller or a later run in the same process."""
+    _DEPTH[0] += 1
+    before = dict(_PREPARED) if _DEPTH[0] == 1 else None  # arms prepared outside (a sweep's launcher): left as they are
+    try:
+        yield
+    finally:
+        _DEPTH[0] -= 1
+        if before is not None:
+            for revision, arm in list(_PREPARED.items()):
+                if before.get(revision) is not arm:
+                    if arm.staged:
+                        shutil.rmtree(arm.staged, ignore_errors=True)
+                    del _PREPARED[revision]
+            for key, value in _CALLERS.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            _CALLERS.clear()
 
 
 def _revisions(cfg) -> dict:
@@ -284,6 +321,16 @@ def _stage(repo: Path, name: str, revision: str, out_dir: Path) -> CodeArm:
     folder = out_dir / FOLDER / f"{label}-{digest[:12]}"
     return CodeArm(revision=revision, commit=commit, digest=digest, changes=changes, changes_digest=changes_digest,
                    repo=str(repo), launch=os.getcwd(), folder=str(folder), staged=str(staged))
+
+
+def revision_digest(repo, commit: str) -> str:
+    """The snapshot digest an arm naming ``commit`` gets (its files, as git archive writes them)."""
+    staged = Path(tempfile.mkdtemp(prefix="harness-code-"))
+    try:
+        _fill(Path(repo), "baseline", commit, commit, staged, None)
+        return content_digest(staged)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def _results_in(repo: Path, out_dir: Path) -> Optional[str]:

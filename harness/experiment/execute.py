@@ -34,8 +34,16 @@ def fail(message: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None, multirun: bool = False,
-            say: Callable[[str], None] = _say, show_table: bool = True, overrides=None, config_dirs=()) -> Executed:
+def execute(cfg: DictConfig, out_dir: Path, **options) -> Executed:
+    """``_execute``; what the run prepared for code arms ends with it (code_arms.session)."""
+    from harness.experiment.code_arms import session
+
+    with session():
+        return _execute(cfg, out_dir, **options)
+
+
+def _execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None, multirun: bool = False,
+             say: Callable[[str], None] = _say, show_table: bool = True, overrides=None, config_dirs=()) -> Executed:
     """Run the experiment into ``out_dir``, then (unless narrowed to one unit) analyse, report, track.
 
     Raises ExperimentError for a misconfigured experiment (nothing, or only recorded failures, on disk).

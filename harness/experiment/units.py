@@ -192,12 +192,13 @@ def run_experiment(
     out_dir = Path(out_dir)
     if is_auto(cfg.determinism.threads):  # called directly, not through execute (which resolved it)
         pin_threads(cfg, out_dir, say=log)
-    from harness.experiment.code_arms import prepare
+    from harness.experiment.code_arms import prepare, session
 
-    prepare(cfg, out_dir)  # ab.factor=code: each arm's revision read now, before any unit
-    plan = Plan.from_config(cfg, out_dir, certify=certify, certificate_dir=certificate_dir)
-    check_unless_done(cfg, plan, log)
-    return run_plan(plan, log=log, tracker=tracker, stop_on_fatal=stop_on_fatal)
+    with session():  # what is prepared for code arms ends with the run
+        prepare(cfg, out_dir)  # ab.factor=code: each arm's revision read now, before any unit
+        plan = Plan.from_config(cfg, out_dir, certify=certify, certificate_dir=certificate_dir)
+        check_unless_done(cfg, plan, log)
+        return run_plan(plan, log=log, tracker=tracker, stop_on_fatal=stop_on_fatal)
 
 
 def run_plan(plan: Plan, *, log: Callable[[str], None] = print, tracker=None, stop_on_fatal: bool = True) -> Outcome:

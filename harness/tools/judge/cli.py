@@ -20,6 +20,8 @@ from harness import HarnessError
 from harness.results import read_json
 from harness.tools.judge.baseline import (BASELINE_ARM, CANDIDATE_ARM, baseline_units, config_key, group_folder,
                                           new_judgement_folder, reuse_baseline)
+from harness.experiment.code_arms import revision_digest
+from harness.tools.judge.kept import reuse_kept
 from harness.tools.judge.online import METHODS, claim_id, ledger_of, reserve, settle, withdraw
 from harness.tools.judge.verdict import BAD_INPUT, EXIT, FUTILITY_RULE, KEEP, judgement
 
@@ -123,6 +125,9 @@ def judge(argv=None) -> tuple[dict, int]:
     folder = new_judgement_folder(group, candidate[:12])
     test = reserve(ledger, folder, "judge", f"{baseline}:{candidate}:{key}:{folder.name}", args.fdr, args.level)
     copied = reuse_baseline(group, folder)
+    # a kept WORKTREE candidate committed as this baseline: its units, when the commit holds the judged files
+    copied.update(reuse_kept(Path(args.results), key, baseline, revision_digest(_git("rev-parse", "--show-toplevel"),
+                                                                               baseline), folder, copied))
     rc, said = _run_harness(args, folder, baseline, candidate, test["alpha_t"], ledger)
     analysis_path = folder / "analysis.json"
     if not analysis_path.is_file():
