@@ -7,7 +7,7 @@ written), each arm's snapshot -- the revision's files (``git archive``), or for 
 tracked files as they are on disk plus the untracked files git does not ignore -- staged outside the
 results and moved to ``code/<arm>-<digest>/`` under the results when the units begin
 (``materialize``), read-only; the arm's code identity (its commit, and for ``WORKTREE`` the digest
-of its changes); and the context a unit runs in (``running``: integrations/code_snapshot.py).
+of its changes); and the context a unit runs in (``running``: integrations/revisions/snapshot.py).
 
 A snapshot's folder is named by its content, so a relaunch after more edits makes a new ``WORKTREE``
 snapshot (its units rerun: their identity changed) and reuses the other arm's.
@@ -18,13 +18,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
-import io
 import json
 import os
 import re
 import shutil
-import subprocess
-import tarfile
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,14 +30,12 @@ from typing import Optional
 from omegaconf import OmegaConf
 
 from harness.experiment.arms import ExperimentError
-from harness.integrations.code_snapshot import Snapshot, running_from
+from harness.integrations.revisions.snapshot import Snapshot, running_from
+from harness.integrations.revisions.git import (ALLOWED, WORKTREE, RevisionError, commit_of, content_digest, fill,
+                                                 read_only, repository, results_in)
 
-WORKTREE = "WORKTREE"
 FOLDER = "code"  # under the results folder
 _ENV = "HARNESS_CODE_ARMS"  # the prepared arms, for the worker processes that run units side by side
-_ALLOWED = ("An arm of ab.factor=code names a git revision of the repository the harness is launched "
-            "in (a commit, a branch such as main, a tag) or WORKTREE (the working tree as it is at "
-            "launch, uncommitted and untracked-but-not-ignored files included).")
 
 MANIFEST = "arms.json"  # under a sweep's code/: the arms its launcher prepared, for jobs that lack the environment
 SWEPT_ARMS = ("a sweep over code arms reads the revisions once, in the launching process, before any job: "
@@ -90,14 +85,17 @@ def prepare(cfg, out_dir, *, multirun: bool = False, sweep_root=None) -> list[st
     revisions = _revisions(cfg)
     if multirun:  # a sweep's job: its launcher read the revisions (prepare_sweep); never the live tree
         return _from_launcher(revisions, sweep_root)
-    repo = _repository()
     out_dir = Path(out_dir).absolute()
     _discard_staged()
     _register_cleanup()  # a refusal after this (the preflight's) leaves no staged copy behind
     try:
+        repo = repository()
         for name, revision in revisions.items():
             if revision not in _PREPARED:
                 _PREPARED[revision] = _stage(repo, name, revision, out_dir)
+    except RevisionError as e:
+        _discard_staged()
+        raise CodeArmError(str(e)) from None
     except BaseException:
         _discard_staged()
         raise
@@ -147,7 +145,7 @@ def _revisions(cfg) -> dict:
     for name, value in cfg.ab.arms.items():
         if OmegaConf.is_config(value) or isinstance(value, (bool, float)) or value is None or not str(value).strip():
             shown = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-            raise CodeArmError(f"ab.arms.{name}={shown!r} is not a revision. {_ALLOWED} Quote a commit "
+            raise CodeArmError(f"ab.arms.{name}={shown!r} is not a revision. {ALLOWED} Quote a commit "
                                f"written in digits only: 'ab.arms.{name}=\"0123456\"'.")
         revisions[str(name)] = str(value).strip()
     return revisions
@@ -207,7 +205,7 @@ def materialize() -> None:
             final.parent.mkdir(parents=True, exist_ok=True)
             partial = final.parent / f".{final.name}.{os.getpid()}.tmp"
             shutil.copytree(arm.staged, partial, symlinks=True)
-            _read_only(partial)
+            read_only(partial)
             try:
                 os.rename(partial, final)
             except OSError:  # another process made it meanwhile: the same content, by its name
@@ -275,43 +273,14 @@ def inside_repository(cfg, path) -> bool:
         return False
 
 
-# -- git ----------------------------------------------------------------------------------------
-
-
-def _git(repo, *args, binary: bool = False):
-    try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=not binary, timeout=120)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise CodeArmError(f"ab.factor=code needs git to read the revisions, and running it failed ({e}). "
-                           "Install git, or choose a config path as ab.factor.") from None
-
-
-def _repository() -> Path:
-    found = _git(os.getcwd(), "rev-parse", "--show-toplevel")
-    if found.returncode != 0:
-        raise CodeArmError(f"ab.factor=code compares revisions of a git repository, but the launch folder "
-                           f"{os.getcwd()} is in none ({found.stderr.strip() or 'git rev-parse failed'}). Launch "
-                           "the harness from inside your project's repository, or choose a config path as "
-                           "ab.factor.")
-    return Path(found.stdout.strip()).resolve()
-
-
-def _commit(repo: Path, name: str, revision: str) -> Optional[str]:
-    if revision == WORKTREE:
-        head = _git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
-        return head.stdout.strip() or None  # a repository with no commit yet: no base
-    found = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}")
-    if found.returncode != 0 or revision.startswith("-"):
-        raise CodeArmError(f"ab.arms.{name}={revision!r}: no commit, branch or tag of that name in the repository "
-                           f"{repo}. {_ALLOWED}")
-    return found.stdout.strip()
+# -- staging -------------------------------------------------------------------------------------
 
 
 def _stage(repo: Path, name: str, revision: str, out_dir: Path) -> CodeArm:
-    commit = _commit(repo, name, revision)
+    commit = commit_of(repo, name, revision)
     staged = Path(tempfile.mkdtemp(prefix="harness-code-"))
     try:
-        changes = _fill(repo, name, revision, commit, staged, _results_in(repo, out_dir))
+        changes = fill(repo, name, revision, commit, staged, results_in(repo, out_dir))
         digest = content_digest(staged)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
@@ -321,148 +290,6 @@ def _stage(repo: Path, name: str, revision: str, out_dir: Path) -> CodeArm:
     folder = out_dir / FOLDER / f"{label}-{digest[:12]}"
     return CodeArm(revision=revision, commit=commit, digest=digest, changes=changes, changes_digest=changes_digest,
                    repo=str(repo), launch=os.getcwd(), folder=str(folder), staged=str(staged))
-
-
-def revision_digest(repo, commit: str) -> str:
-    """The snapshot digest an arm naming ``commit`` gets (its files, as git archive writes them)."""
-    staged = Path(tempfile.mkdtemp(prefix="harness-code-"))
-    try:
-        _fill(Path(repo), "baseline", commit, commit, staged, None)
-        return content_digest(staged)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)
-
-
-def _results_in(repo: Path, out_dir: Path) -> Optional[str]:
-    """The results folder as a path inside the repository ('outputs/exp/'), when it is inside."""
-    try:
-        return out_dir.resolve().relative_to(repo).as_posix().rstrip("/") + "/"
-    except ValueError:
-        return None
-
-
-def _fill(repo: Path, name: str, revision: str, commit: Optional[str], staged: Path, results: Optional[str]) -> dict:
-    """Write the revision's files into ``staged``; WORKTREE's changes against its commit. The results
-    folder, when git does not ignore it, is no part of WORKTREE (else every run would change it)."""
-    if revision == WORKTREE:
-        _copy_worktree(repo, staged, results)
-        return _worktree_changes(repo, commit, results)
-    _archive(repo, name, revision, commit, staged)
-    return {}
-
-
-def _archive(repo: Path, name: str, revision: str, commit: str, into: Path) -> None:
-    """The commit's files, and each submodule's at the commit the superproject records for it."""
-    archive = _git(repo, "archive", "--format=tar", commit, binary=True)
-    if archive.returncode != 0:
-        raise CodeArmError(f"ab.arms.{name}={revision!r}: git archive of {commit} failed: "
-                           f"{archive.stderr.decode(errors='replace').strip()}")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        if hasattr(tarfile, "tar_filter"):  # Pythons before 3.11.4 (and 3.10.12) have no extraction filters
-            tar.extractall(into, filter="tar")
-        else:
-            tar.extractall(into)
-    for path, sub_commit in _submodules_at(repo, commit):
-        sub = repo / path
-        if _git(sub, "cat-file", "-e", f"{sub_commit}^{{commit}}").returncode != 0 or not _is_top(sub):
-            raise CodeArmError(f"ab.arms.{name}={revision!r}: its submodule {path} is at commit {sub_commit[:12]}, "
-                               f"which the submodule's checkout in {repo} does not have. Run git submodule update "
-                               "--init --recursive (and fetch in the submodule), then launch again.")
-        _archive(sub, name, revision, sub_commit, into / path)
-
-
-def _submodules_at(repo: Path, commit: str) -> list[tuple[str, str]]:
-    """(path, commit) of each submodule (a gitlink, mode 160000) in the commit's tree."""
-    listed = _git(repo, "ls-tree", "-r", "-z", commit)
-    out = []
-    for entry in listed.stdout.split("\0") if listed.returncode == 0 else []:
-        meta, _, path = entry.partition("\t")
-        if meta.startswith("160000 commit "):
-            out.append((path, meta.split()[2]))
-    return out
-
-
-def _is_top(folder: Path) -> bool:
-    """Whether ``folder`` is the top of a git checkout of its own (an initialised submodule)."""
-    top = _git(folder, "rev-parse", "--show-toplevel")
-    return top.returncode == 0 and Path(top.stdout.strip()).resolve() == folder.resolve()
-
-
-def _listed(repo: Path, *args) -> list[str]:
-    found = _git(repo, *args, "-z")
-    return [p for p in found.stdout.split("\0") if p] if found.returncode == 0 else []
-
-
-def _copy_worktree(repo: Path, into: Path, results: Optional[str]) -> None:
-    """The tracked files as they are on disk, and the untracked files git does not ignore; a
-    submodule's the same way, as it is checked out."""
-    for rel in _outside(_listed(repo, "ls-files", "--cached", "--others", "--exclude-standard"), results):
-        source = repo / rel
-        if not os.path.lexists(source):
-            continue  # deleted in the tree
-        if source.is_dir() and not source.is_symlink():
-            if _is_top(source):  # an initialised submodule (an uninitialised one is an empty folder)
-                _copy_worktree(source, into / rel, None)
-            continue
-        target = into / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target, follow_symlinks=False)
-
-
-def _outside(paths, results: Optional[str]) -> list[str]:
-    return sorted(p for p in set(paths) if results is None or not p.startswith(results))
-
-
-def _worktree_changes(repo: Path, commit: Optional[str], results: Optional[str]) -> dict:
-    """{path: digest, or "deleted"} of each file that differs from ``commit``; inside a submodule, the
-    files that differ from the submodule's own commit, and its commit when it moved."""
-    changed = set(_listed(repo, "ls-files", "--others", "--exclude-standard"))
-    if commit is not None:
-        changed |= set(_listed(repo, "diff", "--name-only", "--ignore-submodules=all", commit))
-    else:
-        changed |= set(_listed(repo, "ls-files", "--cached"))
-    out = {rel: _file_digest(repo / rel) if os.path.lexists(repo / rel) else "deleted"
-           for rel in _outside(changed, results) if not _is_submodule(repo / rel)}
-    for rel, recorded in (_submodules_at(repo, commit) if commit is not None else []):
-        sub = repo / rel
-        if not _is_top(sub) or (results is not None and rel.startswith(results)):
-            continue
-        head = _git(sub, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").stdout.strip() or None
-        if head != recorded:
-            out[rel] = f"submodule:{head}"
-        out.update({f"{rel}/{k}": v for k, v in _worktree_changes(sub, head, None).items()})
-    return out
-
-
-def _is_submodule(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink()
-
-
-def _file_digest(path: Path) -> str:
-    if path.is_symlink():
-        return "link:" + os.readlink(path)
-    kind = "x" if os.access(path, os.X_OK) else "f"
-    return kind + ":" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-def content_digest(root: Path) -> str:
-    """Every file's path, kind (file, executable, link) and content, in path order."""
-    h = hashlib.sha256()
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(folder) / name
-            h.update(f"{path.relative_to(root).as_posix()}\0{_file_digest(path)}\n".encode())
-    return h.hexdigest()
-
-
-def _read_only(root: Path) -> None:
-    """Files read-only (folders stay writable, so that the results can still be deleted)."""
-    for folder, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(folder, name)
-            if not os.path.islink(path):
-                os.chmod(path, os.stat(path).st_mode & 0o555)
 
 
 _CLEANUP: list = []

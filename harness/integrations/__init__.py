@@ -17,9 +17,9 @@ stand-alone Run that records nothing when the script runs on its own), lightning
 Callback for a user's own Lightning Trainer, ``harness.lightning``; the only importer of lightning),
 hf.py (the Callback for a user's own Hugging Face Trainer, ``harness.hf``, and ``harness.hf.fit``; the
 only importer of transformers), wandb_hook.py (one wandb run per unit when a trainer brings its own
-wandb logger: shared with the tracker's run, or turned off, said; torch-free), code_snapshot.py (a
-code arm's unit run from its revision's snapshot: sys.path and the modules for a train.fn, the
-script and PYTHONPATH for a command), ranks/ (a unit that spans processes, torchrun: which rank a
+wandb logger: shared with the tracker's run, or turned off, said; torch-free), revisions/ (a code
+arm's revision read out of git, submodules included, and its unit run from that snapshot: sys.path
+and the modules for a train.fn, the script and PYTHONPATH for a command), ranks/ (a unit that spans processes, torchrun: which rank a
 process is, the ranks' records made one, the replicas compared, the failed rank named, a rank's
 share of the order, the ranks a launcher starts out of the unit's process group).
 

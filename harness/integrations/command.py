@@ -24,7 +24,8 @@ from omegaconf import OmegaConf
 
 from harness.integrations.command_env import ATTACHED_ENV_NAME, read_reported
 from harness.integrations.command_spec import CommandSpec, fill
-from harness.integrations import code_snapshot, process, ranks
+from harness.integrations import process, ranks
+from harness.integrations.revisions import snapshot
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed, run_settings
 from harness.integrations.workdir import unit_workdir
 
@@ -47,7 +48,7 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     env = process.environment(run.seed, arm, folder, int(cfg.determinism.threads))
     env[RUN_ENV] = _attach_settings(cfg, run)
-    argv = code_snapshot.for_command(argv, spec.workdir(), env)  # a code arm: its revision's script
+    argv = snapshot.for_command(argv, spec.workdir(), env)  # a code arm: its revision's script
     attached, reported = folder / ATTACHED_NAME, folder / ATTACHED_ENV_NAME
     for left in (attached, reported):  # a record left by an earlier run of this unit is not this run's
         left.unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from harness import HarnessError
 from harness.results import read_json
 from harness.tools.judge.baseline import (BASELINE_ARM, CANDIDATE_ARM, baseline_units, config_key, group_folder,
                                           new_judgement_folder, reuse_baseline)
-from harness.experiment.code_arms import revision_digest
+from harness.integrations.revisions.git import RevisionError, revision_digest
 from harness.tools.judge.kept import reuse_kept
 from harness.tools.judge.online import METHODS, claim_id, ledger_of, reserve, settle, withdraw
 from harness.tools.judge.verdict import BAD_INPUT, EXIT, FUTILITY_RULE, KEEP, judgement
@@ -120,14 +120,17 @@ def judge(argv=None) -> tuple[dict, int]:
     baseline = _commit(args.baseline, "--baseline")
     candidate = WORKTREE if args.candidate == WORKTREE else _commit(args.candidate, "--candidate")
     key = config_key(args.overrides, args.config_dir)
+    try:  # (read before the ledger reserves a level: a baseline that cannot be read is bad input)
+        baseline_digest = revision_digest(_git("rev-parse", "--show-toplevel"), baseline)
+    except RevisionError as e:
+        raise BadInput(f"--baseline {args.baseline}: {e}") from None
     group = group_folder(Path(args.results), baseline, key)
     ledger = ledger_of(args.ledger)
     folder = new_judgement_folder(group, candidate[:12])
     test = reserve(ledger, folder, "judge", f"{baseline}:{candidate}:{key}:{folder.name}", args.fdr, args.level)
     copied = reuse_baseline(group, folder)
     # a kept WORKTREE candidate committed as this baseline: its units, when the commit holds the judged files
-    copied.update(reuse_kept(Path(args.results), key, baseline, revision_digest(_git("rev-parse", "--show-toplevel"),
-                                                                               baseline), folder, copied))
+    copied.update(reuse_kept(Path(args.results), key, baseline, baseline_digest, folder, copied))
     rc, said = _run_harness(args, folder, baseline, candidate, test["alpha_t"], ledger)
     analysis_path = folder / "analysis.json"
     if not analysis_path.is_file():
