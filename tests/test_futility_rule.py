@@ -121,3 +121,17 @@ def test_the_config_key_declares_the_rule(rule):
     written = decl.to_dict()["sequential"]
     assert ("futility_rule" in written) == (rule is not None)  # declaration.json: as before the key by default
     assert Declaration.from_dict(decl.to_dict()) == decl
+
+
+def test_a_candidate_that_changes_no_number_stops_at_its_first_look(designs):
+    """Every pair bit-identical (all differences 0): the last look can show "better" only if later seeds
+    differ where none did, so the rule stops it at the first look instead of running it to max_seeds;
+    equal differences beyond 0 go on, and the default rule is unchanged."""
+    zeros = np.zeros((1, SUP["max_seeds"]))
+    code, used = simulate(designs["better"], zeros)
+    assert code[0] == FUTILE and used[0] == SUP["min_seeds"]
+    code, used = simulate(designs["reach"], zeros)
+    assert code[0] != FUTILE or used[0] > SUP["min_seeds"]
+    ones = np.full((1, SUP["max_seeds"]), 0.5)
+    code, _ = simulate(designs["better"], ones)
+    assert code[0] != FUTILE

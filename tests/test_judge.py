@@ -139,6 +139,15 @@ def test_a_null_edit_stops_early_for_futility_and_is_discarded(project, tmp_path
     assert _tests(tmp_path / "l.sqlite")[0]["rejected"] == 0
 
 
+@pytest.mark.slow
+def test_an_edit_that_changes_no_number_is_discarded_at_the_first_look(project, tmp_path):
+    (project / "effect.py").write_text("EFFECT = 0.0 * 2  # rewritten: the same value\nNOISE = 0.0\n")
+    rc, out, err = _judge(project, "--baseline", "main", ledger=tmp_path / "l.sqlite")
+    assert rc == 1 and out["verdict"] == "discard", err[-3000:]
+    assert out["why"].startswith("identical results")
+    assert out["stopped_by"]["rule"] == "futility" and len(out["seeds"]) == out["stopped_by"]["n"] < 12
+
+
 @pytest.mark.parametrize("args, words", [
     (["--baseline", "no-such-branch"], "--baseline='no-such-branch': no commit, branch or tag"),
     (["--baseline", "main", "--candidate", "nope"], "--candidate='nope': no commit, branch or tag"),

@@ -147,14 +147,15 @@ def _predictive_better(design: SequentialDesign, n: int, g, sd, m: float):
     """The predictive chance that the last look shows "better" (Spiegelhalter, Freedman & Blackburn
     1986): the chance that the mean of all N seeds clears m + c_N sd / sqrt(N), averaged over the
     effects the n seeds so far make plausible (flat prior: effect ~ Normal(g, sd^2 / n)), sd taken
-    as known. The mean of N seeds is then Normal(g, sd^2 (N - n) / (N n)). 1 where sd is 0 (no
-    noise to plan with: futility never stops it)."""
+    as known. The mean of N seeds is then Normal(g, sd^2 (N - n) / (N n)). Where sd is 0 (every
+    difference so far the same, 0 for a candidate that changes no number) that is its limit: 1 when
+    the difference is beyond the margin, else 0."""
     N = design.max_seeds
     live = sd > 0
     s = np.where(live, sd, 1.0)
     bar = m + design.critical(N) * s / math.sqrt(N)
     chance = sps.norm.sf((bar - g) / (s * math.sqrt((N - n) / (N * n))))
-    return np.where(live, chance, 1.0)
+    return np.where(live, chance, np.where(g > m, 1.0, 0.0))
 
 
 @dataclass(frozen=True)
