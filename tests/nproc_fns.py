@@ -3,6 +3,7 @@ the harness's process group when there is one and alone otherwise."""
 
 import os
 import signal
+import threading
 
 import torch
 import torch.distributed as dist
@@ -10,10 +11,11 @@ import torch.distributed as dist
 import harness
 
 
-def tiny_ddp(cfg, run, lr=0.1, break_sync=False, fail_rank=-1, fail_once=None):
+def tiny_ddp(cfg, run, lr=0.1, break_sync=False, fail_rank=-1, fail_once=None, hang=False):
     """12 examples of 2 features, batches of 2, 2 epochs. ``break_sync``: rank 1 nudges its weights
     after its 2nd step. ``fail_rank``: that rank kills itself (SIGKILL) at its 3rd step while the file
-    ``fail_once`` exists, removing it first (a rerun trains)."""
+    ``fail_once`` exists, removing it first (a rerun trains); with ``hang`` it skips the next step's
+    all-reduce instead and waits forever, leaving the other ranks waiting in it."""
     spans = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if spans else 0
     with run.init():
@@ -34,5 +36,7 @@ def tiny_ddp(cfg, run, lr=0.1, break_sync=False, fail_rank=-1, fail_once=None):
             run.step(loss)
             if rank == fail_rank and run.steps == 3 and fail_once and os.path.exists(fail_once):
                 os.remove(fail_once)
+                if hang:
+                    threading.Event().wait()
                 os.kill(os.getpid(), signal.SIGKILL)
     return {"score": loss.item()}

@@ -211,6 +211,24 @@ def _first_difference(a: Mapping, b: Mapping) -> Optional[str]:
     return None
 
 
+def _timeout_words(folder: Path, size: Optional[int], timeout_s: Optional[float]) -> str:
+    """A rank timed out in a collective: how long it waited, and the ranks that did not (those that
+    never reached the collective, as far as the ranks' kept exceptions tell)."""
+    limit = (f"train.rank_timeout_s={timeout_s:g} s (the process group's timeout)" if timeout_s is not None
+             else "the process group's timeout (train.rank_timeout_s is null: torch's default, or the script's own)")
+    waited = set()
+    for rank in range(size or 0):
+        try:
+            if "timed out" in rank_error(folder, rank).read_text().lower():
+                waited.add(rank)
+        except OSError:
+            pass
+    others = [str(r) for r in range(size or 0) if r not in waited]
+    who = (f"rank {', '.join(others)} never reached that collective" if others
+           else "another rank never reached that collective")
+    return f"it waited in a collective past {limit}: {who} (it hung, or took longer than the timeout)"
+
+
 # torchrun's summary of a failed run: "Root Cause (first observed failure): [0]: ... rank : 1 (local_rank: 1)
 #   exitcode : -9 (pid: 123) ..."
 _ROOT = re.compile(r"Root Cause \(first observed failure\):(?P<body>.*?)(?:={20,}|\Z)", re.S)
@@ -229,9 +247,11 @@ def failed_rank(text: str) -> Optional[tuple[int, Optional[int]]]:
     return int(rank.group(1)), (int(code.group(1)) if code else None)
 
 
-def failure_words(stderr_text: str, folder: Path, ending) -> Optional[str]:
+def failure_words(stderr_text: str, folder: Path, ending, size: Optional[int] = None,
+                  timeout_s: Optional[float] = None) -> Optional[str]:
     """Which rank failed first and how, for a failed unit's message (None: no launcher named one).
-    ``ending(code)`` puts an exit code in words (process.ending)."""
+    ``ending(code)`` puts an exit code in words (process.ending); ``size``, the unit's ranks where
+    known, and ``timeout_s``, its train.rank_timeout_s, name a collective's timeout."""
     found = failed_rank(stderr_text)
     if found is None:
         return None
@@ -246,6 +266,5 @@ def failure_words(stderr_text: str, folder: Path, ending) -> Optional[str]:
     if raised:
         words += f"; it raised {raised.splitlines()[-1]}"
         if "timed out" in raised.lower():
-            words += (" -- it waited in a collective past the process group's timeout: another rank never "
-                      "reached that collective (it hung, or took longer than the timeout)")
+            words += " -- " + _timeout_words(folder, size, timeout_s)
     return words + " (the launcher then ended the other ranks)"
