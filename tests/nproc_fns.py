@@ -1,9 +1,12 @@
 """Training functions for train.nproc units (tests/test_nproc.py): a tiny DDP loop, run as one rank of
 the harness's process group when there is one and alone otherwise."""
 
+import json
 import os
 import signal
 import threading
+import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -40,3 +43,25 @@ def tiny_ddp(cfg, run, lr=0.1, break_sync=False, fail_rank=-1, fail_once=None, h
                     threading.Event().wait()
                 os.kill(os.getpid(), signal.SIGKILL)
     return {"score": loss.item()}
+
+
+
+def side_by_side(cfg, run, folder, meet=False, **kwargs):
+    """tiny_ddp, its span marked in ``folder`` by rank 0 (tests/test_nproc_side_by_side.py): the file
+    running-ARM while it trains, done-ARM after; with ``meet``, rank 0 first waits until another unit
+    has begun and writes the units it met to met-ARM.json."""
+    arm, folder = os.environ["HARNESS_ARM"], Path(folder)
+    first = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+    mine = folder / f"running-{arm}"
+    if first:
+        mine.write_text("")
+        met: list = []
+        deadline = time.monotonic() + 300  # a bound, should the other unit never come
+        while meet and not met and time.monotonic() < deadline:
+            met = sorted(p.name for p in folder.iterdir() if p.name.startswith(("running-", "done-")) and p != mine)
+            time.sleep(0.05)
+        (folder / f"met-{arm}.json").write_text(json.dumps(met))
+    metrics = tiny_ddp(cfg, run, **kwargs)
+    if first:
+        mine.rename(folder / f"done-{arm}")
+    return metrics
