@@ -88,3 +88,25 @@ def test_a_rank_that_skips_an_all_reduce_stops_a_torchrun_command_by_the_rank_ti
         pass
     _says_the_rank_timeout_stopped_it(_message(out, "A"))
     assert _left_behind(tmp_path) == []
+
+
+def test_the_timeout_named_is_the_one_the_rank_waited(tmp_path):
+    """A torchrun script opens its own group: the message names train.rank_timeout_s only where the
+    rank waited that long (gloo says how long), else the script's own timeout."""
+    from harness.integrations.process import ending
+    from harness.integrations.ranks import failure_words, rank_error
+
+    stderr = "Root Cause (first observed failure):\n[0]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 7)\n" + "=" * 40
+
+    def words(name, waited_ms, key):
+        folder = tmp_path / name
+        folder.mkdir()
+        rank_error(folder, 0).write_text(f"RuntimeError: [pair.cc:78] Timed out waiting {waited_ms}ms for recv operation\n")
+        return failure_words(stderr, folder, ending, 2, key)
+
+    passed = words("passed", 15000, 15.0)
+    assert "past train.rank_timeout_s=15 s (the process group's timeout): rank 1 never reached" in passed, passed
+    own = words("own", 10000, 15.0)
+    assert "past the process group's timeout (10 s, the script's own: not train.rank_timeout_s=15 s)" in own, own
+    unset = words("unset", 1800000, None)
+    assert "(1800 s; train.rank_timeout_s is null)" in unset, unset

@@ -65,7 +65,7 @@ def _unit(cfg, run, folder: Path) -> dict:
         config.unlink(missing_ok=True)
     if code != 0:
         text = err.read_text(errors="replace") if err.exists() else ""
-        rank = ranks.failure_words(text, folder, process.ending, n, rank_timeout.of(cfg.train))
+        rank = ranks.failure_words(text, folder, process.ending, n, rank_timeout.of(cfg.train), owned=True)
         raise CommandFailed(f"{who}: {KEY}={n}: the unit's launcher {process.ending(code)}"
                             f"{f' ({rank})' if rank else ''}: {shlex.join(argv)}\n"
                             f"last lines of stderr ({err}):\n{process.tail(err) or '(stderr is empty)'}")
