@@ -11,8 +11,7 @@ import harness
 from harness.results import read_json
 
 from .conftest import REPO, TEST_CONF
-
-psutil = pytest.importorskip("psutil")
+from .test_ranks import _left_behind  # the processes whose command line names a folder
 
 SCRIPT = REPO / "tests" / "command_scripts" / "ddp_tiny.py"
 NPROC = ["+experiment=command_toy", "train.cmd=null", "train.args={}", "train.metrics_from=null",
@@ -27,17 +26,6 @@ def _message(out, arm):
     result = read_json(out / "runs" / "seed=0" / f"arm={arm}" / "result.json")
     assert result["status"] == "failed", result
     return result["error"]["message"]
-
-
-def _left_behind(marker) -> list:
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if str(marker) in " ".join(p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
-                found.append((p.info["pid"], p.info["cmdline"]))
-        except psutil.Error:
-            pass
-    return found
 
 
 def _says_the_rank_timeout_stopped_it(message: str) -> None:
