@@ -26,8 +26,6 @@ def run(cfg: DictConfig) -> dict:
     from hydra.types import RunMode
 
     from harness.config import factor_override_problem, replace_whole_arms
-    from harness.training.determinism import spread_over_gpus
-    from harness.experiment.parallel.watchdog import exit_with_parent
 
     hc = HydraConfig.get()
     replace_whole_arms(cfg, hc.overrides.task)
@@ -37,6 +35,42 @@ def run(cfg: DictConfig) -> dict:
     out_dir = Path(hc.runtime.output_dir)
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_root = Path(hc.sweep.dir) if multirun else out_dir
+    if multirun:  # a SLURM job of several tasks: each unit runs as one rank per task (integrations/ranks/)
+        tasks = _slurm_tasks(cfg)
+        if tasks is not None:
+            from harness.integrations.ranks.slurm_units import follow, leading
+
+            if tasks.rank != 0:
+                return follow(tasks, sweep_root)
+            with leading(tasks, sweep_root):
+                return _run(cfg, hc, out_dir, sweep_root, multirun)
+    return _run(cfg, hc, out_dir, sweep_root, multirun)
+
+
+def _slurm_tasks(cfg: DictConfig):
+    """This SLURM task's place among its job's tasks (None: a job of one task, or not SLURM's); a job
+    whose units cannot run as its tasks is refused."""
+    from harness.integrations.ranks.slurm_tasks import SlurmEnvError, slurm_tasks, tasks_problem
+
+    try:
+        tasks = slurm_tasks()
+    except SlurmEnvError as e:
+        refuse(str(e))
+    if tasks is None:
+        return None
+    from harness.training.gpus import visible
+    from harness.training.threads import uses_gpu
+
+    problem = tasks_problem(cfg, tasks.size, local_size=tasks.local_size, gpus=len(visible()) if uses_gpu(cfg) else None)
+    if problem:
+        refuse(problem)
+    return tasks
+
+
+def _run(cfg: DictConfig, hc, out_dir: Path, sweep_root: Path, multirun: bool) -> dict:
+    from harness.training.determinism import spread_over_gpus
+    from harness.experiment.parallel.watchdog import exit_with_parent
+
     if multirun and "joblib" in str(hc.launcher.get("_target_", "")):
         spread_over_gpus(hc.job.num)  # a local pool on a multi-GPU machine; submitit gets its GPU from SLURM
         exit_with_parent()  # a worker ends when the sweep's launcher is killed (harness/experiment/parallel/watchdog.py)

@@ -5,16 +5,19 @@ SIMULATED: no code is edited and nothing is trained. Each candidate edit is a dr
 difference candidate - baseline) and its paired differences are drawn as Normal(effect, 1). What is
 real is the judge's statistics: the ledger's online FDR rule (harness.stats.fdr.asynchronous.next_alpha,
 SAFFRON at FDR 0.1 by default, every decision recorded before the next edit), the sequential design the
-harness runs at alpha_t (SequentialDesign, first_claim_seeds, simulate: the harness's own code), and
-the judge's keep rule (sequential decision better, and the decision p -- the larger of the paired t
-test's and the exact sign-flip test's two-sided p -- at most alpha_t). One approximation: alpha_t is
+harness runs at alpha_t with the judge's futility rule (SequentialDesign, first_claim_seeds, simulate,
+harness.tools.judge.verdict.FUTILITY_RULE: the harness's own code), and the judge's keep rule (sequential
+decision better, and the decision p -- the larger of the paired t test's and the exact sign-flip test's
+two-sided p -- at most alpha_t). One approximation: alpha_t is
 rounded DOWN to a grid of GRID_PER_DECADE values per decade (each distinct level costs a calibration of
 seconds), so the simulated judge is slightly more conservative than the real one.
 
 Printed: (a) the judge's false discovery proportion averaged over LOOPS loops (the FDR, with its SE)
 against the declared level; (b) greedy ("keep if one candidate run beats one baseline run": one paired
 difference > 0) false-keep rate and FDR; (c) the judge's mean candidate runs per decision (over the judgements that ran) against a
-fixed-n paired t test at the same alpha_t with the judge's power on the small positive effects.
+fixed-n paired t test at the same alpha_t with the judge's power on the small positive effects (each
+edit's n the fewest seeds with that power at its alpha_t, interpolated between whole numbers: a design
+that runs n or n + 1 seeds at random has exactly that power, so rounding up does not flatter the judge).
 
     python scripts/bench_judge.py [--edits 200] [--loops 40] [--max-seeds 30] [--level 0.1] [--seed 0]
 """
@@ -37,6 +40,7 @@ from harness.stats.fdr.asynchronous import next_alpha  # noqa: E402
 from harness.stats.sequential.design import BETTER, SequentialDesign, first_claim_seeds  # noqa: E402
 from harness.stats.sequential.looks import simulate  # noqa: E402
 from harness.stats.sign_flip import sign_flip_tail  # noqa: E402
+from harness.tools.judge.verdict import FUTILITY_RULE  # noqa: E402
 
 MIX = {"null": (0.8, 0.0), "small positive": (0.1, 0.7), "harmful": (0.1, -1.0)}  # share, effect in sigma
 GRID_PER_DECADE = 10
@@ -48,11 +52,12 @@ def grid_down(alpha: float) -> float:
 
 
 def design(alpha: float, max_seeds: int):
-    """The harness's default sequential design at this level (no margin: better or worse than 0); None
-    when no look up to max_seeds can claim at it (the harness refuses such a run: the judge exits 2, and
-    its ledger test is settled with p = 1, not kept)."""
+    """The judge's sequential design at this level (the harness's defaults, no margin: better or worse than
+    0, and the judge's futility rule); None when no look up to max_seeds can claim at it (the harness
+    refuses such a run: the judge exits 2, and its ledger test is settled with p = 1, not kept)."""
     if alpha not in _DESIGNS:
-        kw = dict(max_seeds=max_seeds, alpha=alpha, margin=None, direction="max", equivalence=False)
+        kw = dict(max_seeds=max_seeds, alpha=alpha, margin=None, direction="max", equivalence=False,
+                  futility_rule=FUTILITY_RULE)
         try:
             _DESIGNS[alpha] = SequentialDesign(min_seeds=first_claim_seeds(**kw), **kw)
         except ValueError:
@@ -67,13 +72,23 @@ def decision_p(d: np.ndarray) -> float:
     return max(float(t), float(flip))
 
 
-def fixed_n(power: float, effect: float, alpha: float, cap: int = 400) -> int:
-    """The fewest seeds a paired t test (two-sided at alpha) needs for ``power`` against ``effect``."""
-    for n in range(2, cap):
+def fixed_n(power: float, effect: float, alpha: float, cap: int = 400) -> float:
+    """The seeds a paired t test (two-sided at alpha) needs for ``power`` against ``effect``: between the
+    fewest whole n with that power and n - 1, interpolated in power (running n - 1 or n seeds at random
+    with those odds has exactly ``power``)."""
+    def power_at(n):
         c = sps.t.ppf(1 - alpha / 2, n - 1)
-        if sps.nct.sf(c, n - 1, effect * math.sqrt(n)) >= power:
-            return n
-    return cap
+        return float(sps.nct.sf(c, n - 1, effect * math.sqrt(n)))
+
+    below = power_at(2)
+    if below >= power:
+        return 2.0
+    for n in range(3, cap):
+        at = power_at(n)
+        if at >= power:
+            return n - 1 + (power - below) / (at - below)
+        below = at
+    return float(cap)
 
 
 def one_loop(rng, edits: int, max_seeds: int, method: str, level: float) -> list[dict]:
@@ -130,7 +145,8 @@ def main(argv=None) -> int:
         if power > 0 and judge_runs == judge_runs else float("nan")
     print(f"simulated loop: {args.loops} loops x {args.edits} candidate edits (SIMULATED metric draws; mix "
           + ", ".join(f"{k} {s:.0%} at {e:+g} sigma" for k, (s, e) in MIX.items())
-          + f"); judge: {args.method} at FDR {args.level}, sequential up to {args.max_seeds} seeds")
+          + f"); judge: {args.method} at FDR {args.level}, sequential up to {args.max_seeds} seeds, "
+          f"futility rule {FUTILITY_RULE}")
     print(f"(a) judge:  FDR {fdr:.4f} +- {fdr_se:.4f} (SE) vs declared {args.level}; false keeps "
           f"{sum(e['keep'] for e in nulls)} of {len(nulls)} null or harmful edits; keeps "
           f"{sum(e['keep'] for e in every)}; power on small positive edits {power:.3f}; refused (alpha_t too small "

@@ -266,13 +266,51 @@ def test_code_set_without_the_code_factor_is_refused(project):
     assert not (project / "outputs").exists()
 
 
+def _sweep(project, *overrides, launcher="basic"):
+    extra = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"] if launcher == "joblib" else []
+    return run_cli(["--config-dir", str(project / "conf"), "-m", "+experiment=code_ab", *FAST, *extra,
+                    f"hydra.sweep.dir={project / 'multi'}", *overrides], cwd=project,
+                   env={"PYTHONPATH": str(REPO), "CODE_ARMS_EDIT": os.environ.get("CODE_ARMS_EDIT", "")})
+
+
+def _results_under(folder: Path) -> dict:
+    return {(r["seed"], r["arm"]): r for r in (json.loads(p.read_text()) for p in folder.rglob("result.json"))}
+
+
 @pytest.mark.slow
-def test_a_sweep_over_code_arms_is_refused_before_any_job(project):
-    proc = run_cli(["--config-dir", str(project / "conf"), "-m", "+experiment=code_ab", *FAST, "seed=0,1",
-                    f"hydra.sweep.dir={project / 'multi'}"], cwd=project, env={"PYTHONPATH": str(REPO)})
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_a_sweep_over_code_arms_runs_the_snapshots_made_at_launch(project, monkeypatch, launcher):
+    """The launching process reads the revisions once; every job (in this process or a joblib worker)
+    runs those snapshots: an edit made by the first job does not reach the later ones, and each run's
+    fingerprints are those of the same run in one invocation."""
+    (project / "proj" / "fit.py").write_text(_fit(SMOOTHED, marker=2))  # WORKTREE: uncommitted
+    monkeypatch.setenv("CODE_ARMS_EDIT", json.dumps({"path": str(project / "proj" / "fit.py"),
+                                                     "text": _fit(PLAIN_LOSS, marker=3)}))
+    proc = _sweep(project, "seed=0,1,2", launcher=launcher)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "code arm B: WORKTREE = " in proc.stderr
+    swept = _results_under(project / "multi")
+    assert {k: r["metrics"]["marker"] for k, r in swept.items()} == {(s, a): {"A": 1, "B": 2}[a]
+                                                                       for s in (0, 1, 2) for a in "AB"}
+    assert (project / "proj" / "fit.py").read_text() == _fit(PLAIN_LOSS, marker=3)  # the edit happened
+    assert {r["code"]["code_arm"]["folder"] for r in swept.values()} <= {
+        f"code/{p.name}" for p in (project / "multi" / "code").iterdir() if p.is_dir()}
+    analysis = json.loads((project / "multi" / "analysis.json").read_text())
+    assert analysis["comparisons"]["B"]["n_pairs"] == 3 and analysis["pairing_verified"] == ["init", "data_order"]
+
+    (project / "proj" / "fit.py").write_text(_fit(SMOOTHED, marker=2))  # the tree as the sweep saw it
+    monkeypatch.delenv("CODE_ARMS_EDIT")
+    single = {(r["seed"], r["arm"]): r for r in _run(project).results}
+    assert {k: r["fingerprints"] for k, r in swept.items()} == {k: r["fingerprints"] for k, r in single.items()}
+
+
+@pytest.mark.slow
+def test_a_sweep_that_sweeps_the_code_arms_themselves_is_refused_before_any_job(project):
+    _git(project, "tag", "v1")
+    proc = _sweep(project, "ab.arms.B=WORKTREE,v1")
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "ab.factor=code runs in one invocation" in proc.stderr and "No job was launched" in proc.stderr
-    assert not (project / "multi").exists()
+    assert "was not prepared by this sweep's launching process" in proc.stderr and "No job was launched" in proc.stderr
+    assert not list((project / "multi").rglob("result.json"))
 
 
 @pytest.mark.slow
@@ -309,3 +347,42 @@ def test_packages_installed_inside_the_project_stay_importable(project, monkeypa
     markers = {(r["seed"], r["arm"]): (r["status"], r["metrics"].get("marker")) for r in done.results}
     assert markers == {(s, a): ("completed", {"A": 1, "B": 7}[a]) for s in (0, 1, 2) for a in "AB"}
     sys.modules.pop("helperpkg", None)
+
+
+def _with_submodule(project: Path) -> Path:
+    """proj/fit.py reads MARKER from a git submodule, lib/ (its own repository, committed)."""
+    lib = project.parent / "libsrc"
+    (lib / "sublib").mkdir(parents=True)
+    (lib / "sublib" / "__init__.py").write_text("MARKER = 5\n")
+    _git(lib, "init", "-q", "-b", "main")
+    _git(lib, "add", "-A")
+    _git(lib, "commit", "-q", "-m", "lib")
+    _git(project, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "lib")
+    (project / "proj" / "fit.py").write_text(_fit(PLAIN_LOSS).replace(
+        "MARKER = 1", "import sys as _sys\n_sys.path.insert(0, __file__.rsplit('/proj/', 1)[0] + '/lib')\n"
+                      "from sublib import MARKER"))
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "the marker comes from a submodule")
+    return project / "lib"
+
+
+@pytest.mark.slow
+def test_a_submodule_is_part_of_each_arms_snapshot(project):
+    lib = _with_submodule(project)
+    (lib / "sublib" / "__init__.py").write_text("MARKER = 6\n")  # WORKTREE: an uncommitted edit inside the submodule
+    done = _run(project)
+    markers = {(r["seed"], r["arm"]): r["metrics"]["marker"] for r in done.results}
+    assert markers == {(s, a): {"A": 5, "B": 6}[a] for s in (0, 1, 2) for a in "AB"}
+    b = _code(next(r for r in done.results if r["arm"] == "B"))
+    assert "lib/sublib/__init__.py" in b["changes"]
+    snapshot = project / "outputs" / "exp" / b["folder"]
+    assert (snapshot / "lib" / "sublib" / "__init__.py").read_text() == "MARKER = 6\n"
+
+
+@pytest.mark.slow
+def test_a_revision_whose_submodule_is_not_checked_out_is_refused_before_any_unit(project):
+    _with_submodule(project)
+    _git(project, "submodule", "deinit", "-q", "-f", "lib")
+    with pytest.raises(HarnessError, match=r"ab.arms.A='main': its submodule lib is at commit .* git submodule update"):
+        _run(project)
+    assert not (project / "outputs").exists()

@@ -80,7 +80,9 @@ def check_harness(args: list[str]) -> None:
     problem = factor_override_problem(cfg, job)
     if problem:
         raise ExperimentError(problem)
-    check_job(cfg, multirun=multirun)
+    # a sweep over code arms: its launching process reads the revisions first (on_multirun_start),
+    # which this in-process check does not do; the job's checks are those of one invocation
+    check_job(cfg, multirun=multirun and cfg.ab.factor != "code")
     declaration = Declaration.from_config(cfg)
     if declaration.conditions:
         for c in condition_configs(cfg, declaration, job, dirs).values():

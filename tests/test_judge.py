@@ -116,9 +116,26 @@ def test_keep_then_discard_reuses_the_baseline_and_takes_the_ledgers_next_level(
 @pytest.mark.slow  # a judgement: python -m harness.judge spawns python -m harness
 def test_no_detectable_effect_within_the_maximum_is_undecided(project, tmp_path):
     _effect(project, 0.0, noise=1.0)  # a null edit that adds noise: neither better nor worse
-    rc, out, err = _judge(project, "--baseline", "main", "ab.sequential.max_seeds=9", ledger=tmp_path / "l.sqlite")
+    # no futility stop, and the overrides' futility rule rather than the judge's
+    rc, out, err = _judge(project, "--baseline", "main", "ab.sequential.max_seeds=9", "ab.sequential.futility=0",
+                          "ab.sequential.futility_rule=reach", ledger=tmp_path / "l.sqlite")
     assert rc == 3 and out["verdict"] == "undecided", err[-3000:]
-    assert out["decision"] in ("undecided", "futile") and len(out["seeds"]) <= 9
+    assert out["decision"] == "undecided" and len(out["seeds"]) == 9 and out["stopped_by"]["rule"] == "max_seeds"
+    assert "futility_rule" not in json.loads(Path(out["results"], "analysis.json").read_text())["sequential"]["design"]
+    assert _tests(tmp_path / "l.sqlite")[0]["rejected"] == 0
+
+
+@pytest.mark.slow  # a judgement: python -m harness.judge spawns python -m harness
+def test_a_null_edit_stops_early_for_futility_and_is_discarded(project, tmp_path):
+    _effect(project, 0.0, noise=1.0)
+    rc, out, err = _judge(project, "--baseline", "main", ledger=tmp_path / "l.sqlite")
+    assert rc == 1 and out["verdict"] == "discard" and out["decision"] == "futile", err[-3000:]
+    stop = out["stopped_by"]
+    assert stop["rule"] == "futility" and stop["futility_rule"] == "better" and stop["chance"] < stop["threshold"]
+    assert len(out["seeds"]) == stop["n"] < 12  # before max_seeds (12, the project's config)
+    assert "the predictive chance that the maximum number of seeds shows it better" in out["why"]
+    analysis = json.loads(Path(out["results"], "analysis.json").read_text())
+    assert analysis["sequential"]["design"]["futility_rule"] == "better"
     assert _tests(tmp_path / "l.sqlite")[0]["rejected"] == 0
 
 
@@ -172,22 +189,32 @@ def test_bench_judge_prints_the_judges_fdr_greedys_false_keeps_and_the_runs_per_
     assert 6 <= float(runs.group(1)) <= 16  # between the first look and the maximum
 
 
-@pytest.mark.parametrize("decision, code, margin, p, verdict", [
-    ("better", "better", None, 0.004, "keep"),
-    ("better", "better", None, 0.02, "undecided"),  # the design said better, but p is above the ledger's alpha_t
-    ("worse", "worse", None, 0.004, "discard"),
-    ("equivalent", "equivalent", 0.5, 0.9, "discard"),  # within the declared margin: it does not matter
-    ("undecided", "inconclusive", 0.5, 0.3, "undecided"),
-    ("futile", "inconclusive", None, 0.6, "undecided"),
-    ("undecided", "identical", None, 1.0, "discard"),  # the edit changes no number
+@pytest.mark.parametrize("decision, code, margin, p, verdict, rule", [
+    ("better", "better", None, 0.004, "keep", "boundary"),
+    ("better", "better", None, 0.02, "undecided", "boundary"),  # the design said better, but p > the ledger's alpha_t
+    ("worse", "worse", None, 0.004, "discard", "boundary"),
+    ("equivalent", "equivalent", 0.5, 0.9, "discard", "boundary"),  # within the declared margin: it does not matter
+    ("undecided", "inconclusive", 0.5, 0.3, "undecided", "max_seeds"),
+    ("futile", "inconclusive", None, 0.6, "discard", "futility"),  # not shown better, nor worth more seeds
+    ("undecided", "identical", None, 1.0, "discard", "max_seeds"),  # the edit changes no number
 ])
-def test_each_sequential_decision_reads_as_the_documented_verdict(decision, code, margin, p, verdict):
+@pytest.mark.parametrize("futility_rule", ["reach", "better"])
+def test_each_sequential_decision_reads_as_the_documented_verdict(decision, code, margin, p, verdict, rule,
+                                                                 futility_rule):
     from harness.tools.judge.verdict import EXIT, judgement
 
+    design = {"futility": 0.05, **({"futility_rule": "better"} if futility_rule == "better" else {})}
+    look = {"look": 2, "n": 8, "estimate": 0.1, "interval": [0.0, 0.2], "level": 0.99, "chance_to_settle": 0.012}
     analysis = {"declaration": {"margin": margin}, "metric": "score",
-                "sequential": {"arms": {"B": {"decision": decision, "n": 8, "seeds": list(range(8)),
-                                              "looks": [{"estimate": 0.1, "interval": [0.0, 0.2], "level": 0.99}]}}},
+                "sequential": {"design": design,
+                               "arms": {"B": {"decision": decision, "n": 8, "seeds": list(range(8)), "looks": [look]}}},
                 "comparisons": {"B": {"verdict": {"code": code}, "decision": {"pvalues": {"zero": p}}}}}
     out = judgement(analysis, alpha_t=0.01)
     assert out["verdict"] == verdict and EXIT[verdict] == {"keep": 0, "discard": 1, "undecided": 3}[verdict]
     assert out["p"] == p and out["seeds"] == list(range(8)) and out["interval"] == [0.0, 0.2]
+    assert out["stopped_by"]["rule"] == rule and out["stopped_by"]["n"] == 8
+    if rule == "futility":  # which futility rule stopped it, with the chance it stopped on, in the JSON and in why
+        assert out["stopped_by"] == {"rule": "futility", "futility_rule": futility_rule, "chance": 0.012,
+                                     "threshold": 0.05, "look": 2, "n": 8}
+        assert "0.012 < 0.05" in out["why"] and "not shown better" in out["why"]
+        assert ("predictive chance" in out["why"]) == (futility_rule == "better")

@@ -117,3 +117,10 @@ def test_the_ledger_command_refuses_a_url_it_cannot_read(tmp_path, capsys, monke
     assert cli.main(["--ledger", "mysql://harness@127.0.0.1/ledger"]) == 2
     assert "--ledger" in capsys.readouterr().err
     assert not _everything_under(tmp_path)
+
+
+def test_a_postgresql_url_in_harness_ledger_is_the_ledger_not_a_file_named_like_it(monkeypatch):
+    from harness.ledger.record import ledger_path
+
+    monkeypatch.setenv("HARNESS_LEDGER", "postgresql://ci@localhost:5432/claims")
+    assert ledger_path({}) == "postgresql://ci@localhost:5432/claims"

@@ -171,6 +171,7 @@ def test_bad_sequential_config_fails_before_any_run(tmp_path):
     (["ab.sequential.margin=0.3"], "the margin is declared once, for every mode, at stats.margin"),
     (["ab.sequential.min_seeds=5"], "a claim needs at least 7 seeds"),
     (["ab.sequential.spending=linear"], "allowed: pocock, obrien-fleming, hsd"),
+    (["ab.sequential.futility_rule=worse"], "ab.sequential.futility_rule='worse' is not a futility rule; allowed: reach"),
     (["ab.sequential.alpha=0.7"], "ab.sequential.alpha=0.7 must be a number between 0 and 0.5"),
     (["ab.sequential.max_failures=-1"], "ab.sequential.max_failures=-1 must be an integer >= 0"),
 ])

@@ -196,3 +196,76 @@ def test_a_40_job_slurm_sweep_appends_each_claim_to_the_ledger_exactly_once(tmp_
     from harness.analysis.grid import analyze_grid_dir
     analyze_grid_dir(sweep, ledger={"path": str(ledger), "url": None})
     assert len(Ledger(ledger).claims(alternatives=True)) == 4
+
+
+# A train.fn unit of a tiny DDP loop (tests/nproc_fns.py), run as the ranks of a job's SLURM tasks
+DDP_AB = ["+experiment=command_toy", "train.cmd=null", "train.args={}", "train.metrics_from=null",
+          "train.fn=tests.nproc_fns.tiny_ddp", "logger=none", "progress=false", "workers=1", *ONE_THREAD,
+          "stats.metric=score", "stats.metrics={score: min}", "+train.kwargs.lr=0.1", "ab.factor=train.kwargs.lr",
+          "ab.arms={A: 0.1, B: 0.2}"]
+TWO_TASKS = [*ON_THE_NODE, "hydra.launcher.tasks_per_node=2"]
+
+
+def _proofs(root: Path) -> dict:
+    """Each unit's fingerprints and world, by (seed, arm)."""
+    return {(r["seed"], r["arm"]): ({k: r["fingerprints"].get(k) for k in ("init", "final", "data_order", "batches",
+                                                                             "steps", "ranks", "replicas")},
+                                    r["env"].get("world"))
+            for r in load_tree(root).results if r["status"] == "completed"}
+
+
+def test_a_job_of_two_slurm_tasks_runs_each_unit_as_two_ranks_with_the_bits_of_train_nproc_2(tmp_path):
+    """hydra.launcher.tasks_per_node=2: one job, its 6 units each a process group of the job's 2 tasks
+    (gloo). A verdict, the certificate's rerun of a 2-rank unit, proofs over both shards with the
+    replicas compared, a world of 2 in the identity; and per unit the very bits train.nproc=2 gives
+    on this machine with the same threads."""
+    sweep = tmp_path / "sweep"
+    proc = run_cli(["-m", "--config-dir", str(TEST_CONF), *DDP_AB, "ab.seeds=[0,1,2]", "repro.certificate=true",
+                    *TWO_TASKS, f"hydra.sweep.dir={sweep}"], env=ENV, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {p.name.split("_")[1] for p in sweep.glob(".submitit/*/*_log.out")} == {"0", "1"}, "not 2 tasks in one job"
+    analysis = read_json(sweep / "analysis.json")
+    verdict = analysis["comparisons"]["B"]["verdict"]  # B vs A over 3 seeds
+    assert analysis["comparisons"]["B"]["n_pairs"] == 3 and verdict["sentence"].startswith(verdict["code"]), verdict
+    assert read_json(sweep / "certificate.json")["reproducible"] is True  # a 2-rank unit rerun, its bits compared
+    proofs = _proofs(sweep)
+    assert len(proofs) == 6
+    for fp, world in proofs.values():
+        assert world == {"world_size": 2, "backend": "gloo"}
+        assert [s["rank"] for s in fp["ranks"]] == [0, 1] and [s["batches"] for s in fp["ranks"]] == [6, 6]
+        assert fp["ranks"][0]["data_order"] != fp["ranks"][1]["data_order"] and fp["batches"] == 12  # both shards
+        assert fp["replicas"] == {"equal": True, "ranks": 2, "says": "equal across 2 ranks"}
+    assert not list(sweep.rglob("nproc_unit.pkl")) and not list(sweep.rglob("attached*.json"))
+
+    nproc = tmp_path / "nproc"
+    done = run_cli(["--config-dir", str(TEST_CONF), *DDP_AB, "ab.seeds=[0]", "train.nproc=2", "repro.certificate=false",
+                    f"hydra.run.dir={nproc}"])
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]  # exit 1: one seed is too few for a verdict
+    here = _proofs(nproc)
+    assert set(here) == {(0, "A"), (0, "B")} and all(proofs[k] == here[k] for k in here)
+
+
+def test_a_rank_killed_in_a_two_task_job_fails_its_unit_named_and_the_rerun_resumes(tmp_path):
+    """Rank 1 (SLURM task 1) of the job's first unit kills itself at its 3rd step (SIGKILL, once): that
+    unit fails naming rank 1, no rank of it is left running, the job's next unit completes, and the
+    same command again (a new job) runs the failed unit."""
+    psutil = pytest.importorskip("psutil")
+    sweep, once = tmp_path / "sweep", tmp_path / "once"
+    once.write_text("")
+    args = ["-m", "--config-dir", str(TEST_CONF), *DDP_AB, "ab.seeds=[0]", "repro.certificate=false",
+            "+train.kwargs.fail_rank=1", f"+train.kwargs.fail_once={once}", *TWO_TASKS, f"hydra.sweep.dir={sweep}"]
+    proc = run_cli(args, env=ENV, timeout=600)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    results = {r["arm"]: r for r in load_tree(sweep).results}
+    assert results["B"]["status"] == "completed" and results["A"]["status"] == "failed"
+    said = " ".join(results["A"]["error"]["message"].split())
+    assert "a unit of 2 SLURM tasks: rank 1 failed first: it was killed by SIGKILL" in said, said
+    # no rank of the sweep's units is left (the job's own processes may still be ending after its result)
+    left = [(p.info["pid"], " ".join(p.info["cmdline"] or [])) for p in psutil.process_iter(["pid", "cmdline"])
+            if str(sweep) in " ".join(p.info["cmdline"] or []) and "nproc_rank" in " ".join(p.info["cmdline"] or [])
+            and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == []
+    run_cli(args, env=ENV, timeout=600)  # exit 1: one seed is too few for a verdict
+    again = {r["arm"]: r for r in load_tree(sweep).results}
+    assert again["A"]["status"] == "completed" and again["A"]["env"]["world"]["world_size"] == 2
+    assert again["B"] == results["B"]  # kept, not run again

@@ -50,6 +50,7 @@ class SequentialSpec:
     gamma: float = 1.0
     futility: float = 0.05
     max_failures: int = 0
+    futility_rule: str = "reach"
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,8 @@ class Declaration:
         d["conditions"] = {k: list(v) for k, v in self.conditions.items()}
         if d["declared_after"] is None:  # the files of declarations made before any result stay as they were
             del d["declared_after"]
+        if d["sequential"] and d["sequential"]["futility_rule"] == "reach":  # as they were before the key, too
+            del d["sequential"]["futility_rule"]
         return {"schema": SCHEMA, **d}
 
     @classmethod

@@ -224,6 +224,9 @@ class SequentialConfig:
     spending: str = "pocock"  # alpha-spending function: pocock | obrien-fleming | hsd
     gamma: float = 1.0  # the Hwang-Shih-DeCani parameter (spending=hsd only; -4 is like obrien-fleming)
     futility: float = 0.05  # stop as futile when no plausible effect settles a claim with this chance; 0: never
+    # which chance futility bounds: reach (any claim, at every effect inside the interval) | better (the
+    # predictive chance that max_seeds shows better: for keep/discard decisions; python -m harness.judge's)
+    futility_rule: str = "reach"
     max_failures: int = 0  # failed runs tolerated (their seeds count for no arm) before the run stops
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 _SPENDINGS = ("pocock", "obrien-fleming", "hsd")
+_FUTILITY_RULES = ("reach", "better")  # the core's FUTILITY_RULES (harness.stats.sequential.design)
 
 
 def _v(x):
@@ -62,6 +63,10 @@ def settings_problems(decl) -> list[str]:
         p.append(f"{key}gamma={s.gamma!r} must be a finite number (used with spending=hsd).")
     if not (_number(s.futility) and 0 <= s.futility < 0.5):
         p.append(f"{key}futility={s.futility!r} must lie in [0, 0.5) (0 turns futility stopping off).")
+    if s.futility_rule not in _FUTILITY_RULES:
+        p.append(f"{key}futility_rule={s.futility_rule!r} is not a futility rule; allowed: reach (stop when no "
+                 f"effect inside the interval gives any claim a {key}futility chance by max_seeds) or better (stop "
+                 f"when the predictive chance that max_seeds shows better is below {key}futility).")
     return p
 
 
@@ -87,7 +92,7 @@ def design_of(decl):
     alpha = decl.sequential_alpha
     kw = dict(max_seeds=int(s.max_seeds), seeds_per_look=int(s.seeds_per_look), alpha=alpha, margin=margin,
               direction=direction, equivalence=equivalence, spending=str(s.spending), gamma=float(s.gamma),
-              futility=float(s.futility), arms=len(others))
+              futility=float(s.futility), futility_rule=str(s.futility_rule), arms=len(others))
     floor = min_claim_seeds(alpha, len(others), margin)
     if s.min_seeds is not None:
         min_seeds = int(s.min_seeds)

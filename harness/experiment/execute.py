@@ -58,7 +58,7 @@ def execute(cfg: DictConfig, out_dir: Path, *, sweep_root: Optional[Path] = None
     if cfg.ab.factor == "code" or cfg.get("code") is not None:  # revisions read now (code_arms.py)
         from harness.experiment.code_arms import prepare as prepare_code_arms
 
-        for line in prepare_code_arms(cfg, out_dir, multirun=multirun):
+        for line in prepare_code_arms(cfg, out_dir, multirun=multirun, sweep_root=sweep_root):
             say(line)
     try:  # (preflight_cheap made it once already: a problem with it was refused there)
         declaration = Declaration.from_config(cfg)  # what will be analysed, checked before any run

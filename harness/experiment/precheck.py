@@ -58,15 +58,19 @@ def check_job(job_cfg: DictConfig, multirun: bool = True) -> None:
     job_cfg = job_cfg.copy()
     with open_dict(job_cfg):
         job_cfg.pop("hydra", None)  # the job's own config, as its task function will get it
-    if multirun and job_cfg.ab.get("factor") == "code":  # each job would snapshot the tree when it starts
-        from harness.experiment.code_arms import NOT_IN_A_SWEEP
-
-        raise ExperimentError(NOT_IN_A_SWEEP)
     if job_cfg.ab.get("conditions"):
         refuse_narrowed(multirun=multirun, narrowed=job_cfg.seed is not None or job_cfg.arm is not None)
+    code_arms = multirun and (job_cfg.ab.get("factor") == "code" or job_cfg.get("code") is not None)
+    if code_arms:
+        from harness.experiment.code_arms import prepare
+
+        prepare(job_cfg, None, multirun=True)  # only the arms the launcher read (on_multirun_start)
     arms = arm_configs(job_cfg)
     try:
-        preflight(job_cfg, arms)
+        from harness.experiment.code_arms import preflight_each
+
+        if not (code_arms and preflight_each(job_cfg, arms, preflight, PreflightError)):  # each in its snapshot
+            preflight(job_cfg, arms)
     except PreflightError as e:
         raise ExperimentError(str(e)) from None
 
@@ -111,6 +115,16 @@ def check_ledger(config: DictConfig) -> None:
         _refuse(f"{problem} Nothing was run.")
 
 
+def check_launcher(config: DictConfig, where: str = "") -> None:
+    """A SLURM launcher's nodes x tasks_per_node with the units they would run as ranks
+    (integrations/ranks/slurm_tasks.py), before any job is submitted."""
+    from harness.integrations.ranks.slurm_tasks import launcher_problem
+
+    problem = launcher_problem(config)
+    if problem:
+        _refuse(f"{where}{problem}")
+
+
 class CheckBeforeRuns(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         from harness.experiment.refused_files import note_run_start
@@ -137,8 +151,10 @@ class CheckBeforeRuns(Callback):
         from harness.experiment.arms import ExperimentError
 
         check_ledger(config)  # the sweep's own; a job's (a swept ledger.url) by check_job's preflight below
+        check_launcher(config)  # SLURM tasks as ranks; a job's own train.nproc / train.cmd in the loop below
         CURRENT["folder"] = Path(config.hydra.sweep.dir)  # for the Ctrl-C message in this process
         check_writable(Path(config.hydra.sweep.dir))
+        code_arms = _code_arms_of(config)  # ab.factor=code: the revisions read once, here, for every job
         if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
             loader = GlobalHydra.instance().config_loader()
             checked = set()
@@ -154,7 +170,31 @@ class CheckBeforeRuns(Callback):
                     problem = factor_override_problem(job, overrides)
                     if problem:
                         raise ExperimentError(problem)
+                    check_launcher(job, f"the sweep's job {' '.join(overrides)}: ")
                     check_job(job)
                     COMPOSED["jobs"].add(key)
                 except ExperimentError as e:
                     _refuse(shown(f"the sweep's job {' '.join(overrides)}: {e} No job was launched."))
+        if code_arms:
+            code_arms.publish(config.hydra.sweep.dir)
+
+
+def _code_arms_of(config: DictConfig):
+    """ab.factor=code in a sweep: each arm's revision read and staged now, in the launching process,
+    and said; the code_arms module (its publish writes them into the sweep's folder once the jobs'
+    configs pass), or None for another factor. A problem is refused before any job."""
+    if OmegaConf.select(config, "ab.factor", default=None, throw_on_resolution_failure=False) != "code":
+        return None
+    from omegaconf import open_dict
+
+    from harness.experiment import code_arms
+
+    job_cfg = config.copy()
+    with open_dict(job_cfg):
+        job_cfg.pop("hydra", None)
+    try:
+        for line in code_arms.prepare(job_cfg, Path(config.hydra.sweep.dir)):
+            print(line, file=sys.stderr)
+    except code_arms.CodeArmError as e:
+        _refuse(f"{e} No job was launched.")
+    return code_arms

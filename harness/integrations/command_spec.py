@@ -39,12 +39,16 @@ def is_command(cfg) -> bool:
 
 def training_fn(cfg) -> str:
     """The dotted path of the training function a unit calls: the command arm when train.cmd is set,
-    the launcher of its ranks when train.nproc > 1 (integrations/ranks/; the ranks call train.fn)."""
+    the launcher of its ranks when train.nproc > 1 (integrations/ranks/; the ranks call train.fn), the
+    leader of a SLURM job's tasks when they are the unit's ranks (ranks/slurm_units.py)."""
     from harness.integrations.ranks.nproc_spec import NPROC_FN, nproc_of
+    from harness.integrations.ranks.slurm_tasks import UNITS_ENV
 
     if is_command(cfg):
         return COMMAND_FN
-    return NPROC_FN if nproc_of(cfg) > 1 else cfg.train.fn
+    if nproc_of(cfg) > 1:
+        return NPROC_FN
+    return "harness.integrations.ranks.slurm_units.train" if os.environ.get(UNITS_ENV) else cfg.train.fn
 
 
 def black_box_refusal(tool: str, needs: str) -> str:

@@ -77,10 +77,12 @@ def record_analysis(analysis: dict, folder, declaration, ledger_path, warn) -> i
 DEFAULT_LEDGER = "outputs/ledger.sqlite"  # under the launch directory
 
 
-def default_path() -> Path:
+def default_path():
     """The ledger when ledger.path is not set: $HARNESS_LEDGER if set (the test suite points it at a
-    folder of its own, so its claims never enter a project's ledger), else outputs/ledger.sqlite."""
-    return Path(os.environ.get("HARNESS_LEDGER") or DEFAULT_LEDGER)
+    folder of its own, so its claims never enter a project's ledger), else outputs/ledger.sqlite. A
+    postgresql:// URL there stays a URL (as a path it would lose a slash and name a file)."""
+    where = os.environ.get("HARNESS_LEDGER") or DEFAULT_LEDGER
+    return where if is_url(where) else Path(where)
 
 
 def ledger_path(settings):

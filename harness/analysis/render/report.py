@@ -152,10 +152,11 @@ def sequential_sections(analysis: dict) -> list[Section]:
             s.rows.append([arm, str(x["look"]), str(x["n"]), f"{f.signed(x['estimate'])}{f.unit}",
                            f.interval(x["interval"]), _num(x["critical"], ".3f"), x["decision"]])
     s.notes += [f"sequential decision ({a['decision']}): {a['sentence']}" for a in seq["arms"].values()]
+    rule = " (rule better: the predictive chance of showing better)" if d.get("futility_rule") == "better" else ""
     s.notes.append(
         f"design, declared before the data: looks at {', '.join(map(str, d.get('looks') or []))} seeds, "
         f"alpha {d.get('alpha')}, margin {'±' + f.value(margin) + f.unit if margin else 'none'}, "
-        f"{d.get('spending')} spending, futility {d.get('futility')}; each look's interval covers the true "
+        f"{d.get('spending')} spending, futility {d.get('futility')}{rule}; each look's interval covers the true "
         f"difference at every look at once, so the decision keeps its error rate wherever the run stopped. "
         f"The fixed-N tests above, on the same seeds, do not account for the looks.")
     skewed = [f"{arm} {a['looks'][-1]['skewness']:+.2f}" for arm, a in seq["arms"].items()

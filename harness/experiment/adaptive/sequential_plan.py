@@ -176,6 +176,10 @@ _SAY = {
     "worse": "{arm} is worse than {baseline}{beyond}",
     "equivalent": "{arm} and {baseline} are equivalent within ±{m}",
     "futile": "no claim can be settled by {max} seeds (stopped for futility: neither better, worse nor equivalent is within reach)",
+    # futility_rule=better: only "better" was asked about (a keep/discard decision); worse is not claimed
+    "futile-better": "{arm} is not shown better than {baseline}, and is unlikely to be by {max} seeds (stopped "
+                     "for futility: the predictive chance that {max} seeds show it better{beyond} is "
+                     "{chance:.2g}, below {futility:g}; non-binding, no claim that it is worse)",
     "undecided": "undecided after {max} seeds, the maximum",
     "continue": "not settled yet",
 }
@@ -189,8 +193,9 @@ def sentence(look, design, baseline: str, unit: str) -> str:
     m = design.margin
     fmt = (lambda x: f"{x:+.2f}") if unit.strip() in ("pts", "%") else (lambda x: f"{x:+.4g}")
     beyond = f" beyond the margin ±{abs(m):g}{unit}" if m else ""
-    head = _SAY[look.decision].format(arm=look.arm, baseline=baseline, beyond=beyond, m=f"{m:g}{unit}" if m else "",
-                                      max=design.max_seeds)
+    say = "futile-better" if look.decision == "futile" and design.futility_rule == "better" else look.decision
+    head = _SAY[say].format(arm=look.arm, baseline=baseline, beyond=beyond, m=f"{m:g}{unit}" if m else "",
+                            max=design.max_seeds, chance=look.chance_to_settle, futility=design.futility)
     lo, hi = look.interval
     note = getattr(look, "note", "")  # why the interval's claim was not made (the exact sign-flip test)
     return (f"{head}: {look.arm} - {baseline} = {fmt(look.estimate)}{unit} ({look.level:.0%} repeated CI "
@@ -242,8 +247,8 @@ def stored_design_problem(stored: dict, design, metric: str, baseline: str, wher
         old = SequentialDesign.from_dict(stored.get("design") or {})
     except (TypeError, ValueError) as e:
         return f"{where} holds a sequential record whose design cannot be read ({e})."
-    diff = [f"{k} {getattr(old, k)!r} -> {getattr(design, k)!r}" for k in design.to_dict()
-            if k in SequentialDesign.__dataclass_fields__ and getattr(old, k) != getattr(design, k)]
+    diff = [f"{k} {getattr(old, k)!r} -> {getattr(design, k)!r}" for k in SequentialDesign.__dataclass_fields__
+            if not k.startswith("_") and getattr(old, k) != getattr(design, k)]
     for k, new in (("metric", metric), ("baseline", baseline)):
         if stored.get(k) != new:
             diff.append(f"{k} {stored.get(k)!r} -> {new!r}")

@@ -19,6 +19,10 @@ MAX_SKEWNESS = 4.0  # the largest skewness a design may be calibrated for (gamma
 DECISIONS = ("continue", "better", "worse", "equivalent", "futile", "undecided")
 CONTINUE, BETTER, WORSE, EQUIVALENT, FUTILE, UNDECIDED = range(6)
 _FUTILITY_POINTS = 9  # effects inside the interval at which the chance to settle is evaluated
+# what a futility stop asks (looks.py): "reach", no effect inside the interval gives any claim a
+# ``futility`` chance by the last look; "better", the predictive chance that the last look shows
+# "better" is below ``futility`` (for a keep/discard decision, where only "better" is acted on)
+FUTILITY_RULES = ("reach", "better")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class SequentialDesign:
     spending: str = "pocock"
     gamma: float = 1.0  # Hwang-Shih-DeCani parameter (spending="hsd" only)
     futility: float = 0.05  # stop as futile when no plausible effect settles a claim with >= this chance
+    futility_rule: str = "reach"  # which chance ``futility`` bounds: FUTILITY_RULES
     arms: int = 1  # arms compared with the baseline; alpha is split evenly (Bonferroni)
     # the largest |skewness| of the differences the boundaries hold for (normal, or gamma-shaped up to
     # this, either direction): Hall's skewness-corrected t calibrated on those shapes;
@@ -81,6 +86,9 @@ class SequentialDesign:
             bad(f"spending must be one of {SPENDINGS}, got {self.spending!r}.")
         if not (0.0 <= self.futility < 0.5):
             bad(f"futility must lie in [0, 0.5) (0 turns futility stopping off), got {self.futility!r}.")
+        if self.futility_rule not in FUTILITY_RULES:
+            bad(f"futility_rule must be one of {FUTILITY_RULES} ('reach': no plausible effect settles any claim; "
+                f"'better': the predictive chance of showing better is below futility), got {self.futility_rule!r}.")
         if (isinstance(self.skewness, bool) or not isinstance(self.skewness, (int, float, np.integer, np.floating))
                 or not 0.0 <= self.skewness <= MAX_SKEWNESS):
             bad(f"skewness is the largest |skewness| of the differences the boundaries must hold for and must "
@@ -155,6 +163,8 @@ class SequentialDesign:
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
+        if d["futility_rule"] == "reach":  # the records of designs made before the key stay as they were
+            del d["futility_rule"]
         d["looks"] = list(self.looks)
         d["one_sided_alpha"] = self.one_sided_alpha
         return d

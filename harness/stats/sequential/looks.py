@@ -24,7 +24,10 @@ Claims, read from the interval [lo, hi] (m the declared margin, for a "max" metr
     better       lo > m              worse        hi < -m
     equivalent   -m < lo and hi < m  (needs m > 0, declared before the data)
     futile       for every effect inside the interval, the chance that the last look settles a
-                 claim is below ``futility`` (non-binding: it never raises an error rate)
+                 claim is below ``futility`` (non-binding: it never raises an error rate);
+                 with ``futility_rule="better"`` (for keep/discard decisions, where only
+                 "better" is acted on): the predictive chance that the last look shows
+                 "better" is below ``futility`` (``_predictive_better``; non-binding too)
     undecided    the last look came and nothing settled       continue     otherwise
 
 Each claim is one-sided at its boundary, so a1 = alpha / arms when m > 0 (TOST convention,
@@ -117,6 +120,9 @@ def evaluate(design: SequentialDesign, n: int, mean, sd, differences):
     N = design.max_seeds
     if n >= N:
         code[code == CONTINUE] = UNDECIDED
+    elif design.futility > 0 and design.futility_rule == "better":
+        settle = _predictive_better(design, n, g, sd, m)
+        code[(code == CONTINUE) & (settle < design.futility)] = FUTILE
     elif design.futility > 0:
         # chance that the last look settles a claim if the rest of the seeds had mean mu, for mu
         # spread over the current interval; sd is taken as known (its estimate at this look). With
@@ -137,6 +143,20 @@ def evaluate(design: SequentialDesign, n: int, mean, sd, differences):
     return lo, hi, code, settle
 
 
+def _predictive_better(design: SequentialDesign, n: int, g, sd, m: float):
+    """The predictive chance that the last look shows "better" (Spiegelhalter, Freedman & Blackburn
+    1986): the chance that the mean of all N seeds clears m + c_N sd / sqrt(N), averaged over the
+    effects the n seeds so far make plausible (flat prior: effect ~ Normal(g, sd^2 / n)), sd taken
+    as known. The mean of N seeds is then Normal(g, sd^2 (N - n) / (N n)). 1 where sd is 0 (no
+    noise to plan with: futility never stops it)."""
+    N = design.max_seeds
+    live = sd > 0
+    s = np.where(live, sd, 1.0)
+    bar = m + design.critical(N) * s / math.sqrt(N)
+    chance = sps.norm.sf((bar - g) / (s * math.sqrt((N - n) / (N * n))))
+    return np.where(live, chance, 1.0)
+
+
 @dataclass(frozen=True)
 class Look:
     """One look: what was known, the boundaries in force, and the decision."""
@@ -151,7 +171,8 @@ class Look:
     # statistic when design.skewness is 0, and then interval = estimate +- critical * sd / sqrt(n))
     nominal_alpha: float  # one-sided nominal level of this look
     margin: float | None
-    chance_to_settle: float  # the futility statistic (1.0 at the last look or with futility off)
+    chance_to_settle: float  # the futility statistic (1.0 at the last look or with futility off); with
+    # futility_rule "better", the predictive chance that the last look shows "better"
     skewness: float  # sample skewness G1 of the differences, the one Hall's statistic corrects with;
     # the boundaries hold for gamma-shaped differences up to design.skewness, not for a few outlying seeds
     decision: str

@@ -21,7 +21,7 @@ from harness.results import read_json
 from harness.tools.judge.baseline import (BASELINE_ARM, CANDIDATE_ARM, baseline_units, config_key, group_folder,
                                           new_judgement_folder, reuse_baseline)
 from harness.tools.judge.online import METHODS, claim_id, ledger_of, reserve, settle, withdraw
-from harness.tools.judge.verdict import BAD_INPUT, EXIT, KEEP, judgement
+from harness.tools.judge.verdict import BAD_INPUT, EXIT, FUTILITY_RULE, KEEP, judgement
 
 WORKTREE = "WORKTREE"
 # set by the judge: an override of one of them would change what is judged, or how
@@ -90,10 +90,13 @@ def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: flo
     from harness.config.ledger_spec import is_url
 
     where = f"ledger.url={ledger}" if is_url(ledger) else f"ledger.path={Path(ledger).resolve()}"
+    # the judge's futility rule (verdict.py), unless the overrides choose one
+    rule = [] if any(o.split("=", 1)[0].lstrip("+~") == "ab.sequential.futility_rule" for o in args.overrides) \
+        else [f"ab.sequential.futility_rule={FUTILITY_RULE}"]
     argv = [sys.executable, "-m", "harness", *(["--config-dir", str(Path(args.config_dir).resolve())]
                                                 if args.config_dir else []),
             *args.overrides, "ab.factor=code", f"ab.arms={{A: '{baseline}', B: '{candidate}'}}", "stats.baseline=A",
-            "ab.sequential.enabled=true", f"stats.alpha={alpha_t!r}", f"hydra.run.dir={folder}", where]
+            "ab.sequential.enabled=true", *rule, f"stats.alpha={alpha_t!r}", f"hydra.run.dir={folder}", where]
     # the harness's output, relayed to stderr as it comes (stdout is the judgement's JSON); its last
     # paragraph kept, to say why when it ends without an analysis
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:

@@ -4,8 +4,15 @@ The mapping, argued in docs/code-arms.md ("A judge for research loops"):
 - better (beyond the margin when one is declared), with the claim's p at most the ledger's alpha_t: keep;
 - worse: discard; equivalent (within a declared margin: the change does not matter): discard;
 - identical results (the candidate changes no number): discard, a change that improves nothing;
-- futile, undecided at the maximum, or better with p above alpha_t: undecided (not shown better, not
-  shown worse: a loop should not keep it, and may rerun it with more seeds).
+- futile (stopped early: showing it better by max_seeds is unlikely): discard, not shown better and
+  not worth more seeds;
+- undecided at the maximum, or better with p above alpha_t: undecided (not shown better, not shown
+  worse: a loop should not keep it, and may rerun it with more seeds).
+
+The judge runs the design with ``FUTILITY_RULE``: a run stops for futility when the predictive chance
+that max_seeds shows the candidate better is below ab.sequential.futility. The stop is non-binding
+(the boundaries of "better" are those of a design without it), so it never raises the false-keep
+rate; it spares the seeds of edits that are not heading for "better", most of a loop's edits.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 from typing import Optional
 
 KEEP, DISCARD, UNDECIDED = "keep", "discard", "undecided"
+FUTILITY_RULE = "better"  # ab.sequential.futility_rule of a judgement, unless its overrides set another
 EXIT = {KEEP: 0, DISCARD: 1, UNDECIDED: 3}
 BAD_INPUT = 2
 
@@ -27,8 +35,10 @@ def judgement(analysis: dict, alpha_t: float, arm: str = "B") -> dict:
     p = _p(comparison)
     identical = (comparison.get("verdict") or {}).get("code") == "identical"
     margin = (analysis.get("declaration") or {}).get("margin")  # the declared one (None: better/worse than 0 only)
-    verdict, why = _map(decision, identical, p, alpha_t, margin)
-    return {"verdict": verdict, "why": why, "decision": decision,
+    design = (analysis.get("sequential") or {}).get("design") or {}
+    stop = _stopped_by(decision, look, design)
+    verdict, why = _map(decision, identical, p, alpha_t, margin, stop)
+    return {"verdict": verdict, "why": why, "decision": decision, "stopped_by": stop,
             "effect": look.get("estimate", comparison.get("mean_diff")),
             "interval": look.get("interval"), "interval_level": look.get("level"),
             "seeds": sequential.get("seeds", comparison.get("seeds", [])),
@@ -44,7 +54,20 @@ def _p(comparison: dict) -> Optional[float]:
     return ((comparison.get("decision") or {}).get("pvalues") or {}).get("zero")
 
 
-def _map(decision: str, identical: bool, p, alpha_t: float, margin) -> tuple[str, str]:
+def _stopped_by(decision: str, look: dict, design: dict) -> Optional[dict]:
+    """Which rule of the design ended the run: a claim's boundary, the futility rule, or the last look."""
+    if decision in ("better", "worse", "equivalent"):
+        return {"rule": "boundary", "claim": decision, "look": look.get("look"), "n": look.get("n")}
+    if decision == "futile":
+        return {"rule": "futility", "futility_rule": design.get("futility_rule", "reach"),
+                "chance": look.get("chance_to_settle"), "threshold": design.get("futility"),
+                "look": look.get("look"), "n": look.get("n")}
+    if decision == "undecided":
+        return {"rule": "max_seeds", "look": look.get("look"), "n": look.get("n")}
+    return None
+
+
+def _map(decision: str, identical: bool, p, alpha_t: float, margin, stop=None) -> tuple[str, str]:
     if identical:
         return DISCARD, "identical results: the candidate changes no number the metric reads"
     if decision == "better":
@@ -57,5 +80,13 @@ def _map(decision: str, identical: bool, p, alpha_t: float, margin) -> tuple[str
     if decision == "equivalent" and margin is not None:
         return DISCARD, f"equivalent to the baseline within the declared margin {margin}: no improvement that matters"
     if decision == "futile":
-        return UNDECIDED, "futile: the maximum number of seeds could not settle it; not shown better"
+        stop = stop or {}
+        chance, threshold = stop.get("chance"), stop.get("threshold")
+        said = f" ({chance:.2g} < {threshold:g})" if chance is not None and threshold is not None else ""
+        if stop.get("futility_rule") == "better":
+            asked = f"the predictive chance that the maximum number of seeds shows it better is below futility{said}"
+        else:
+            asked = f"no effect inside the interval gives any claim a futility chance by the maximum{said}"
+        return DISCARD, (f"futile: stopped for futility after {stop.get('n')} seeds, {asked}; not shown better "
+                         "(a non-binding stop: no claim that it is worse)")
     return UNDECIDED, f"the sequential run ended {decision}: not shown better or worse"
