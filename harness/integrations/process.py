@@ -101,14 +101,14 @@ def run(argv: list[str], cwd: Path, env: dict, stdout: Path, stderr: Path, timeo
                 _release(*guard)
 
 
-def _guard(pgid: int, mark: str) -> Optional[tuple]:
+def _guard(pgid: int, mark: Optional[str] = None) -> Optional[tuple]:
     """Start group_guard.py for the group ``pgid`` and the processes marked ``mark``: (its process,
     the write end of its stdin)."""
     if not sys.executable:  # an embedded interpreter: no Python to start (the death signal remains)
         return None
     read, write = os.pipe()  # not inherited by any other child (close-on-exec)
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(GUARD), str(pgid), mark], stdin=read,
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(GUARD), str(pgid), *([mark] if mark else [])], stdin=read,
                                 stdout=subprocess.DEVNULL, start_new_session=True)
     except BaseException:
         os.close(write)
@@ -148,7 +148,7 @@ def ending(code: int) -> str:
             f"running the same command again reruns it")
 
 
-def _kill_group(proc: subprocess.Popen, mark: str) -> None:
+def _kill_group(proc: subprocess.Popen, mark: Optional[str] = None) -> None:
     # a launcher's ranks in sessions of their own (torchrun) are out of the group: found by parent,
     # and by the unit's mark once their launcher has died before them
     tree = proc_tree.descendants(proc.pid) if proc.poll() is None else []
@@ -158,7 +158,8 @@ def _kill_group(proc: subprocess.Popen, mark: str) -> None:
         pass
     proc_tree.kill(tree)
     proc.wait()
-    proc_tree.kill_marked(mark)
+    if mark:
+        proc_tree.kill_marked(mark)
 
 
 def tail(path: Path, lines: int = TAIL_LINES) -> str:
