@@ -41,6 +41,8 @@ class HarnessError(RuntimeError):
 #                                              error of the harness is a subclass
 #   harness.attach(seed=None)                  in a script a command arm starts: the unit's Run
 #                                              (on its own: a stand-alone Run that records nothing)
+#   harness.rank_timeout()                     in a torchrun script: train.rank_timeout_s as a
+#                                              timedelta for init_process_group (None: torch's)
 _PUBLIC = {
     "run": ("harness.api", "run"),
     "analyze_folder": ("harness.api", "analyze_folder"),
@@ -49,6 +51,7 @@ _PUBLIC = {
     "TensorBatches": ("harness.training.batches", "TensorBatches"),
     "instantiate": ("harness.training.components", "instantiate"),
     "attach": ("harness.integrations.attach", "attach"),
+    "rank_timeout": ("harness.integrations.ranks.rank_timeout", "rank_timeout"),
 }
 __all__ = ["__version__", "HarnessError", *_PUBLIC]
 

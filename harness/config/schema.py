@@ -93,6 +93,10 @@ class TrainConfig:
     # train.fn (integrations/ranks/); an integer >= 1, checked by the preflight (any type here so a
     # bad value is refused with its own sentence)
     nproc: Any = 1
+    # seconds a rank waits in a collective for the other ranks before the unit fails (the process
+    # group's timeout; integrations/ranks/rank_timeout.py); null: torch's default. Any type here so a
+    # bad value is refused with its own sentence
+    rank_timeout_s: Any = None
 
 
 class WandbMode(Enum):

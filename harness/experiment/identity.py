@@ -40,6 +40,8 @@ def plain(cfg) -> dict:
             train.pop(key, None)
     if isinstance(train, dict) and train.get("nproc") == 1:  # one process: the config as before train.nproc
         train.pop("nproc")
+    if isinstance(train, dict) and train.get("rank_timeout_s", "") is None:  # unset: the config as before the key
+        train.pop("rank_timeout_s")
     if isinstance(out, dict) and out.get("code", "") is None:
         out.pop("code")  # no code arm: the identity every run had before ab.factor=code existed
     return out

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from harness.integrations.command_env import ATTACHED_ENV_NAME, read_reported
 from harness.integrations.command_spec import CommandSpec, fill
 from harness.integrations import process, ranks
+from harness.integrations.ranks import rank_timeout
 from harness.integrations.revisions import snapshot
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed, run_settings
 from harness.integrations.workdir import unit_workdir
@@ -48,6 +49,7 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     env = process.environment(run.seed, arm, folder, int(cfg.determinism.threads))
     env[RUN_ENV] = _attach_settings(cfg, run)
+    env.update(rank_timeout.environment(cfg.train))  # a torchrun script's init_process_group reads it
     argv = snapshot.for_command(argv, spec.workdir(), env)  # a code arm: its revision's script
     attached, reported = folder / ATTACHED_NAME, folder / ATTACHED_ENV_NAME
     for left in (attached, reported):  # a record left by an earlier run of this unit is not this run's
@@ -63,7 +65,9 @@ def _unit(spec: CommandSpec, cfg, run, arm: str, folder: Path) -> dict:
                                 f"{process.tail(out) or '(stdout is empty)'}") from None
         if code != 0:
             shown = process.tail(err) or "(stderr is empty)"
-            rank = ranks.failure_words(err.read_text(errors="replace") if err.exists() else "", folder, process.ending)
+            world = ranks.launched_world(argv) or {}
+            rank = ranks.failure_words(err.read_text(errors="replace") if err.exists() else "", folder, process.ending,
+                                       world.get("world_size"), rank_timeout.of(cfg.train))
             raise CommandFailed(f"{who}: the command {process.ending(code)}"
                                 f"{f' ({rank})' if rank else ''}: {shlex.join(argv)}\n"
                                 f"last lines of stderr ({err}):\n{shown}")

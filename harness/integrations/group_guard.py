@@ -6,7 +6,8 @@ grandchild). While the harness lives it kills the group itself (process.py). A h
 SIGKILL cannot, and the kernel's death signal (PR_SET_PDEATHSIG) reaches only the direct child: the
 grandchildren would be re-parented and train on. This small process outlives it and does the kill.
 
-It is started beside the unit (``python -I -S group_guard.py PGID``), in a session of its own so
+It is started beside the unit (``python -I -S group_guard.py PGID MARK``, MARK the unit run's
+environment mark, ranks/proc_tree.py), in a session of its own so
 that a terminal's Ctrl-C or hang-up does not end it, with its stdin the read end of a pipe whose
 write end only the unit's runner holds. The runner writes one byte when it has ended the group
 itself, then closes its end: the guard exits. End of file with nothing written means the runner
@@ -21,7 +22,7 @@ import signal
 import sys
 
 
-def _kill(pgid: int) -> None:
+def _kill(pgid: int, mark) -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ranks"))  # -I leaves it out
     import proc_tree  # stdlib only: a launcher's ranks in sessions of their own, found by parent
 
@@ -31,14 +32,16 @@ def _kill(pgid: int) -> None:
     except OSError:  # the group has ended already
         pass
     proc_tree.kill(tree)
+    if mark:  # the ranks of a launcher that died first: re-parented, found by the unit's mark
+        proc_tree.kill_marked(mark)
 
 
 def main(argv: list) -> int:
-    pgid = int(argv[0])
+    pgid, mark = int(argv[0]), (argv[1] if len(argv) > 1 else None)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):  # the runner's to handle; this one watches
         signal.signal(sig, signal.SIG_IGN)
     if not os.read(0, 1):  # end of file, nothing said: the runner is gone
-        _kill(pgid)
+        _kill(pgid, mark)
     return 0  # else the runner ended the group itself
 
 

@@ -5,12 +5,15 @@ whatever the command started ends with it (``sh run.sh`` whose python is a grand
 command ends, fails, runs past its timeout, or the harness is interrupted (Ctrl-C) or fails. A
 terminal's Ctrl-C does not reach the group: the harness, which gets it, ends the group. Should the
 harness itself be killed (SIGKILL), a guard process started beside the unit (group_guard.py) kills
-the group; on Linux the kernel's death signal ends the direct child too.
+the group; on Linux the kernel's death signal ends the direct child too. Processes that left the
+group and outlived their parent (a torchrun launcher killed before its ranks, which run in sessions
+of their own) are found by the mark each unit run puts in its environment (ranks/proc_tree.py).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -75,6 +78,8 @@ def run(argv: list[str], cwd: Path, env: dict, stdout: Path, stderr: Path, timeo
     """Run the command to its end; its exit code. Output goes to the two files. Raises CommandFailed
     when it runs past ``timeout_s``. However this ends (the command's exit, a timeout, Ctrl-C, any
     exception), the command's process group is killed before this returns or raises."""
+    mark = f"{os.getpid()}-{secrets.token_hex(8)}"  # this run of this unit's processes, wherever they go
+    env = {**env, proc_tree.UNIT_ENV: mark}
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = guard = None
         try:
@@ -84,25 +89,26 @@ def run(argv: list[str], cwd: Path, env: dict, stdout: Path, stderr: Path, timeo
                     start_new_session=True,
                     preexec_fn=_die_with_parent(os.getpid()) if sys.platform.startswith("linux") else None)
                 reached("unit-started")
-                guard = _guard(proc.pid)
+                guard = _guard(proc.pid, mark)
             try:
                 return proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 raise CommandFailed(f"it ran past train.timeout_s={timeout_s:g} s and was killed") from None
         finally:
             if proc is not None:
-                _kill_group(proc)
+                _kill_group(proc, mark)
             if guard is not None:
                 _release(*guard)
 
 
-def _guard(pgid: int) -> Optional[tuple]:
-    """Start group_guard.py for the group ``pgid``: (its process, the write end of its stdin)."""
+def _guard(pgid: int, mark: Optional[str] = None) -> Optional[tuple]:
+    """Start group_guard.py for the group ``pgid`` and the processes marked ``mark``: (its process,
+    the write end of its stdin)."""
     if not sys.executable:  # an embedded interpreter: no Python to start (the death signal remains)
         return None
     read, write = os.pipe()  # not inherited by any other child (close-on-exec)
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(GUARD), str(pgid)], stdin=read,
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(GUARD), str(pgid), *([mark] if mark else [])], stdin=read,
                                 stdout=subprocess.DEVNULL, start_new_session=True)
     except BaseException:
         os.close(write)
@@ -142,8 +148,9 @@ def ending(code: int) -> str:
             f"running the same command again reruns it")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    # a launcher's ranks in sessions of their own (torchrun) are out of the group: found by parent
+def _kill_group(proc: subprocess.Popen, mark: Optional[str] = None) -> None:
+    # a launcher's ranks in sessions of their own (torchrun) are out of the group: found by parent,
+    # and by the unit's mark once their launcher has died before them
     tree = proc_tree.descendants(proc.pid) if proc.poll() is None else []
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -151,6 +158,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
     proc_tree.kill(tree)
     proc.wait()
+    if mark:
+        proc_tree.kill_marked(mark)
 
 
 def tail(path: Path, lines: int = TAIL_LINES) -> str:

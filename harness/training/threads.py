@@ -246,18 +246,18 @@ def resolve_threads(cfg, *, say: Callable[[str], None] = print, warn: Optional[C
     problem = workers_problem(workers)
     if problem:
         raise ValueError(problem)
-    load = measure()
+    load, nproc = measure(), processes_of(cfg)
     choice = choose_threads(requested, load, in_sweep=in_sweep, recorded=recorded, units=units_of(cfg),
                             workers=AUTO if is_auto(workers) else int(workers), gpu=uses_gpu(cfg),
-                            nproc=processes_of(cfg))
+                            nproc=nproc)
     readonly = OmegaConf.is_readonly(cfg)
     OmegaConf.set_readonly(cfg, False)
     with open_dict(cfg):
         cfg.determinism.threads = choice.threads
         cfg.workers = choice.workers  # not hashed (results.NOT_IN_IDENTITY): it changes no bit
     OmegaConf.set_readonly(cfg, readonly)
-    if is_auto(requested) or choice.workers > 1:
-        say(choice.why)
+    if is_auto(requested) or choice.workers > 1 or (nproc > 1 and not is_auto(workers)):
+        say(choice.why)  # an auto count, units side by side, or the units the slots asked for hold
     if choice.warning:
         (warn or say)(f"warning: {choice.warning}")
     return choice

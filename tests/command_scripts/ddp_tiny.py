@@ -3,7 +3,7 @@
 Started by torchrun; run as one process (no WORLD_SIZE) it trains alone. --break_sync: rank 1 nudges
 its own weights after its 2nd step (a broken synchronisation). --fail_rank R --how kill|raise|hang
 --fail_once PATH: rank R kills itself (SIGKILL), raises, or hangs (the others wait in the next
-all-reduce until --pg_timeout) at its 3rd step while the file PATH.HOW exists, removing it first (a
+all-reduce until --pg_timeout, else train.rank_timeout_s) at its 3rd step while the file PATH.HOW exists, removing it first (a
 rerun trains)."""
 
 import argparse
@@ -29,7 +29,8 @@ args, _ = parser.parse_known_args()
 spans = "WORLD_SIZE" in os.environ
 if spans:
     failing = args.fail_once and os.path.exists(f"{args.fail_once}.{args.how}")  # a rerun waits as long as torch's default
-    timeout = datetime.timedelta(seconds=args.pg_timeout) if args.pg_timeout and failing else None
+    # no --pg_timeout: the unit's train.rank_timeout_s, as a user's script passes it
+    timeout = datetime.timedelta(seconds=args.pg_timeout) if args.pg_timeout and failing else harness.rank_timeout()
     dist.init_process_group("gloo", timeout=timeout)
 rank = dist.get_rank() if spans else 0
 run = harness.attach(seed=args.seed)

@@ -7,10 +7,12 @@ shards.py (one rank's share of the shuffled order), proc_tree.py (the processes 
 out of its process group, found by parent: torchrun's ranks, in sessions of their own; stdlib only,
 read by path by group_guard.py); and a train.fn unit the harness starts as ``train.nproc`` ranks:
 nproc_spec.py (the key, its refusal), nproc_launch.py (the ranks started, their records made one),
-nproc_rank.py (one rank: the process group, the Run, train.fn), trainer_ranks.py (the ranks a trainer's
-own launcher starts: Lightning's strategy="ddp"); and a SLURM job's tasks as a unit's ranks:
-slurm_tasks.py (which task this is, the rendezvous from SLURM's environment, the launcher settings
-refused), slurm_units.py (task 0 posts each unit, every task runs its rank of it).
+nproc_rank.py (one rank: the process group, the Run, train.fn), trainer_ranks.py (the ranks a
+trainer's own launcher starts: Lightning's strategy="ddp"); rank_timeout.py (train.rank_timeout_s:
+the process group's timeout, for the harness's ranks and a torchrun script's); and a SLURM job's
+tasks as a unit's ranks: slurm_tasks.py (which task this is, the rendezvous from SLURM's
+environment, the launcher settings refused), slurm_units.py (task 0 posts each unit, every task runs
+its rank of it).
 """
 
 from harness.integrations.ranks.records import (  # noqa: F401 - the names the command arm and the identity use

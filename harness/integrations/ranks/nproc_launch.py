@@ -22,6 +22,7 @@ from pathlib import Path
 from harness.integrations import process, ranks
 from harness.integrations.command import _adopt, _attach_settings, arm_of
 from harness.integrations.command_env import ATTACHED_ENV_NAME, read_reported
+from harness.integrations.ranks import rank_timeout
 from harness.integrations.ranks.nproc_spec import KEY, nproc_of
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed
 
@@ -57,13 +58,14 @@ def _unit(cfg, run, folder: Path) -> dict:
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     env = process.environment(run.seed, arm, folder, int(cfg.determinism.threads))
     env[RUN_ENV] = _attach_settings(cfg, run)
-    try:  # train.timeout_s: the whole unit, a rank hung in a collective included
+    env.update(rank_timeout.environment(cfg.train))  # the process group's timeout (nproc_rank.py)
+    try:  # train.timeout_s: the whole unit; train.rank_timeout_s: a rank waiting in a collective
         code = process.run(argv, Path.cwd(), env, out, err, cfg.train.get("timeout_s"))
     finally:
         config.unlink(missing_ok=True)
     if code != 0:
         text = err.read_text(errors="replace") if err.exists() else ""
-        rank = ranks.failure_words(text, folder, process.ending)
+        rank = ranks.failure_words(text, folder, process.ending, n, rank_timeout.of(cfg.train), owned=True)
         raise CommandFailed(f"{who}: {KEY}={n}: the unit's launcher {process.ending(code)}"
                             f"{f' ({rank})' if rank else ''}: {shlex.join(argv)}\n"
                             f"last lines of stderr ({err}):\n{process.tail(err) or '(stderr is empty)'}")

@@ -19,6 +19,7 @@ def main(argv: list[str]) -> int:
     with open(argv[0], "rb") as f:
         cfg = pickle.load(f)
     from harness.integrations.attach import attach
+    from harness.integrations.ranks.rank_timeout import rank_timeout
 
     run = attach()  # modes and threads first, on every rank
 
@@ -31,7 +32,8 @@ def main(argv: list[str]) -> int:
 
     if run.device.type == "cuda":
         torch.cuda.set_device(run.device)
-    dist.init_process_group("nccl" if run.device.type == "cuda" else "gloo")
+    # train.rank_timeout_s (None: torch's default); a Lightning Trainer's ddp joins this group
+    dist.init_process_group("nccl" if run.device.type == "cuda" else "gloo", timeout=rank_timeout())
     fn = resolve_callable(cfg.train.fn, "train.fn")
     with flag_override(cfg, "readonly", True):
         metrics = fn(cfg, run, **OmegaConf.to_container(cfg.train.kwargs, resolve=True))

@@ -11,6 +11,8 @@ from typing import Optional
 
 from omegaconf import OmegaConf
 
+from harness.integrations.ranks import rank_timeout
+
 KEY = "train.nproc"
 NPROC_FN = "harness.integrations.ranks.nproc_launch.train"  # the unit's door when train.nproc > 1
 
@@ -39,8 +41,13 @@ def nproc_problem(value, *, command: bool = False, where: str = KEY) -> Optional
 
 def ranks_problem(train, on_gpu) -> list[str]:
     """train.nproc's refusal for a config's ``train`` node (its value, with train.cmd, more ranks than
-    GPUs), as a list; ``on_gpu()`` says whether the config computes on a GPU (asked only for N > 1)."""
-    if train is None or "nproc" not in train:
+    GPUs; train.rank_timeout_s's value), as a list; ``on_gpu()`` says whether the config computes on a GPU (asked only for N > 1)."""
+    if train is None:
+        return []
+    timeout_problem = rank_timeout.problem(train.get("rank_timeout_s"))
+    if timeout_problem is not None:
+        return [timeout_problem]
+    if "nproc" not in train:
         return []
     value = train.get("nproc")
     problem = nproc_problem(value, command=train.get("cmd") is not None)

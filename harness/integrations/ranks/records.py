@@ -211,6 +211,39 @@ def _first_difference(a: Mapping, b: Mapping) -> Optional[str]:
     return None
 
 
+def _timeout_words(folder: Path, raised: str, size: Optional[int], timeout_s: Optional[float], owned: bool) -> str:
+    """A rank timed out in a collective: how long it waited, and the ranks that did not (those that
+    never reached the collective, as far as the ranks' kept exceptions tell). ``owned``: the harness
+    opened the process group (train.nproc), so its timeout is train.rank_timeout_s; a script's group
+    has the timeout the script gave it, read from the exception where it says (gloo, NCCL)."""
+    said = _WAITED.search(raised)
+    waited_s = int(said.group(1) or said.group(2)) / 1000 if said else None
+    if waited_s is not None and (timeout_s is None or abs(waited_s - timeout_s) > 1e-3):
+        limit = (f"the process group's timeout ({waited_s:g} s, the script's own: not train.rank_timeout_s="
+                 f"{timeout_s:g} s)" if timeout_s is not None else
+                 f"the process group's timeout ({waited_s:g} s; train.rank_timeout_s is null)")
+    elif timeout_s is not None:
+        limit = f"train.rank_timeout_s={timeout_s:g} s (the process group's timeout"
+        limit += ")" if owned or waited_s is not None else ", where the script passed harness.rank_timeout() on)"
+    else:
+        limit = "the process group's timeout (train.rank_timeout_s is null: torch's default, or the script's own)"
+    waited = set()
+    for rank in range(size or 0):
+        try:
+            if "timed out" in rank_error(folder, rank).read_text().lower():
+                waited.add(rank)
+        except OSError:
+            pass
+    others = [str(r) for r in range(size or 0) if r not in waited]
+    who = (f"rank {', '.join(others)} never reached that collective" if others
+           else "another rank never reached that collective")
+    return f"it waited in a collective past {limit}: {who} (it hung, or took longer than the timeout)"
+
+
+# how long a rank waited, as gloo ("Timed out waiting 15000ms for recv") and NCCL ("Timeout(ms)=600000") say it
+_WAITED = re.compile(r"waiting (\d+)\s*ms|Timeout\(ms\)=(\d+)")
+
+
 # torchrun's summary of a failed run: "Root Cause (first observed failure): [0]: ... rank : 1 (local_rank: 1)
 #   exitcode : -9 (pid: 123) ..."
 _ROOT = re.compile(r"Root Cause \(first observed failure\):(?P<body>.*?)(?:={20,}|\Z)", re.S)
@@ -229,9 +262,12 @@ def failed_rank(text: str) -> Optional[tuple[int, Optional[int]]]:
     return int(rank.group(1)), (int(code.group(1)) if code else None)
 
 
-def failure_words(stderr_text: str, folder: Path, ending) -> Optional[str]:
+def failure_words(stderr_text: str, folder: Path, ending, size: Optional[int] = None,
+                  timeout_s: Optional[float] = None, owned: bool = False) -> Optional[str]:
     """Which rank failed first and how, for a failed unit's message (None: no launcher named one).
-    ``ending(code)`` puts an exit code in words (process.ending)."""
+    ``ending(code)`` puts an exit code in words (process.ending); ``size``, the unit's ranks where
+    known, ``timeout_s``, its train.rank_timeout_s, and ``owned``, whether the harness opened the
+    process group, name a collective's timeout (_timeout_words)."""
     found = failed_rank(stderr_text)
     if found is None:
         return None
@@ -246,6 +282,5 @@ def failure_words(stderr_text: str, folder: Path, ending) -> Optional[str]:
     if raised:
         words += f"; it raised {raised.splitlines()[-1]}"
         if "timed out" in raised.lower():
-            words += (" -- it waited in a collective past the process group's timeout: another rank never "
-                      "reached that collective (it hung, or took longer than the timeout)")
+            words += " -- " + _timeout_words(folder, raised, size, timeout_s, owned)
     return words + " (the launcher then ended the other ranks)"

@@ -32,6 +32,7 @@ from harness.integrations import process, ranks
 from harness.integrations.command import _adopt, _attach_settings, arm_of
 from harness.integrations.command_env import ATTACHED_ENV_NAME, read_reported
 from harness.integrations.process import ATTACHED_NAME, RUN_ENV, CommandFailed
+from harness.integrations.ranks import rank_timeout
 from harness.integrations.ranks.nproc_launch import RANK_MODULE, UNIT_CONFIG, _env_of
 from harness.integrations.ranks.slurm_tasks import UNITS_ENV, SlurmTasks, rank_env, slurm_tasks
 
@@ -124,6 +125,7 @@ def _unit(cfg, run, tasks: SlurmTasks, exchange: Path, unit: int, folder: Path) 
     config.write_bytes(pickle.dumps(cfg))
     env = process.environment(run.seed, arm_of(cfg), folder, int(cfg.determinism.threads))
     env[RUN_ENV] = _attach_settings(cfg, run)
+    env.update(rank_timeout.environment(cfg.train))  # the process group's timeout, on every task (nproc_rank.py)
     own = {k: v for k, v in env.items() if os.environ.get(k) != v}  # what the harness sets for the unit
     stop = exchange / f"unit-{unit}.stop"
     _write(exchange / f"unit-{unit}.json", {"unit": unit, "folder": str(folder), "config": str(config),
