@@ -71,8 +71,8 @@ def real_loop(work: Path, *, edits: int, max_seeds: int, method: str, level: flo
             if rows and spent + spent / len(rows) > budget_s:
                 say(f"budget of {budget_s / 60:.0f} min reached after {len(rows)} of {edits} edits")
                 break
-            kind = str(rng.choice(scratch.KINDS[cls]))
-            scratch.apply(repo, kind, i)
+            kind = scratch.apply(repo, str(rng.choice(scratch.KINDS[cls])), i)
+            cls = scratch.class_of(kind)  # what the edit really is (an lr edit at the cap is null)
             t = time.perf_counter()
             out, code = _judge(repo, ["--baseline", base, "--results", str(results), "--ledger", str(ledger),
                                       "--config-dir", "conf", "--fdr", method, "--level", str(level),

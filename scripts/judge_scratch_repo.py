@@ -12,7 +12,10 @@ one), of one of these kinds:
   the same distribution: different bits, no expected effect);
 - small positive, "lr up": the learning rate times LR_UP (the model is under-trained at the start), with
   one more init draw (a real edit changes the random draws too, so that the paired difference carries
-  the seed noise; a bare lr change moves every seed alike, many sds at once);
+  the seed noise; a bare lr change moves every seed alike, many sds at once). Kept lr edits compound,
+  so the rate stops at LR_MAX, below which each step still helps (measured, 16 paired seeds each: the
+  held-out loss falls with every step from 0.05 to 0.3); an "lr up" at LR_MAX is only its init draw, a
+  "reorder", and is counted as the null edit it is;
 - harmful, "dropout up": the dropout rate plus DROPOUT_UP.
 The effect of each kind is measured beforehand (``calibrate``: many paired seeds of the edit against
 the first baseline, in-process), in the metric's units and in units of the sd of the paired difference.
@@ -99,6 +102,7 @@ FAST = ["+experiment=tiny", "logger=none", "progress=false", "workers=1", "deter
 PLAIN_LOSS = "torch.nn.functional.cross_entropy(out, y)"
 GATHER_LOSS = "-torch.log_softmax(out, 1).gather(1, y[:, None]).mean()"
 LR_UP, DROPOUT_UP = 1.25, 0.25
+LR_MAX = 0.2
 KINDS = {"null": ("note", "rewrite", "reorder"), "small positive": ("lr up",), "harmful": ("dropout up",)}
 MODEL_PATH = "tiny/model.py"
 
@@ -142,7 +146,8 @@ def edited(text: str, kind: str, index: int) -> str:
     if kind == "reorder":
         return _set(text, "EXTRA_DRAWS", int(_constant(text, "EXTRA_DRAWS")) + 1)
     if kind == "lr up":
-        return edited(_set(text, "LR", round(_constant(text, "LR") * LR_UP, 6)), "reorder", index)
+        lr = _constant(text, "LR")
+        return edited(_set(text, "LR", round(min(lr * LR_UP, LR_MAX), 6)) if lr < LR_MAX else text, "reorder", index)
     if kind == "dropout up":
         return _set(text, "DROPOUT", round(min(0.9, _constant(text, "DROPOUT") + DROPOUT_UP), 6))
     raise ValueError(f"no edit kind {kind!r}")
@@ -152,9 +157,14 @@ def class_of(kind: str) -> str:
     return next(c for c, kinds in KINDS.items() if kind in kinds)
 
 
-def apply(repo: Path, kind: str, index: int) -> None:
+def apply(repo: Path, kind: str, index: int) -> str:
+    """Make the edit in the working tree; the kind it really is ("lr up" at LR_MAX is a "reorder")."""
     path = repo / MODEL_PATH
-    path.write_text(edited(path.read_text(), kind, index))
+    text = path.read_text()
+    if kind == "lr up" and _constant(text, "LR") >= LR_MAX:
+        kind = "reorder"
+    path.write_text(edited(text, kind, index))
+    return kind
 
 
 def discard(repo: Path) -> None:

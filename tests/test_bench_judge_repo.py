@@ -38,6 +38,18 @@ def test_each_edit_is_a_code_change_of_its_kind_and_a_discard_puts_the_tree_back
     assert {s.class_of(k) for k in ("note", "rewrite", "reorder")} == {"null"}
 
 
+def test_an_lr_edit_stops_at_the_cap_and_is_then_the_null_edit_it_is(scratch):
+    s, repo = scratch
+    model = repo / s.MODEL_PATH
+    lrs = []
+    for i in range(12):
+        lrs.append((s.apply(repo, "lr up", i), float(re.search(r"^LR = (.+)$", model.read_text(), re.M)[1])))
+    assert lrs[0] == ("lr up", 0.0625) and lrs[-1] == ("reorder", s.LR_MAX)
+    assert all(lr <= s.LR_MAX for _, lr in lrs)
+    assert all(kind == "reorder" for (kind, _), (_, before) in zip(lrs[1:], lrs) if before >= s.LR_MAX)
+    assert "EXTRA_DRAWS = 12" in model.read_text()  # every one of them drew the init anew
+
+
 @pytest.mark.bench  # a calibration and two judgements: python -m harness.judge spawns python -m harness
 def test_a_real_loop_judges_real_edits_and_prints_abc(tmp_path, capsys):
     bench = import_script("bench_judge")
