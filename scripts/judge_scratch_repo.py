@@ -101,7 +101,7 @@ FAST = ["+experiment=tiny", "logger=none", "progress=false", "workers=1", "deter
         "repro.certificate=false"]
 PLAIN_LOSS = "torch.nn.functional.cross_entropy(out, y)"
 GATHER_LOSS = "-torch.log_softmax(out, 1).gather(1, y[:, None]).mean()"
-LR_UP, DROPOUT_UP = 1.25, 0.25
+LR_UP, DROPOUT_UP = 1.35, 0.25  # LR_UP: +0.72 sd of the paired difference (40 seeds), the simulated loops' +0.7
 LR_MAX = 0.2
 KINDS = {"null": ("note", "rewrite", "reorder"), "small positive": ("lr up",), "harmful": ("dropout up",)}
 MODEL_PATH = "tiny/model.py"

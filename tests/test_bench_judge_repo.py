@@ -25,7 +25,7 @@ def test_each_edit_is_a_code_change_of_its_kind_and_a_discard_puts_the_tree_back
     model = repo / s.MODEL_PATH
     first = model.read_text()
     for kind, changed in [("note", "NOTE_7 = 7"), ("rewrite", s.GATHER_LOSS), ("reorder", "EXTRA_DRAWS = 1"),
-                          ("lr up", "LR = 0.0625"), ("dropout up", "DROPOUT = 0.45")]:
+                          ("lr up", "LR = 0.0675"), ("dropout up", "DROPOUT = 0.45")]:
         s.apply(repo, kind, 7)
         text = model.read_text()
         assert changed in text and text != first, kind
@@ -44,7 +44,7 @@ def test_an_lr_edit_stops_at_the_cap_and_is_then_the_null_edit_it_is(scratch):
     lrs = []
     for i in range(12):
         lrs.append((s.apply(repo, "lr up", i), float(re.search(r"^LR = (.+)$", model.read_text(), re.M)[1])))
-    assert lrs[0] == ("lr up", 0.0625) and lrs[-1] == ("reorder", s.LR_MAX)
+    assert lrs[0] == ("lr up", 0.0675) and lrs[-1] == ("reorder", s.LR_MAX)
     assert all(lr <= s.LR_MAX for _, lr in lrs)
     assert all(kind == "reorder" for (kind, _), (_, before) in zip(lrs[1:], lrs) if before >= s.LR_MAX)
     assert "EXTRA_DRAWS = 12" in model.read_text()  # every one of them drew the init anew
