@@ -22,6 +22,8 @@ import harness
 from harness.results import load_tree, read_json
 
 from .conftest import FAST, REPO, TEST_CONF, run_cli
+from . import test_code_arms as code_arms
+from .test_code_arms import project as code_project  # noqa: F401 - the scratch repository's fixture
 
 CONF = os.environ.get("SLURM_CONF") or "/tmp/harness-slurm/slurm.conf"
 
@@ -269,3 +271,29 @@ def test_a_rank_killed_in_a_two_task_job_fails_its_unit_named_and_the_rerun_resu
     again = {r["arm"]: r for r in load_tree(sweep).results}
     assert again["A"]["status"] == "completed" and again["A"]["env"]["world"]["world_size"] == 2
     assert again["B"] == results["B"]  # kept, not run again
+
+
+def test_a_code_arm_sweep_on_slurm_runs_the_launchs_snapshots_with_the_in_process_bits(code_project, monkeypatch):
+    """issue 50: code arms in a -m sweep whose jobs SLURM runs. The launching process reads the
+    revisions once and writes their snapshots into the sweep folder; each job, a process on the node,
+    runs those (the first job's edit of the live tree reaches no job), and every run's fingerprints
+    are those of the same run in one invocation."""
+    project = code_project
+    (project / "proj" / "fit.py").write_text(code_arms._fit(code_arms.SMOOTHED, marker=2))  # WORKTREE: uncommitted
+    edit = json.dumps({"path": str(project / "proj" / "fit.py"), "text": code_arms._fit(code_arms.PLAIN_LOSS, marker=3)})
+    sweep = project / "multi"
+    proc = run_cli(["--config-dir", str(project / "conf"), "-m", "+experiment=code_ab", *code_arms.FAST, "seed=0,1,2",
+                    *ON_THE_NODE, f"hydra.sweep.dir={sweep}"], cwd=project, timeout=600,
+                   env={**ENV, "PYTHONPATH": str(REPO), "CODE_ARMS_EDIT": edit})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(sweep.glob(".submitit/*/*_log.out")), "no job went through sbatch"
+    swept = {(r["seed"], r["arm"]): r for r in (json.loads(p.read_text()) for p in sweep.rglob("result.json"))}
+    assert {k: r["metrics"]["marker"] for k, r in swept.items()} == {(s, a): {"A": 1, "B": 2}[a]
+                                                                       for s in (0, 1, 2) for a in "AB"}
+    assert (project / "proj" / "fit.py").read_text() == code_arms._fit(code_arms.PLAIN_LOSS, marker=3)  # edited
+    assert {r["code"]["code_arm"]["folder"] for r in swept.values()} <= {
+        f"code/{p.name}" for p in (sweep / "code").iterdir() if p.is_dir()}
+
+    (project / "proj" / "fit.py").write_text(code_arms._fit(code_arms.SMOOTHED, marker=2))  # as the sweep saw it
+    single = {(r["seed"], r["arm"]): r for r in code_arms._run(project).results}
+    assert {k: r["fingerprints"] for k, r in swept.items()} == {k: r["fingerprints"] for k, r in single.items()}
