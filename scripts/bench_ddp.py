@@ -16,8 +16,10 @@ for a core; its CPU time and the lines' own time say what the harness adds). Per
 torchrun command's wall; harness, the unit's ``timing.total_seconds`` (the command, plus the harness's
 reading of the ranks' records), and the whole ``harness.run`` call beside it (composing the config,
 the analysis). Each repeat runs both ways back to back, the order alternating, so a drift in the
-host's load hits both; the ratios are the medians of the repeats' paired ratios. On a shared
-machine the absolute times are noisy: read the ratios under the load the run prints.
+host's load hits both; the ratios are the medians of the repeats' paired ratios, each with a 95 %
+interval from the order statistics (6 repeats or more), and the per-step target is said met only as
+far as that interval shows it. On a shared machine the absolute times are noisy: read the ratios
+under the load the run prints.
 
     python scripts/bench_ddp.py [--repeats 5] [--epochs 10] [--batch-size 16] [--warmup 20]
 """
@@ -25,6 +27,7 @@ machine the absolute times are noisy: read the ratios under the load the run pri
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shlex
@@ -154,17 +157,40 @@ def _rank0(out: str) -> dict:
     return dict(zip(("step_ms", "cpu_ms", "harness_ms"), map(float, found.groups())))
 
 
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of ``values`` (order statistics: the median lies
+    below the k-th smallest with chance P(Binomial(n, 1/2) < k)), covering at least ``level``; None when
+    n is too small for any (n < 6 at 95 %)."""
+    n, ordered = len(values), sorted(values)
+    tail, k = 0.0, 0  # tail: P(Binomial(n, 1/2) <= k - 1)
+    while tail + math.comb(n, k) / 2 ** n <= (1 - level) / 2:
+        tail += math.comb(n, k) / 2 ** n
+        k += 1
+    return (ordered[k - 1], ordered[n - k]) if k >= 1 else None
+
+
 def summarize(rows: list[dict]) -> dict:
     """Per measure (step_ms, cpu_ms, unit_s, call_s): each way's median over the repeats, and the
     median of the repeats' paired ratios harness / bare (a pair ran back to back, under the same
-    load); harness_ms: the median of the harness's lines a step."""
+    load) with its 95 % interval; harness_ms: the median of the harness's lines a step."""
     out = {}
     for measure in ("step_ms", "cpu_ms", "unit_s", "call_s"):
         medians = {w: statistics.median(r[w][measure] for r in rows) for w in WAYS}
-        ratio = statistics.median(r["harness"][measure] / r["bare"][measure] for r in rows)
-        out[measure] = {**medians, "ratio": ratio}
+        ratios = [r["harness"][measure] / r["bare"][measure] for r in rows]
+        out[measure] = {**medians, "ratio": statistics.median(ratios), "interval": median_interval(ratios)}
     out["harness_ms"] = statistics.median(r["harness"]["harness_ms"] for r in rows)
     return out
+
+
+def target_words(ratio: float, interval: tuple[float, float] | None) -> str:
+    """Whether the per-step target is met, as far as the repeats show it."""
+    if interval is None:
+        return f"{'met' if ratio <= TARGET else 'NOT met'} by the median; too few repeats for an interval (6 or more)"
+    if interval[1] <= TARGET:
+        return "met: the interval lies below it"
+    if interval[0] > TARGET:
+        return "NOT met: the interval lies above it"
+    return f"{'met' if ratio <= TARGET else 'NOT met'} by the median, not settled: the interval holds {TARGET}x"
 
 
 def write_digits(path: Path) -> int:
@@ -194,6 +220,12 @@ def _interleaved(args, data: Path, tmp: Path, steps: int) -> list[dict]:
             + f"  (step {row['harness']['step_ms'] / row['bare']['step_ms']:.3f}x; harness lines "
               f"{row['harness']['harness_ms']:.3f} ms; load {_load()})", flush=True)
     return rows
+
+
+def _interval(measure: dict) -> str:
+    lo_hi = measure["interval"]
+    return ("95% interval of the median paired ratio: too few repeats" if lo_hi is None
+            else f"95% interval of the median paired ratio {lo_hi[0]:.3f}-{lo_hi[1]:.3f}")
 
 
 def _load() -> str:
@@ -226,8 +258,9 @@ def main() -> int:
     s = summarize(rows)
     step, cpu, unit, call = s["step_ms"], s["cpu_ms"], s["unit_s"], s["call_s"]
     print(f"per step: harness {step['harness']:.3f} ms, bare {step['bare']:.3f} ms: {step['ratio']:.3f}x "
-          f"(target <= {TARGET}x: {'met' if step['ratio'] <= TARGET else 'NOT met'})")
-    print(f"per step, rank 0's CPU: harness {cpu['harness']:.3f} ms, bare {cpu['bare']:.3f} ms: {cpu['ratio']:.3f}x; "
+          f"({_interval(step)}; target <= {TARGET}x: {target_words(step['ratio'], step['interval'])})")
+    print(f"per step, rank 0's CPU: harness {cpu['harness']:.3f} ms, bare {cpu['bare']:.3f} ms: {cpu['ratio']:.3f}x "
+          f"({_interval(cpu)}); "
           f"the harness's lines {s['harness_ms']:.3f} ms a step")
     print(f"per unit: harness {unit['harness']:.2f} s, bare {unit['bare']:.2f} s: {unit['ratio']:.3f}x "
           f"({unit['harness'] - unit['bare']:+.2f} s); the whole harness.run call {call['harness']:.2f} s")
