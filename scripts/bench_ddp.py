@@ -4,7 +4,9 @@ run by bare torchrun and as a harness command arm, per step and per unit, in one
 The script is this file (``--train``), as a DDP user writes it: the digits CNN the harness ships
 (conv3x3-ReLU-conv3x3-ReLU-maxpool-linear-ReLU-linear, 38k parameters) on the 1,347 training digits,
 batches from a DataLoader over a TensorDataset with torch's DistributedSampler, DistributedDataParallel,
-SGD with momentum. Its harness lines are ``harness.attach()``, ``run.init()``, ``run.watch(model)``,
+SGD with momentum. Both ways load the same initial weights (drawn with torch.manual_seed before the
+model the harness's ``run.init()`` builds), so they do the same arithmetic at every step, checked by
+their final losses (bit-equal): the harness's own cost is then all the two ways differ by. Its harness lines are ``harness.attach()``, ``run.init()``, ``run.watch(model)``,
 ``run.consumed(batch)`` (each rank's batches fingerprinted by content), ``run.step(loss)`` and
 ``run.finish()``; ``--bare`` skips exactly those lines and imports nothing of the harness (what the
 user ran before adding the harness). The data loader, sampler, model and optimizer are the same code.
@@ -69,13 +71,16 @@ def train(args) -> None:
         return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
 
+    torch.manual_seed(args.seed)
+    initial = cnn().state_dict()  # both ways start from these weights: the same arithmetic at every step
     if run is not None:
         with run.init():  # harness
             model = cnn()
+        model.load_state_dict(initial)
         run.watch(model)  # harness
     else:
-        torch.manual_seed(args.seed)
         model = cnn()
+        model.load_state_dict(initial)
     net = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     wall, cpu, harness_s = [], [], []  # per step: its wall and this process's CPU seconds; the harness lines' wall
@@ -106,7 +111,7 @@ def train(args) -> None:
               (("wall", wall), ("cpu", cpu), ("harness", harness_s or [0.0]))}
         # "score": the metric the tests' command_toy experiment reads from stdout
         print(f"ms_per_step {ms['wall']:.4f} cpu_ms_per_step {ms['cpu']:.4f} harness_ms_per_step {ms['harness']:.4f} "
-              f"steps {len(wall)} loss {loss.item():.6f}\nscore {ms['wall']:.4f}", flush=True)
+              f"steps {len(wall)} loss {loss.item().hex()}\nscore {ms['wall']:.4f}", flush=True)
     dist.destroy_process_group()
 
 
@@ -153,8 +158,9 @@ def harnessed(args, data: Path, folder: Path) -> dict:
 
 def _rank0(out: str) -> dict:
     """What rank 0 printed: the median wall and CPU ms of its steps, and of the harness's lines in them."""
-    found = re.search(r"ms_per_step ([0-9.]+) cpu_ms_per_step ([0-9.]+) harness_ms_per_step ([0-9.]+)", out)
-    return dict(zip(("step_ms", "cpu_ms", "harness_ms"), map(float, found.groups())))
+    found = re.search(r"ms_per_step ([0-9.]+) cpu_ms_per_step ([0-9.]+) harness_ms_per_step ([0-9.]+) steps \d+ "
+                      r"loss (\S+)", out)
+    return {**dict(zip(("step_ms", "cpu_ms", "harness_ms"), map(float, found.groups()[:3]))), "loss": found.group(4)}
 
 
 def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
@@ -262,6 +268,9 @@ def main() -> int:
     print(f"per step, rank 0's CPU: harness {cpu['harness']:.3f} ms, bare {cpu['bare']:.3f} ms: {cpu['ratio']:.3f}x "
           f"({_interval(cpu)}); "
           f"the harness's lines {s['harness_ms']:.3f} ms a step")
+    same = sum(r["harness"]["loss"] == r["bare"]["loss"] for r in rows)
+    print(f"the same arithmetic both ways: the final loss bit-equal in {same} of {len(rows)} repeats"
+          + ("" if same == len(rows) else " (the ways trained different numbers: the step times compare less)"))
     print(f"per unit: harness {unit['harness']:.2f} s, bare {unit['bare']:.2f} s: {unit['ratio']:.3f}x "
           f"({unit['harness'] - unit['bare']:+.2f} s); the whole harness.run call {call['harness']:.2f} s")
     print(f"load average at end {_load()}")

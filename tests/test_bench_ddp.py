@@ -67,9 +67,11 @@ def test_bench_ddp_runs_both_ways_interleaved_and_prints_the_ratios_and_the_load
                     rf"(met|NOT met) by the median; too few repeats for an interval \(6 or more\)\)$", lines[3]), lines[3]
     assert re.match(rf"per step, rank 0's CPU: harness {number} ms, bare {number} ms: {number}x \({few}\); the "
                     rf"harness's lines {number} ms a step$", lines[4]), lines[4]
+    # both ways start from the same weights and do the same arithmetic: their final losses are bit-equal
+    assert lines[5] == "the same arithmetic both ways: the final loss bit-equal in 2 of 2 repeats", lines[5]
     assert re.match(rf"per unit: harness {number} s, bare {number} s: {number}x \([+-]{number} s\); the whole "
-                    rf"harness.run call {number} s$", lines[5]), lines[5]
-    assert re.match(rf"load average at end {number} on \d+ CPU\(s\)$", lines[6]), lines[6]
+                    rf"harness.run call {number} s$", lines[6]), lines[6]
+    assert re.match(rf"load average at end {number} on \d+ CPU\(s\)$", lines[7]), lines[7]
     # a loaded host is said to be one (the test cannot choose the load: either ending is right)
-    assert lines[7:] in ([], ["the host was not quiet: a step's wall time holds its waits for a core, which the CPU "
-                              "times do not; quote the wall ratios from a rerun on a quiet machine"]), lines[7:]
+    assert lines[8:] in ([], ["the host was not quiet: a step's wall time holds its waits for a core, which the CPU "
+                              "times do not; quote the wall ratios from a rerun on a quiet machine"]), lines[8:]
