@@ -4,7 +4,9 @@ run by bare torchrun and as a harness command arm, per step and per unit, in one
 The script is this file (``--train``), as a DDP user writes it: the digits CNN the harness ships
 (conv3x3-ReLU-conv3x3-ReLU-maxpool-linear-ReLU-linear, 38k parameters) on the 1,347 training digits,
 batches from a DataLoader over a TensorDataset with torch's DistributedSampler, DistributedDataParallel,
-SGD with momentum. Its harness lines are ``harness.attach()``, ``run.init()``, ``run.watch(model)``,
+SGD with momentum. Both ways load the same initial weights (drawn with torch.manual_seed before the
+model the harness's ``run.init()`` builds), so they do the same arithmetic at every step, checked by
+their final losses (bit-equal): the harness's own cost is then all the two ways differ by. Its harness lines are ``harness.attach()``, ``run.init()``, ``run.watch(model)``,
 ``run.consumed(batch)`` (each rank's batches fingerprinted by content), ``run.step(loss)`` and
 ``run.finish()``; ``--bare`` skips exactly those lines and imports nothing of the harness (what the
 user ran before adding the harness). The data loader, sampler, model and optimizer are the same code.
@@ -16,8 +18,10 @@ for a core; its CPU time and the lines' own time say what the harness adds). Per
 torchrun command's wall; harness, the unit's ``timing.total_seconds`` (the command, plus the harness's
 reading of the ranks' records), and the whole ``harness.run`` call beside it (composing the config,
 the analysis). Each repeat runs both ways back to back, the order alternating, so a drift in the
-host's load hits both; the ratios are the medians of the repeats' paired ratios. On a shared
-machine the absolute times are noisy: read the ratios under the load the run prints.
+host's load hits both; the ratios are the medians of the repeats' paired ratios, each with a 95 %
+interval from the order statistics (6 repeats or more), and the per-step target is said met only as
+far as that interval shows it. On a shared machine the absolute times are noisy: read the ratios
+under the load the run prints.
 
     python scripts/bench_ddp.py [--repeats 5] [--epochs 10] [--batch-size 16] [--warmup 20]
 """
@@ -25,6 +29,7 @@ machine the absolute times are noisy: read the ratios under the load the run pri
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shlex
@@ -66,13 +71,16 @@ def train(args) -> None:
         return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
 
+    torch.manual_seed(args.seed)
+    initial = cnn().state_dict()  # both ways start from these weights: the same arithmetic at every step
     if run is not None:
         with run.init():  # harness
             model = cnn()
+        model.load_state_dict(initial)
         run.watch(model)  # harness
     else:
-        torch.manual_seed(args.seed)
         model = cnn()
+        model.load_state_dict(initial)
     net = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     wall, cpu, harness_s = [], [], []  # per step: its wall and this process's CPU seconds; the harness lines' wall
@@ -103,7 +111,7 @@ def train(args) -> None:
               (("wall", wall), ("cpu", cpu), ("harness", harness_s or [0.0]))}
         # "score": the metric the tests' command_toy experiment reads from stdout
         print(f"ms_per_step {ms['wall']:.4f} cpu_ms_per_step {ms['cpu']:.4f} harness_ms_per_step {ms['harness']:.4f} "
-              f"steps {len(wall)} loss {loss.item():.6f}\nscore {ms['wall']:.4f}", flush=True)
+              f"steps {len(wall)} loss {loss.item().hex()}\nscore {ms['wall']:.4f}", flush=True)
     dist.destroy_process_group()
 
 
@@ -150,21 +158,45 @@ def harnessed(args, data: Path, folder: Path) -> dict:
 
 def _rank0(out: str) -> dict:
     """What rank 0 printed: the median wall and CPU ms of its steps, and of the harness's lines in them."""
-    found = re.search(r"ms_per_step ([0-9.]+) cpu_ms_per_step ([0-9.]+) harness_ms_per_step ([0-9.]+)", out)
-    return dict(zip(("step_ms", "cpu_ms", "harness_ms"), map(float, found.groups())))
+    found = re.search(r"ms_per_step ([0-9.]+) cpu_ms_per_step ([0-9.]+) harness_ms_per_step ([0-9.]+) steps \d+ "
+                      r"loss (\S+)", out)
+    return {**dict(zip(("step_ms", "cpu_ms", "harness_ms"), map(float, found.groups()[:3]))), "loss": found.group(4)}
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of ``values`` (order statistics: the median lies
+    below the k-th smallest with chance P(Binomial(n, 1/2) < k)), covering at least ``level``; None when
+    n is too small for any (n < 6 at 95 %)."""
+    n, ordered = len(values), sorted(values)
+    tail, k = 0.0, 0  # tail: P(Binomial(n, 1/2) <= k - 1)
+    while tail + math.comb(n, k) / 2 ** n <= (1 - level) / 2:
+        tail += math.comb(n, k) / 2 ** n
+        k += 1
+    return (ordered[k - 1], ordered[n - k]) if k >= 1 else None
 
 
 def summarize(rows: list[dict]) -> dict:
     """Per measure (step_ms, cpu_ms, unit_s, call_s): each way's median over the repeats, and the
     median of the repeats' paired ratios harness / bare (a pair ran back to back, under the same
-    load); harness_ms: the median of the harness's lines a step."""
+    load) with its 95 % interval; harness_ms: the median of the harness's lines a step."""
     out = {}
     for measure in ("step_ms", "cpu_ms", "unit_s", "call_s"):
         medians = {w: statistics.median(r[w][measure] for r in rows) for w in WAYS}
-        ratio = statistics.median(r["harness"][measure] / r["bare"][measure] for r in rows)
-        out[measure] = {**medians, "ratio": ratio}
+        ratios = [r["harness"][measure] / r["bare"][measure] for r in rows]
+        out[measure] = {**medians, "ratio": statistics.median(ratios), "interval": median_interval(ratios)}
     out["harness_ms"] = statistics.median(r["harness"]["harness_ms"] for r in rows)
     return out
+
+
+def target_words(ratio: float, interval: tuple[float, float] | None) -> str:
+    """Whether the per-step target is met, as far as the repeats show it."""
+    if interval is None:
+        return f"{'met' if ratio <= TARGET else 'NOT met'} by the median; too few repeats for an interval (6 or more)"
+    if interval[1] <= TARGET:
+        return "met: the interval lies below it"
+    if interval[0] > TARGET:
+        return "NOT met: the interval lies above it"
+    return f"{'met' if ratio <= TARGET else 'NOT met'} by the median, not settled: the interval holds {TARGET}x"
 
 
 def write_digits(path: Path) -> int:
@@ -194,6 +226,12 @@ def _interleaved(args, data: Path, tmp: Path, steps: int) -> list[dict]:
             + f"  (step {row['harness']['step_ms'] / row['bare']['step_ms']:.3f}x; harness lines "
               f"{row['harness']['harness_ms']:.3f} ms; load {_load()})", flush=True)
     return rows
+
+
+def _interval(measure: dict) -> str:
+    lo_hi = measure["interval"]
+    return ("95% interval of the median paired ratio: too few repeats" if lo_hi is None
+            else f"95% interval of the median paired ratio {lo_hi[0]:.3f}-{lo_hi[1]:.3f}")
 
 
 def _load() -> str:
@@ -226,9 +264,13 @@ def main() -> int:
     s = summarize(rows)
     step, cpu, unit, call = s["step_ms"], s["cpu_ms"], s["unit_s"], s["call_s"]
     print(f"per step: harness {step['harness']:.3f} ms, bare {step['bare']:.3f} ms: {step['ratio']:.3f}x "
-          f"(target <= {TARGET}x: {'met' if step['ratio'] <= TARGET else 'NOT met'})")
-    print(f"per step, rank 0's CPU: harness {cpu['harness']:.3f} ms, bare {cpu['bare']:.3f} ms: {cpu['ratio']:.3f}x; "
+          f"({_interval(step)}; target <= {TARGET}x: {target_words(step['ratio'], step['interval'])})")
+    print(f"per step, rank 0's CPU: harness {cpu['harness']:.3f} ms, bare {cpu['bare']:.3f} ms: {cpu['ratio']:.3f}x "
+          f"({_interval(cpu)}); "
           f"the harness's lines {s['harness_ms']:.3f} ms a step")
+    same = sum(r["harness"]["loss"] == r["bare"]["loss"] for r in rows)
+    print(f"the same arithmetic both ways: the final loss bit-equal in {same} of {len(rows)} repeats"
+          + ("" if same == len(rows) else " (the ways trained different numbers: the step times compare less)"))
     print(f"per unit: harness {unit['harness']:.2f} s, bare {unit['bare']:.2f} s: {unit['ratio']:.3f}x "
           f"({unit['harness'] - unit['bare']:+.2f} s); the whole harness.run call {call['harness']:.2f} s")
     print(f"load average at end {_load()}")

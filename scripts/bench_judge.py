@@ -20,7 +20,8 @@ edit's n the fewest seeds with that power at its alpha_t, interpolated between w
 that runs n or n + 1 seeds at random has exactly that power, so rounding up does not flatter the judge).
 
     python scripts/bench_judge.py [--edits 200] [--loops 40] [--max-seeds 30] [--level 0.1] [--seed 0]
-        [--repo NEW_FOLDER [--budget-min 20] [--calibration-seeds 24]]   # and a REAL loop (judge_real_loop.py)
+        [--repo NEW_FOLDER [--budget-min 20] [--calibration-seeds 24] [--report-only]]   # and a REAL loop
+                                                                     # (judge_real_loop.py)
 """
 
 from __future__ import annotations
@@ -126,7 +127,10 @@ def main(argv=None) -> int:
     a.add_argument("--repo", default=None, help="also a REAL loop of code edits in a new scratch repository made in "
                    "this folder (judge_real_loop.py), after the simulated loops")
     a.add_argument("--budget-min", type=float, default=20, help="--repo: stop the real loop's edits after this")
-    a.add_argument("--calibration-seeds", type=int, default=24, help="--repo: paired seeds per edit kind")
+    a.add_argument("--calibration-seeds", type=int, default=24, help="--repo: paired seeds per edit kind, and per "
+                   "small positive edit measured after the loop")
+    a.add_argument("--report-only", action="store_true", help="--repo: a folder where a real loop ran: measure its "
+                   "small positive edits and print its (a), (b), (c) again, judging nothing")
     args = a.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     loops = [one_loop(rng, args.edits, args.max_seeds, args.method, args.level) for _ in range(args.loops)]
@@ -163,12 +167,17 @@ def main(argv=None) -> int:
           f"at the same alpha_t {fixed:.2f} (ratio {judge_runs / fixed:.2f}; target <= 0.8)")
     if args.repo:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling modules, however it was imported
-        from judge_real_loop import real_loop, report
+        from judge_real_loop import finished_loop, measure_positives, real_loop, report
 
-        loop = real_loop(Path(args.repo), edits=args.edits, max_seeds=args.max_seeds, method=args.method,
-                         level=args.level, rng=rng, mix=MIX, calibration_seeds=args.calibration_seeds,
-                         budget_s=60 * args.budget_min)
-        report(loop, level=args.level, fixed_n=fixed_n)
+        if args.report_only:
+            loop = finished_loop(Path(args.repo))
+        else:
+            loop = real_loop(Path(args.repo), edits=args.edits, max_seeds=args.max_seeds, method=args.method,
+                             level=args.level, rng=rng, mix=MIX, calibration_seeds=args.calibration_seeds,
+                             budget_s=60 * args.budget_min)
+        print("the small positive edits judged, each measured against its own baseline:")
+        effects = measure_positives(Path(args.repo), loop["rows"], args.calibration_seeds)
+        report(loop, level=args.level, fixed_n=fixed_n, effects=effects)
     return 0
 
 

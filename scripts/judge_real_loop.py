@@ -77,7 +77,10 @@ def real_loop(work: Path, *, edits: int, max_seeds: int, method: str, level: flo
             out, code = _judge(repo, ["--baseline", base, "--results", str(results), "--ledger", str(ledger),
                                       "--config-dir", "conf", "--fdr", method, "--level", str(level),
                                       *scratch.FAST, f"ab.sequential.max_seeds={max_seeds}"], log)
-            row = {"edit": i, "class": str(cls), "kind": kind, "exit": code, "verdict": out.get("verdict"),
+            if cls == "small positive":  # its effect is measured after the loop, against this baseline
+                (work / "edits").mkdir(exist_ok=True)
+                (work / "edits" / f"{i:03d}.py").write_text((repo / scratch.MODEL_PATH).read_text())
+            row = {"edit": i, "class": str(cls), "kind": kind, "baseline": base, "exit": code, "verdict": out.get("verdict"),
                    "keep": code == 0, "runs": out.get("n") or 0, "alpha": out.get("alpha_t"),
                    "greedy": code != 2 and _greedy(out, i), "refused": code == 2, "seconds": time.perf_counter() - t,
                    "results": out.get("results"),
@@ -97,10 +100,68 @@ def real_loop(work: Path, *, edits: int, max_seeds: int, method: str, level: flo
                 + (f"; baseline units reused {len(row['baseline_units']['reused'])}, ran "
                    f"{len(row['baseline_units']['ran'])}" if row["baseline_units"] else ""))
     (work / "rows.json").write_text(json.dumps(rows, indent=1))
+    (work / "calibration.json").write_text(json.dumps(calibration, indent=1))
     return {"rows": rows, "calibration": calibration, "seconds": time.perf_counter() - started}
 
 
-def report(loop: dict, *, level: float, fixed_n, say=print) -> None:
+def finished_loop(work: Path) -> dict:
+    """A loop ``real_loop`` ran in ``work`` before, as it returned it (its seconds: the judgements')."""
+    rows = json.loads((work / "rows.json").read_text())
+    calibration = json.loads((work / "calibration.json").read_text()) if (work / "calibration.json").exists() else None
+    return {"rows": rows, "calibration": calibration, "seconds": sum(r["seconds"] for r in rows)}
+
+
+def _edit_and_baseline(work: Path, row: dict) -> tuple[str, str]:
+    """A small positive edit's text of tiny/model.py and the baseline it was judged against: saved by the
+    loop, or (a kept edit of a loop that saved neither) its commit and that commit's parent."""
+    saved = work / "edits" / f"{row['edit']:03d}.py"
+    if saved.exists() and row.get("baseline"):
+        return saved.read_text(), row["baseline"]
+    repo = work / "repo"
+    commit = next(line.split()[0] for line in scratch.git(repo, "log", "--format=%H %s").splitlines()
+                  if line.split(" ", 1)[1].startswith(f"edit {row['edit']}: "))
+    return scratch.git(repo, "show", f"{commit}:{scratch.MODEL_PATH}"), scratch.git(repo, "rev-parse", f"{commit}^")
+
+
+def measure_positives(work: Path, rows: list[dict], seeds: int, say=print) -> list[float]:
+    """The effect of each small positive edit the loop judged, against its own baseline, from ``seeds``
+    paired seeds (in sds of the paired difference): kept lr edits compound, so the first baseline's
+    calibration does not say what a later edit was worth."""
+    import statistics
+
+    effects = []
+    for row in (r for r in rows if r["class"] == "small positive"):
+        text, baseline = _edit_and_baseline(work, row)
+        tree = work / "measure" / f"{row['edit']:03d}"
+        if not tree.exists():
+            scratch.git(work / "repo", "worktree", "add", "-q", "--detach", str(tree), baseline)
+        (tree / scratch.MODEL_PATH).write_text(text)
+        d = scratch.paired_differences(tree, seeds, work / "measure" / f"{row['edit']:03d}-units")
+        mean, sd = statistics.fmean(d), statistics.stdev(d)
+        effects.append(-mean / sd if sd > 0 else 0.0)
+        say(f"  edit {row['edit']:3d} {row['kind']:<10} against its baseline {baseline[:12]}: improvement "
+            f"{effects[-1]:+.2f} sd of the paired difference ({seeds} paired seeds; judge: {row['verdict']})")
+    return effects
+
+
+def sign_flip_floor(alpha: float) -> int:
+    """The fewest seeds at which the exact sign-flip test's two-sided p (at least 2 / 2**n) can reach
+    ``alpha``: the judge's keep rule takes the larger of the t test's and that test's p, so no design
+    with that rule claims anything with fewer seeds."""
+    return max(2, math.ceil(1 - math.log2(alpha)))
+
+
+def comparator_power(kept: int, n: int) -> tuple[float, str]:
+    """The power the fixed-n design is given: the judge's share of small positive edits kept, or, when it
+    kept every one (a design of power 1 needs no finite n), the one-sided 95 % lower bound of that share
+    (Clopper-Pearson: 0.05 ** (1 / n)), which gives the fixed-n design fewer seeds: the ratio is then an
+    upper bound."""
+    if kept == n:
+        return 0.05 ** (1 / n), f"the 95% lower bound {0.05 ** (1 / n):.3f} of the judge's power ({kept} of {n} kept)"
+    return kept / n, f"the judge's power {kept / n:.3f} ({kept} of {n} kept)"
+
+
+def report(loop: dict, *, level: float, fixed_n, effects=None, say=print) -> None:
     """(a), (b), (c) of the real loop, as bench_judge prints them for the simulated ones."""
     rows = loop["rows"]
     if not rows:
@@ -115,8 +176,16 @@ def report(loop: dict, *, level: float, fixed_n, say=print) -> None:
     power = sum(r["keep"] for r in positive) / max(len(positive), 1)
     ran = [r for r in rows if not r["refused"]]
     runs = sum(r["runs"] for r in ran) / max(len(ran), 1)
-    effect = loop["calibration"]["lr up"]["effect_sigma"]
-    fixed = (sum(fixed_n(power, effect, r["alpha"]) for r in ran) / len(ran)) if power > 0 and ran else float("nan")
+    if effects:  # each small positive edit measured against its own baseline (measure_positives)
+        effect, against = sum(effects) / len(effects), (f"the small positive edits' mean measured effect "
+                                                         f"{sum(effects) / len(effects):.2f} sd")
+    else:
+        effect = loop["calibration"]["lr up"]["effect_sigma"]
+        against = f"the calibrated small effect {effect:.2f} sd"
+    kept_positive = sum(r["keep"] for r in positive)
+    design_power, of_power = comparator_power(kept_positive, len(positive)) if positive else (0.0, "no power")
+    fixed = (sum(fixed_n(design_power, effect, r["alpha"]) for r in ran) / len(ran)) if design_power > 0 and ran \
+        else float("nan")
     say(f"real loop: {len(rows)} candidate edits (REAL code edits of a tiny model in a scratch git repository, "
         f"judged by python -m harness.judge's entry in {loop['seconds'] / 60:.1f} min, "
         f"{loop['seconds'] / len(rows):.1f} s per judgement); one loop, so the FDR is this loop's false "
@@ -130,6 +199,12 @@ def report(loop: dict, *, level: float, fixed_n, say=print) -> None:
         f"{sum(r['greedy'] for r in positive) / max(len(positive), 1):.3f} (on the same edits, judged beside the "
         "judge: greedy's own loop would have moved its baseline at each of its keeps)")
     ratio = runs / fixed if fixed == fixed and fixed > 0 else float("nan")
-    say(f"(c) candidate runs per decision: judge {runs:.2f} vs fixed-n paired t test of the judge's power at the "
-        f"same alpha_t {fixed:.2f} against the calibrated small effect {effect:.2f} sd (ratio "
+    floored = (sum(max(fixed_n(design_power, effect, r["alpha"]), sign_flip_floor(r["alpha"])) for r in ran) / len(ran)
+               if design_power > 0 and ran else float("nan"))
+    say(f"(c) candidate runs per decision: judge {runs:.2f} vs fixed-n paired t test at the same alpha_t with "
+        f"{of_power}, against {against}: {fixed:.2f} (ratio "
         f"{'n/a: the judge kept no small positive edit' if math.isnan(ratio) else f'{ratio:.2f}'}; target <= 0.8)")
+    if floored == floored:
+        say(f"    the same fixed-n design with the judge's keep rule (its sign-flip p reaches alpha_t only from "
+            f"{min(sign_flip_floor(r['alpha']) for r in ran)}-{max(sign_flip_floor(r['alpha']) for r in ran)} seeds "
+            f"at this loop's alpha_t): {floored:.2f} (ratio {runs / floored:.2f})")

@@ -70,3 +70,19 @@ def test_a_real_loop_judges_real_edits_and_prints_abc(tmp_path, capsys):
     assert [bool(t[0]) for t in tests] == [r["keep"] for r in rows if not r["refused"]]  # every judgement a claim
     commits = import_script("judge_scratch_repo").git(work / "repo", "log", "--format=%s").splitlines()
     assert len(commits) == 1 + sum(r["keep"] for r in rows)  # each kept edit committed: the next baseline
+
+
+def test_the_fixed_n_design_gets_the_judges_power_or_its_lower_bound_when_every_edit_was_kept():
+    loop = import_script("judge_real_loop")
+    assert loop.comparator_power(2, 5)[0] == 0.4
+    power, words = loop.comparator_power(5, 5)  # power 1 would need no finite n
+    assert power == pytest.approx(0.05 ** (1 / 5)) and "95% lower bound 0.549" in words
+    bench = import_script("bench_judge")
+    assert bench.fixed_n(power, 1.0, 0.01) < bench.fixed_n(0.99, 1.0, 0.01)  # fewer seeds: the ratio an upper bound
+
+
+def test_the_sign_flip_floor_is_the_fewest_seeds_whose_exact_p_reaches_alpha():
+    loop = import_script("judge_real_loop")
+    for alpha in (0.05, 0.011, 1e-3, 8e-5):
+        n = loop.sign_flip_floor(alpha)
+        assert 2 / 2 ** n <= alpha < 2 / 2 ** (n - 1)

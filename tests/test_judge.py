@@ -155,10 +155,13 @@ def test_an_edit_that_changes_no_number_is_discarded_at_the_first_look(project, 
     (["--baseline", "main", "stats.fdr.method=lord++"], "sets stats.fdr.method, which the judge sets itself"),
     (["--baseline", "main", "--fdr", "bonferroni"], "--fdr='bonferroni' is not an online FDR method"),
     (["--candidate", "WORKTREE"], "the following arguments are required: --baseline"),
+    # a config that does not compose (Hydra's exit 1 in python -m harness): bad input, no ledger level spent
+    (["--baseline", "main", "ab.sequential.max_sedes=5"], "Key 'max_sedes' not in 'SequentialConfig'"),
+    (["--baseline", "main", "+model=nope"], "Could not find 'model/nope'"),
 ])
 def test_bad_input_exits_2_with_one_paragraph_and_writes_nothing(project, tmp_path, capsys, args, words):
     ledger = tmp_path / "ledger.sqlite"
-    assert main(["--ledger", str(ledger), *args, *FAST]) == 2
+    assert main(["--config-dir", "conf", "--ledger", str(ledger), *args, *FAST]) == 2
     captured = capsys.readouterr()
     assert json.loads(captured.out)["verdict"] is None and words in json.loads(captured.out)["error"]
     assert words in captured.err and captured.err.strip().count("\n") == 0  # one paragraph

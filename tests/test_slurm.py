@@ -22,6 +22,8 @@ import harness
 from harness.results import load_tree, read_json
 
 from .conftest import FAST, REPO, TEST_CONF, run_cli
+from . import test_code_arms as code_arms
+from .test_code_arms import project as code_project  # noqa: F401 - the scratch repository's fixture
 
 CONF = os.environ.get("SLURM_CONF") or "/tmp/harness-slurm/slurm.conf"
 
@@ -269,3 +271,78 @@ def test_a_rank_killed_in_a_two_task_job_fails_its_unit_named_and_the_rerun_resu
     again = {r["arm"]: r for r in load_tree(sweep).results}
     assert again["A"]["status"] == "completed" and again["A"]["env"]["world"]["world_size"] == 2
     assert again["B"] == results["B"]  # kept, not run again
+
+
+def test_a_code_arm_sweep_on_slurm_runs_the_launchs_snapshots_with_the_in_process_bits(code_project, monkeypatch):
+    """issue 50: code arms in a -m sweep whose jobs SLURM runs. The launching process reads the
+    revisions once and writes their snapshots into the sweep folder; each job, a process on the node,
+    runs those (the first job's edit of the live tree reaches no job), and every run's fingerprints
+    are those of the same run in one invocation."""
+    project = code_project
+    (project / "proj" / "fit.py").write_text(code_arms._fit(code_arms.SMOOTHED, marker=2))  # WORKTREE: uncommitted
+    edit = json.dumps({"path": str(project / "proj" / "fit.py"), "text": code_arms._fit(code_arms.PLAIN_LOSS, marker=3)})
+    sweep = project / "multi"
+    proc = run_cli(["--config-dir", str(project / "conf"), "-m", "+experiment=code_ab", *code_arms.FAST, "seed=0,1,2",
+                    *ON_THE_NODE, f"hydra.sweep.dir={sweep}"], cwd=project, timeout=600,
+                   env={**ENV, "PYTHONPATH": str(REPO), "CODE_ARMS_EDIT": edit})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(sweep.glob(".submitit/*/*_log.out")), "no job went through sbatch"
+    swept = {(r["seed"], r["arm"]): r for r in (json.loads(p.read_text()) for p in sweep.rglob("result.json"))}
+    assert {k: r["metrics"]["marker"] for k, r in swept.items()} == {(s, a): {"A": 1, "B": 2}[a]
+                                                                       for s in (0, 1, 2) for a in "AB"}
+    assert (project / "proj" / "fit.py").read_text() == code_arms._fit(code_arms.PLAIN_LOSS, marker=3)  # edited
+    assert {r["code"]["code_arm"]["folder"] for r in swept.values()} <= {
+        f"code/{p.name}" for p in (sweep / "code").iterdir() if p.is_dir()}
+
+    (project / "proj" / "fit.py").write_text(code_arms._fit(code_arms.SMOOTHED, marker=2))  # as the sweep saw it
+    single = {(r["seed"], r["arm"]): r for r in code_arms._run(project).results}
+    assert {k: r["fingerprints"] for k, r in swept.items()} == {k: r["fingerprints"] for k, r in single.items()}
+
+
+def test_the_sequential_sweeper_on_two_task_jobs_runs_every_look_as_two_ranks(tmp_path):
+    """issue 51: the harness's sequential sweeper launching jobs of 2 SLURM tasks: each look's units
+    run as process groups of the job's 2 ranks, every unit's proofs cover both shards with the replicas
+    compared, and the sweep settles."""
+    sweep = tmp_path / "sweep"
+    proc = run_cli(["-m", "--config-dir", str(TEST_CONF), "hydra/sweeper=harness_sequential", *DDP_AB,
+                    "repro.certificate=false", "stats.margin=null", "ab.sequential.min_seeds=3",
+                    "ab.sequential.max_seeds=4", "stats.alpha=0.25", *TWO_TASKS, f"hydra.sweep.dir={sweep}"],
+                   env=ENV, timeout=900)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    state = read_json(sweep / "sequential.json")
+    assert state["status"] == "settled" and not state["failed"], state
+    proofs = _proofs(sweep)
+    assert len(proofs) >= 6 and {s for s, _ in proofs} >= {0, 1, 2}  # the first look: 3 seeds x 2 arms
+    for fp, world in proofs.values():
+        assert world == {"world_size": 2, "backend": "gloo"}
+        assert [s["batches"] for s in fp["ranks"]] == [6, 6] and fp["batches"] == 12
+        assert fp["replicas"] == {"equal": True, "ranks": 2, "says": "equal across 2 ranks"}
+    _two_tasks_a_job(sweep)
+
+
+def _two_tasks_a_job(sweep: Path) -> None:
+    """Every job of the sweep ran 2 SLURM tasks (an array job's logs: JOBID_INDEX_TASK_log.out)."""
+    tasks: dict = {}
+    for p in sweep.glob(".submitit/*/*_log.out"):
+        tasks.setdefault(p.name.rsplit("_", 2)[0], set()).add(p.name.rsplit("_", 2)[1])
+    assert tasks and all(t == {"0", "1"} for t in tasks.values()), tasks
+
+
+def test_the_race_sweeper_on_two_task_jobs_runs_every_look_as_two_ranks(tmp_path):
+    """issue 51: the race sweeper (three learning rates) launching jobs of 2 SLURM tasks: every unit of
+    every look a process group of the job's 2 ranks, proofs over both shards, and the race settles."""
+    sweep = tmp_path / "sweep"
+    plain = [o for o in DDP_AB if not o.startswith("ab.")]
+    proc = run_cli(["-m", "--config-dir", str(TEST_CONF), "hydra/sweeper=harness_race", *plain,
+                    "train.kwargs.lr=0.1,0.2,0.3", "repro.certificate=false", "stats.margin=0.01",
+                    "ab.race.min_seeds=3", "ab.race.seeds_per_look=1", "ab.race.max_seeds=4", *TWO_TASKS,
+                    f"hydra.sweep.dir={sweep}"], env=ENV, timeout=900)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    race = read_json(sweep / "race.json")
+    assert race["status"] in ("settled", "max_seeds") and not race.get("failed"), race  # ended, no unit lost
+    proofs = _proofs(sweep)
+    assert len(proofs) >= 9  # the first look: 3 seeds x 3 learning rates
+    for fp, world in proofs.values():
+        assert world == {"world_size": 2, "backend": "gloo"}
+        assert [s["batches"] for s in fp["ranks"]] == [6, 6] and fp["replicas"]["equal"] is True
+    _two_tasks_a_job(sweep)

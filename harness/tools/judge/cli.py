@@ -88,6 +88,20 @@ def _checked(args) -> None:
                        f"{Path.cwd()} is in none. Run it from inside the project's repository.")
 
 
+def _composes(args, baseline: str, candidate: str) -> None:
+    """The config the harness will be given composes (a misspelt key, a missing group option): checked
+    here, before the ledger reserves a level, where Hydra's refusal would end the run with exit 1 and
+    only its last line ("Set the environment variable HYDRA_FULL_ERROR=1 ...") to say why."""
+    from harness.config.compose import compose, compose_error
+
+    try:
+        compose([*args.overrides, "ab.factor=code", f"ab.arms={{A: '{baseline}', B: '{candidate}'}}",
+                 "stats.baseline=A", "ab.sequential.enabled=true"], [args.config_dir] if args.config_dir else [])
+    except Exception as e:  # noqa: BLE001 - Hydra's and OmegaConf's errors: the overrides do not compose
+        raise BadInput(f"the overrides {' '.join(args.overrides) or '(none)'} do not compose a config: "
+                       f"{compose_error(e)} Nothing ran and the ledger is unchanged.") from None
+
+
 def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: float, ledger) -> tuple[int, str]:
     from harness.config.ledger_spec import is_url
 
@@ -106,6 +120,8 @@ def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: flo
         ended = False  # a blank line ended the paragraph: the next line starts another
         for line in proc.stdout:
             sys.stderr.write(line)
+            if line.startswith("Set the environment variable HYDRA_FULL_ERROR"):
+                continue  # Hydra's closing hint, not the reason: the paragraph before it is
             if not line.strip():
                 ended = True
             else:
@@ -119,6 +135,7 @@ def judge(argv=None) -> tuple[dict, int]:
     _checked(args)
     baseline = _commit(args.baseline, "--baseline")
     candidate = WORKTREE if args.candidate == WORKTREE else _commit(args.candidate, "--candidate")
+    _composes(args, baseline, candidate)
     key = config_key(args.overrides, args.config_dir)
     try:  # (read before the ledger reserves a level: a baseline that cannot be read is bad input)
         baseline_digest = revision_digest(_git("rev-parse", "--show-toplevel"), baseline)
