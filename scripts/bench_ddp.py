@@ -112,6 +112,9 @@ def train(args) -> None:
         # "score": the metric the tests' command_toy experiment reads from stdout
         print(f"ms_per_step {ms['wall']:.4f} cpu_ms_per_step {ms['cpu']:.4f} harness_ms_per_step {ms['harness']:.4f} "
               f"steps {len(wall)} loss {loss.item().hex()}\nscore {ms['wall']:.4f}", flush=True)
+    # both ranks done before either tears its group down: without it, one bare rank in ~50 units aborted at
+    # the end ("terminate called without an active exception", SIGABRT) and the bench stopped
+    dist.barrier()
     dist.destroy_process_group()
 
 
