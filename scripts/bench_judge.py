@@ -116,23 +116,8 @@ def one_loop(rng, edits: int, max_seeds: int, method: str, level: float) -> list
     return out
 
 
-def main(argv=None) -> int:
-    a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    a.add_argument("--edits", type=int, default=200)
-    a.add_argument("--loops", type=int, default=40)
-    a.add_argument("--max-seeds", type=int, default=30)
-    a.add_argument("--method", default="saffron")
-    a.add_argument("--level", type=float, default=0.1)
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--repo", default=None, help="also a REAL loop of code edits in a new scratch repository made in "
-                   "this folder (judge_real_loop.py), after the simulated loops")
-    a.add_argument("--budget-min", type=float, default=20, help="--repo: stop the real loop's edits after this")
-    a.add_argument("--calibration-seeds", type=int, default=24, help="--repo: paired seeds per edit kind, and per "
-                   "small positive edit measured after the loop")
-    a.add_argument("--report-only", action="store_true", help="--repo: a folder where a real loop ran: measure its "
-                   "small positive edits and print its (a), (b), (c) again, judging nothing")
-    args = a.parse_args(argv)
-    rng = np.random.default_rng(args.seed)
+def simulated(args, rng) -> None:
+    """The simulated loops, judged three ways; their (a), (b), (c) printed."""
     loops = [one_loop(rng, args.edits, args.max_seeds, args.method, args.level) for _ in range(args.loops)]
 
     def fdp(loop, key):
@@ -165,6 +150,29 @@ def main(argv=None) -> int:
           f"edits; FDR {gfdr:.3f} +- {gfdr_se:.3f}; power {sum(e['greedy'] for e in positives) / max(len(positives), 1):.3f}")
     print(f"(c) candidate runs per decision: judge {judge_runs:.2f} vs fixed-n paired t test of the judge's power "
           f"at the same alpha_t {fixed:.2f} (ratio {judge_runs / fixed:.2f}; target <= 0.8)")
+
+
+def main(argv=None) -> int:
+    a = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    a.add_argument("--edits", type=int, default=200)
+    a.add_argument("--loops", type=int, default=40)
+    a.add_argument("--max-seeds", type=int, default=30)
+    a.add_argument("--method", default="saffron")
+    a.add_argument("--level", type=float, default=0.1)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--repo", default=None, help="also a REAL loop of code edits in a new scratch repository made in "
+                   "this folder (judge_real_loop.py), after the simulated loops")
+    a.add_argument("--budget-min", type=float, default=20, help="--repo: stop the real loop's edits after this")
+    a.add_argument("--calibration-seeds", type=int, default=24, help="--repo: paired seeds per edit kind, and per "
+                   "small positive edit measured after the loop")
+    a.add_argument("--report-only", action="store_true", help="--repo: a folder where a real loop ran: measure its "
+                   "small positive edits and print its (a), (b), (c) again, judging nothing")
+    args = a.parse_args(argv)
+    if args.report_only and not args.repo:
+        a.error("--report-only needs --repo, the folder where a real loop ran")
+    rng = np.random.default_rng(args.seed)
+    if not args.report_only:  # the simulated loops do not depend on the real one: not run again
+        simulated(args, rng)
     if args.repo:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling modules, however it was imported
         from judge_real_loop import finished_loop, measure_positives, real_loop, report

@@ -80,7 +80,8 @@ def real_loop(work: Path, *, edits: int, max_seeds: int, method: str, level: flo
             if cls == "small positive":  # its effect is measured after the loop, against this baseline
                 (work / "edits").mkdir(exist_ok=True)
                 (work / "edits" / f"{i:03d}.py").write_text((repo / scratch.MODEL_PATH).read_text())
-            row = {"edit": i, "class": str(cls), "kind": kind, "baseline": base, "exit": code, "verdict": out.get("verdict"),
+            row = {"edit": i, "class": str(cls), "kind": kind, "baseline": base, "exit": code,
+                   "verdict": out.get("verdict"),
                    "keep": code == 0, "runs": out.get("n") or 0, "alpha": out.get("alpha_t"),
                    "greedy": code != 2 and _greedy(out, i), "refused": code == 2, "seconds": time.perf_counter() - t,
                    "results": out.get("results"),
@@ -177,15 +178,18 @@ def report(loop: dict, *, level: float, fixed_n, effects=None, say=print) -> Non
     ran = [r for r in rows if not r["refused"]]
     runs = sum(r["runs"] for r in ran) / max(len(ran), 1)
     if effects:  # each small positive edit measured against its own baseline (measure_positives)
-        effect, against = sum(effects) / len(effects), (f"the small positive edits' mean measured effect "
-                                                         f"{sum(effects) / len(effects):.2f} sd")
+        effect = sum(effects) / len(effects)
+        against = f"the small positive edits' mean measured effect {effect:.2f} sd"
     else:
         effect = loop["calibration"]["lr up"]["effect_sigma"]
         against = f"the calibrated small effect {effect:.2f} sd"
-    kept_positive = sum(r["keep"] for r in positive)
-    design_power, of_power = comparator_power(kept_positive, len(positive)) if positive else (0.0, "no power")
-    fixed = (sum(fixed_n(design_power, effect, r["alpha"]) for r in ran) / len(ran)) if design_power > 0 and ran \
-        else float("nan")
+    design_power, of_power = (comparator_power(sum(r["keep"] for r in positive), len(positive)) if positive
+                              else (0.0, "no power"))
+    # the fixed-n design's seeds for each judgement; with the keep rule, no fewer than its sign-flip floor
+    ns = [(fixed_n(design_power, effect, r["alpha"]), sign_flip_floor(r["alpha"])) for r in ran] \
+        if design_power > 0 else []
+    fixed = sum(n for n, _ in ns) / len(ns) if ns else float("nan")
+    floored = sum(max(n, floor) for n, floor in ns) / len(ns) if ns else float("nan")
     say(f"real loop: {len(rows)} candidate edits (REAL code edits of a tiny model in a scratch git repository, "
         f"judged by python -m harness.judge's entry in {loop['seconds'] / 60:.1f} min, "
         f"{loop['seconds'] / len(rows):.1f} s per judgement); one loop, so the FDR is this loop's false "
@@ -199,12 +203,10 @@ def report(loop: dict, *, level: float, fixed_n, effects=None, say=print) -> Non
         f"{sum(r['greedy'] for r in positive) / max(len(positive), 1):.3f} (on the same edits, judged beside the "
         "judge: greedy's own loop would have moved its baseline at each of its keeps)")
     ratio = runs / fixed if fixed == fixed and fixed > 0 else float("nan")
-    floored = (sum(max(fixed_n(design_power, effect, r["alpha"]), sign_flip_floor(r["alpha"])) for r in ran) / len(ran)
-               if design_power > 0 and ran else float("nan"))
     say(f"(c) candidate runs per decision: judge {runs:.2f} vs fixed-n paired t test at the same alpha_t with "
         f"{of_power}, against {against}: {fixed:.2f} (ratio "
         f"{'n/a: the judge kept no small positive edit' if math.isnan(ratio) else f'{ratio:.2f}'}; target <= 0.8)")
     if floored == floored:
         say(f"    the same fixed-n design with the judge's keep rule (its sign-flip p reaches alpha_t only from "
-            f"{min(sign_flip_floor(r['alpha']) for r in ran)}-{max(sign_flip_floor(r['alpha']) for r in ran)} seeds "
+            f"{min(floor for _, floor in ns)}-{max(floor for _, floor in ns)} seeds "
             f"at this loop's alpha_t): {floored:.2f} (ratio {runs / floored:.2f})")

@@ -45,7 +45,6 @@ def tiny_ddp(cfg, run, lr=0.1, break_sync=False, fail_rank=-1, fail_once=None, h
     return {"score": loss.item()}
 
 
-
 def side_by_side(cfg, run, folder, meet=False, **kwargs):
     """tiny_ddp, its span marked in ``folder`` by rank 0 (tests/test_nproc_side_by_side.py): the file
     running-ARM while it trains, done-ARM after; with ``meet``, rank 0 first waits until another unit

@@ -108,8 +108,8 @@ def _guard(pgid: int, mark: Optional[str] = None) -> Optional[tuple]:
         return None
     read, write = os.pipe()  # not inherited by any other child (close-on-exec)
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(GUARD), str(pgid), *([mark] if mark else [])], stdin=read,
-                                stdout=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(GUARD), str(pgid), *([mark] if mark else [])],
+                                stdin=read, stdout=subprocess.DEVNULL, start_new_session=True)
     except BaseException:
         os.close(write)
         raise
