@@ -135,3 +135,84 @@ def test_a_candidate_that_changes_no_number_stops_at_its_first_look(designs):
     ones = np.full((1, SUP["max_seeds"]), 0.5)
     code, _ = simulate(designs["better"], ones)
     assert code[0] != FUTILE
+
+
+# -- futility-only looks before the first claim look (ab.sequential.futility_from; the judge's 4) -------------
+
+LOOP = dict(max_seeds=30, alpha=1e-3, margin=None, equivalence=False, futility_rule="better")  # a loop's small alpha_t
+
+
+@pytest.fixture(scope="module")
+def early():
+    """The judge's design at alpha 1e-3 (first claim look at 12 seeds) without and with futility-only looks from 4."""
+    from harness.stats.sequential.design import first_claim_seeds
+
+    late = SequentialDesign(min_seeds=first_claim_seeds(**LOOP), **LOOP)
+    return late, dataclasses.replace(late, futility_from=4)
+
+
+def test_futility_only_looks_come_before_the_first_claim_look_and_spend_no_alpha(early):
+    late, soon = early
+    assert late.futility_looks == () and late.schedule == late.looks
+    assert soon.futility_looks == (4, 6, 8, 10) and soon.looks == late.looks == tuple(range(12, 31, 2))
+    assert soon.boundaries == late.boundaries  # the claims' boundaries are those of the design without them
+    look = replay(soon, np.full(30, 0.4) + np.random.default_rng(3).standard_normal(30), arm="B")[0]
+    assert look.n == 4 and look.look == 1 and look.nominal_alpha == 0.0 and look.decision in ("continue", "futile")
+    assert look.interval == (-math.inf, math.inf) and look.critical == math.inf
+    assert "a futility-only look: it spends no alpha" in look.note
+
+
+def test_futility_only_looks_never_add_a_claim_stop_null_runs_sooner_and_cost_little_power(early):
+    late, soon = early
+    null = np.random.default_rng(21).standard_normal((SIMS, 30))
+    for x in (null, null + 1.0):
+        free, _ = simulate(late, x)
+        ruled, _ = simulate(soon, x)
+        assert not ((ruled == BETTER) & (free != BETTER)).any()  # non-binding: on the same paths
+    assert (simulate(soon, null)[0] == BETTER).mean() <= tol(soon.one_sided_alpha)
+    # null runs: 12.3 seeds on average without them, 6.4 with (SE of a mean < 0.1 seed)
+    assert simulate(soon, null)[1].mean() <= 0.6 * simulate(late, null)[1].mean()
+    free, _ = simulate(late, null + 1.0)
+    ruled, _ = simulate(soon, null + 1.0)
+    lost = ((free == BETTER) & (ruled != BETTER)).mean()  # measured 0.0185 at +1 sd (power 0.81 without)
+    assert lost <= tol(0.02)
+
+
+def test_a_candidate_that_changes_no_number_stops_at_the_first_futility_only_look(early):
+    from harness.experiment.adaptive.sequential_plan import sentence
+
+    late, soon = early
+    zeros = np.zeros((1, 30))
+    assert simulate(late, zeros)[1][0] == late.min_seeds == 12
+    code, used = simulate(soon, zeros)
+    assert code[0] == FUTILE and used[0] == 4
+    last = replay(soon, zeros[0], arm="B")[-1]
+    said = sentence(last, soon, "A", "")
+    assert said.startswith("B is not shown better than A") and "after 4 seeds, look 1 of 14" in said
+    assert "repeated CI" not in said and "every difference is +0 (sd 0)" in said
+
+
+def test_futility_from_is_refused_where_it_cannot_work_and_kept_out_of_old_records(early):
+    from harness.experiment.adaptive.sequential_plan import stored_design_problem
+
+    late, soon = early
+    for bad in (dict(futility_from=2), dict(futility_from=4, futility_rule="reach"), dict(futility_from=4, futility=0)):
+        with pytest.raises(ValueError, match="futility_from"):
+            dataclasses.replace(late, **bad)
+    assert "futility_from" not in late.to_dict() and "futility_looks" not in late.to_dict()
+    stored = soon.to_dict()
+    assert stored["futility_from"] == 4 and stored["futility_looks"] == [4, 6, 8, 10]
+    assert SequentialDesign.from_dict(stored) == soon and SequentialDesign.from_dict(late.to_dict()) == late
+    problem = stored_design_problem({"design": late.to_dict(), "metric": "m", "baseline": "A"}, soon, "m", "A", "here")
+    assert "futility_from None -> 4" in problem
+
+
+def test_the_config_key_declares_futility_only_looks():
+    from harness.config.declaration import Declaration
+    from harness.config.sequential_design import design_of
+
+    decl = Declaration.from_config(compose_cfg(SEQ + ["ab.sequential.futility_rule=better", "ab.sequential.futility_from=3"]))
+    d = design_of(decl)
+    assert d.futility_looks == tuple(range(3, d.looks[0], 2)) and d.looks[0] > 5  # every 2 seeds, up to the first claim look
+    assert decl.to_dict()["sequential"]["futility_from"] == 3 and Declaration.from_dict(decl.to_dict()) == decl
+    assert "futility_from" not in Declaration.from_config(compose_cfg(SEQ)).to_dict()["sequential"]

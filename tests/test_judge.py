@@ -140,12 +140,19 @@ def test_a_null_edit_stops_early_for_futility_and_is_discarded(project, tmp_path
 
 
 @pytest.mark.slow
-def test_an_edit_that_changes_no_number_is_discarded_at_the_first_look(project, tmp_path):
+def test_an_edit_that_changes_no_number_is_discarded_at_the_first_futility_only_look(project, tmp_path):
+    from harness.tools.judge.verdict import FUTILITY_FROM
+
     (project / "effect.py").write_text("EFFECT = 0.0 * 2  # rewritten: the same value\nNOISE = 0.0\n")
     rc, out, err = _judge(project, "--baseline", "main", ledger=tmp_path / "l.sqlite")
     assert rc == 1 and out["verdict"] == "discard", err[-3000:]
     assert out["why"].startswith("identical results")
-    assert out["stopped_by"]["rule"] == "futility" and len(out["seeds"]) == out["stopped_by"]["n"] < 12
+    # after FUTILITY_FROM seeds, before the first look at which the ledger's alpha_t allows a claim
+    assert out["stopped_by"]["rule"] == "futility" and len(out["seeds"]) == out["stopped_by"]["n"] == FUTILITY_FROM
+    design = json.loads(Path(out["results"], "analysis.json").read_text())["sequential"]["design"]
+    assert design["futility_from"] == FUTILITY_FROM and design["looks"][0] > FUTILITY_FROM
+    runs = sorted(p.parent.name for p in Path(out["results"], "runs").glob("seed=*/arm=B/result.json"))
+    assert len(runs) == FUTILITY_FROM  # the candidate ran no seed beyond the look that stopped it
 
 
 @pytest.mark.parametrize("args, words", [

@@ -173,6 +173,10 @@ def test_bad_sequential_config_fails_before_any_run(tmp_path):
     (["ab.sequential.spending=linear"], "allowed: pocock, obrien-fleming, hsd"),
     (["ab.sequential.futility_rule=worse"], "ab.sequential.futility_rule='worse' is not a futility rule; allowed: reach"),
     (["ab.sequential.alpha=0.7"], "ab.sequential.alpha=0.7 must be a number between 0 and 0.5"),
+    (["ab.sequential.futility_from=4"], "ab.sequential.futility_from=4 asks for futility-only looks before the first "
+                                        "claim look, which need ab.sequential.futility_rule=better (got reach"),
+    (["ab.sequential.futility_rule=better", "ab.sequential.futility_from=2"],
+     "ab.sequential.futility_from=2 must be an integer >= 3 or null"),
     (["ab.sequential.max_failures=-1"], "ab.sequential.max_failures=-1 must be an integer >= 0"),
 ])
 def test_each_bad_value_is_named_with_what_is_allowed(overrides, words):
@@ -302,3 +306,23 @@ def test_reanalysing_a_sequential_folder_rewrites_its_files_byte_for_byte(tmp_pa
     assert done.returncode == 0, done.stderr
     for name, content in before.items():
         assert (folder / name).read_bytes() == content, name
+
+
+def test_futility_only_looks_stop_a_run_heading_nowhere_before_the_first_claim_look(tmp_path):
+    """ab.sequential.futility_from: the run looks at 3, 5, ... seeds, where no claim is possible, and an arm
+    far below the baseline stops there; the record, the report and the screen say what such a look is."""
+    from harness.api import run
+
+    res = run(SEQ + ["~ab.arms.C", "ab.arms.B=-3.0", "ab.sequential.futility_rule=better",
+                     "ab.sequential.futility_from=3"], out_dir=tmp_path, verbose=False)
+    seq = read_json(tmp_path / "sequential.json")
+    assert seq["design"]["futility_looks"] == list(range(3, seq["design"]["looks"][0], 2))
+    look = seq["arms"]["B"]["looks"][-1]
+    assert seq["arms"]["B"]["decision"] == "futile" and look["n"] == 3 and look["look"] == 1
+    assert look["nominal_alpha"] == 0 and look["interval"] == [None, None] and look["critical"] is None
+    assert "B is not shown better than A" in seq["arms"]["B"]["sentence"]
+    assert "after 3 seeds, look 1 of" in seq["arms"]["B"]["sentence"]
+    assert set(_runs(tmp_path)) == {(s, a) for s in range(3) for a in "AB"}  # no seed more
+    report = (tmp_path / "report.md").read_text()
+    assert "— (futility-only look)" in report and "futility-only looks at 3, 5" in report
+    assert res.analysis["sequential"] == seq

@@ -51,6 +51,7 @@ class SequentialSpec:
     futility: float = 0.05
     max_failures: int = 0
     futility_rule: str = "reach"
+    futility_from: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,8 @@ class Declaration:
             del d["declared_after"]
         if d["sequential"] and d["sequential"]["futility_rule"] == "reach":  # as they were before the key, too
             del d["sequential"]["futility_rule"]
+        if d["sequential"] and d["sequential"]["futility_from"] is None:  # and before this one
+            del d["sequential"]["futility_from"]
         return {"schema": SCHEMA, **d}
 
     @classmethod

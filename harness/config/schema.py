@@ -227,6 +227,10 @@ class SequentialConfig:
     # which chance futility bounds: reach (any claim, at every effect inside the interval) | better (the
     # predictive chance that max_seeds shows better: for keep/discard decisions; python -m harness.judge's)
     futility_rule: str = "reach"
+    # futility-only looks before the first claim look: at this many seeds, then every seeds_per_look below
+    # min_seeds (>= 3); they spend no alpha, so they only stop runs heading nowhere (futility_rule better only;
+    # python -m harness.judge uses 4); null: none
+    futility_from: Optional[int] = None
     max_failures: int = 0  # failed runs tolerated (their seeds count for no arm) before the run stops
 
 

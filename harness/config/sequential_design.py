@@ -46,6 +46,13 @@ def settings_problems(decl) -> list[str]:
         return True
 
     ok = whole("max_seeds", 2) & whole("seeds_per_look", 1) & whole("min_seeds", 2, allow_none=True)
+    # 3: the sd of fewer differences has one degree of freedom or none, and an analysis needs 3 pairs
+    if whole("futility_from", 3, allow_none=True) and s.futility_from is not None and (
+            s.futility_rule != "better" or s.futility == 0):
+        p.append(f"{key}futility_from={s.futility_from} asks for futility-only looks before the first claim look, "
+                 f"which need {key}futility_rule=better (got {s.futility_rule}: the rule reach plans over the look's "
+                 f"interval, and a look that spends no alpha has none) and {key}futility > 0 (got {s.futility}). "
+                 f"Set both, or {key}futility_from=null.")
     whole("max_failures", 0)
     if ok and s.min_seeds is not None and s.max_seeds < s.min_seeds:
         p.append(f"{key}max_seeds={s.max_seeds} is below {key}min_seeds={s.min_seeds}: the first look would "
@@ -92,7 +99,8 @@ def design_of(decl):
     alpha = decl.sequential_alpha
     kw = dict(max_seeds=int(s.max_seeds), seeds_per_look=int(s.seeds_per_look), alpha=alpha, margin=margin,
               direction=direction, equivalence=equivalence, spending=str(s.spending), gamma=float(s.gamma),
-              futility=float(s.futility), futility_rule=str(s.futility_rule), arms=len(others))
+              futility=float(s.futility), futility_rule=str(s.futility_rule), arms=len(others),
+              futility_from=None if s.futility_from is None else int(s.futility_from))
     floor = min_claim_seeds(alpha, len(others), margin)
     if s.min_seeds is not None:
         min_seeds = int(s.min_seeds)

@@ -149,12 +149,17 @@ def sequential_sections(analysis: dict) -> list[Section]:
                 ["arm", "look", "seeds", "estimate", "repeated CI", "critical", "decision"])
     for arm, a in seq["arms"].items():
         for x in a.get("looks") or []:
+            early = x.get("nominal_alpha") == 0  # a futility-only look: no alpha spent, no interval
             s.rows.append([arm, str(x["look"]), str(x["n"]), f"{f.signed(x['estimate'])}{f.unit}",
-                           f.interval(x["interval"]), _num(x["critical"], ".3f"), x["decision"]])
+                           "— (futility-only look)" if early else f.interval(x["interval"]),
+                           "—" if early else _num(x["critical"], ".3f"), x["decision"]])
     s.notes += [f"sequential decision ({a['decision']}): {a['sentence']}" for a in seq["arms"].values()]
     rule = " (rule better: the predictive chance of showing better)" if d.get("futility_rule") == "better" else ""
     s.notes.append(
-        f"design, declared before the data: looks at {', '.join(map(str, d.get('looks') or []))} seeds, "
+        f"design, declared before the data: "
+        + (f"futility-only looks at {', '.join(map(str, d['futility_looks']))} seeds (no alpha spent, no claim), then "
+           if d.get("futility_looks") else "")
+        + f"looks at {', '.join(map(str, d.get('looks') or []))} seeds, "
         f"alpha {d.get('alpha')}, margin {'±' + f.value(margin) + f.unit if margin else 'none'}, "
         f"{d.get('spending')} spending, futility {d.get('futility')}{rule}; each look's interval covers the true "
         f"difference at every look at once, so the decision keeps its error rate wherever the run stopped. "

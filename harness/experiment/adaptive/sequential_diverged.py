@@ -76,7 +76,8 @@ def counted_look(design, k: int, d, finished, both, arm, scale=None) -> CountedL
     note = (f"the pairs include divergences, counted as worst (stats.diverged=worst): the signed-rank sign-flip "
             f"test gives p = {test.pvalue:.3g} ({test.method}) against the {level:.3g} this look spends; no margin "
             f"or equivalence claim, a diverged run has no size")
-    return CountedLook(look=k + 1, n=int(d.size), estimate=float(done.mean()) if done.size else float("nan"),
+    return CountedLook(look=design.schedule.index(int(d.size)) + 1, n=int(d.size),
+                       estimate=float(done.mean()) if done.size else float("nan"),
                        sd=sd, interval=(float("-inf"), float("inf")), level=1.0 - design.alpha / design.arms,
                        critical=float("nan"), nominal_alpha=level, margin=design.margin, chance_to_settle=1.0,
                        skewness=0.0, decision=decision, arm=arm, sign_flip_p=test.pvalue, note=note,
@@ -155,4 +156,4 @@ def sentence(look: CountedLook, design, baseline: str, unit: str) -> str:
     return (f"{claim}: with the diverged runs counted as worst, the signed-rank sign-flip test on {look.n} pairs "
             f"gives p = {look.sign_flip_p:.3g} ({look.method}; {look.arm} alone diverged in {look.arm_only}, "
             f"{baseline} alone in {look.baseline_only}, both in {look.both}) against the level {look.nominal_alpha:.3g} that "
-            f"look {look.look} of {len(design.looks)} spends.{on} No margin claim: a diverged run has no size.")
+            f"look {look.look} of {len(design.schedule)} spends.{on} No margin claim: a diverged run has no size.")

@@ -89,7 +89,7 @@ def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_
     from harness.results import diverged as is_diverged
 
     by = {(r.get("seed"), str(r.get("arm"))): r for r in results}
-    looks = set(design.looks)
+    looks = set(design.schedule)  # the futility-only looks too
     active = list(arms)
     diffs = {a: [] for a in arms}
     finished = {a: [] for a in arms}  # per pair: both runs finished
@@ -155,7 +155,7 @@ def plan(design, results, *, seeds, baseline: str, arms: list, metric: str, max_
     if not active:
         return out
     n = min(len(diffs[a]) for a in active)
-    nxt = next((k for k in design.looks if k > n), None)
+    nxt = next((k for k in design.schedule if k > n), None)
     if nxt is None:  # cannot happen: the last look always settles (undecided at the maximum)
         return out
     batch = [frontier] if frontier is not None else []
@@ -198,9 +198,12 @@ def sentence(look, design, baseline: str, unit: str) -> str:
                             max=design.max_seeds, chance=look.chance_to_settle, futility=design.futility)
     lo, hi = look.interval
     note = getattr(look, "note", "")  # why the interval's claim was not made (the exact sign-flip test)
+    where = f"after {look.n} seeds, look {look.look} of {len(design.schedule)}"
+    if look.n in design.futility_looks:  # no interval: the look spends no alpha
+        return (f"{head}: {look.arm} - {baseline} = {fmt(look.estimate)}{unit} (sd {look.sd:.4g}) {where}."
+                + (f" Note: {note}." if note else ""))
     return (f"{head}: {look.arm} - {baseline} = {fmt(look.estimate)}{unit} ({look.level:.0%} repeated CI "
-            f"{fmt(lo)} to {fmt(hi)}) after {look.n} seeds, look {look.look} of {len(design.looks)}."
-            + (f" Note: {note}." if note else ""))
+            f"{fmt(lo)} to {fmt(hi)}) {where}." + (f" Note: {note}." if note else ""))
 
 
 def record(design, p: Plan, *, metric: str, baseline: str, status: str, runs: int, unit: str = "") -> dict:

@@ -85,8 +85,10 @@ class SequentialPolicy:
         for arm, h in p.history.items():
             if h:
                 x = h[-1]
-                say(f"sequential look {x.look}, {arm}: n {x.n}, estimate {x.estimate:+.4g}, interval "
-                    f"[{x.interval[0]:+.4g}, {x.interval[1]:+.4g}], decision {x.decision}")
+                shown = (f"interval [{x.interval[0]:+.4g}, {x.interval[1]:+.4g}]" if x.nominal_alpha > 0
+                         else "no interval (a futility-only look)")
+                say(f"sequential look {x.look}, {arm}: n {x.n}, estimate {x.estimate:+.4g}, {shown}, "
+                    f"decision {x.decision}")
 
     def batch(self, p, loaded: list) -> list:
         """(seed, arm) of the next batch, seed by seed, every arm of a seed before the next seed."""
@@ -99,7 +101,9 @@ class SequentialPolicy:
         d = self.design
         looks = d.looks
         shown = ", ".join(map(str, looks)) if len(looks) <= 6 else f"{looks[0]}, {looks[1]}, ... {looks[-1]}"
-        return (f"sequential: looks at {shown} seeds, alpha {d.alpha:g}, margin "
+        early = d.futility_looks
+        first = (f"futility-only looks at {', '.join(map(str, early))} seeds, then " if early else "")
+        return (f"sequential: {first}looks at {shown} seeds, alpha {d.alpha:g}, margin "
                 f"{d.margin if d.margin is not None else 'none (better/worse than 0)'}, {d.spending} spending")
 
     @staticmethod

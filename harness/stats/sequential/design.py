@@ -40,6 +40,10 @@ class SequentialDesign:
     gamma: float = 1.0  # Hwang-Shih-DeCani parameter (spending="hsd" only)
     futility: float = 0.05  # stop as futile when no plausible effect settles a claim with >= this chance
     futility_rule: str = "reach"  # which chance ``futility`` bounds: FUTILITY_RULES
+    # futility-only looks before the first claim look: at futility_from, then every seeds_per_look seeds
+    # below min_seeds (None: none). They spend no alpha (no claim is possible there), so they never raise
+    # an error rate; they spare the seeds of runs heading nowhere (futility_rule "better" only)
+    futility_from: int | None = None
     arms: int = 1  # arms compared with the baseline; alpha is split evenly (Bonferroni)
     # the largest |skewness| of the differences the boundaries hold for (normal, or gamma-shaped up to
     # this, either direction): Hall's skewness-corrected t calibrated on those shapes;
@@ -51,8 +55,10 @@ class SequentialDesign:
         def bad(msg):
             raise ValueError(f"SequentialDesign: {msg}")
 
-        for name in ("max_seeds", "seeds_per_look", "min_seeds", "arms"):
+        for name in ("max_seeds", "seeds_per_look", "min_seeds", "arms", "futility_from"):
             v = getattr(self, name)
+            if v is None and name == "futility_from":
+                continue
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
                 bad(f"{name} must be a whole number, got {v!r}.")
         if not (isinstance(self.alpha, (int, float)) and 0.0 < self.alpha < 0.5):
@@ -89,6 +95,13 @@ class SequentialDesign:
         if self.futility_rule not in FUTILITY_RULES:
             bad(f"futility_rule must be one of {FUTILITY_RULES} ('reach': no plausible effect settles any claim; "
                 f"'better': the predictive chance of showing better is below futility), got {self.futility_rule!r}.")
+        if self.futility_from is not None and (self.futility_from < 3 or not self.futility
+                                               or self.futility_rule != "better"):
+            bad(f"futility_from={self.futility_from!r}: futility-only looks before the first claim look need at "
+                f"least 3 seeds (the sd of fewer differences has one degree of freedom or none to plan with, and "
+                f"an analysis needs 3 pairs), futility > 0 (got {self.futility!r}) and futility_rule 'better' (got "
+                f"{self.futility_rule!r}): the rule 'reach' plans over the look's interval, and a look that spends no "
+                "alpha has none. Use futility_from >= 3 with futility_rule='better', or None for no such looks.")
         if (isinstance(self.skewness, bool) or not isinstance(self.skewness, (int, float, np.integer, np.floating))
                 or not 0.0 <= self.skewness <= MAX_SKEWNESS):
             bad(f"skewness is the largest |skewness| of the differences the boundaries must hold for and must "
@@ -111,6 +124,18 @@ class SequentialDesign:
         """The looks at which a claim is possible: the exact sign-flip test's smallest p on n pairs,
         2^-n, is at most the look's nominal level. At the other looks only futility can stop."""
         return tuple(n for n, _, nominal, _ in self._bounds if 2.0**-n <= nominal)
+
+    @property
+    def futility_looks(self) -> tuple:
+        """The futility-only looks before the first claim look (``futility_from``; empty when None)."""
+        if self.futility_from is None:
+            return ()
+        return tuple(range(self.futility_from, self.min_seeds, self.seeds_per_look))
+
+    @property
+    def schedule(self) -> tuple:
+        """Every look in order: the futility-only looks, then the looks that spend alpha (``looks``)."""
+        return self.futility_looks + self.looks
 
     @property
     def looks(self) -> tuple:
@@ -165,6 +190,10 @@ class SequentialDesign:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
         if d["futility_rule"] == "reach":  # the records of designs made before the key stay as they were
             del d["futility_rule"]
+        if d["futility_from"] is None:  # and before this one
+            del d["futility_from"]
+        else:
+            d["futility_looks"] = list(self.futility_looks)
         d["looks"] = list(self.looks)
         d["one_sided_alpha"] = self.one_sided_alpha
         return d

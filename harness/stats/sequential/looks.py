@@ -35,6 +35,13 @@ Schuirmann 1987); with m = 0 "better" and "worse" share the boundary 0 and a1 = 
 a two-sided test. Several arms against one baseline split alpha evenly (Bonferroni): valid under
 any dependence between arms and any data-dependent dropping of arms.
 
+With ``futility_from`` the design also looks before its first claim look, at futility_from and every
+``seeds_per_look`` seeds below ``min_seeds``, with ``futility_rule="better"`` only: such a look spends no
+alpha (nominal level 0, critical value infinite, so its interval is the whole line) and can only stop
+for futility. The claim boundaries are those of the design without them, so they never raise an error
+rate; they cost a little power (docs/sequential.md, tests/test_futility_rule.py) and spare most of the
+seeds of a run heading nowhere, such as a candidate that changes no number.
+
 The interval assumes a continuous distribution of the differences; a quantised metric (accuracy
 moves in steps of one test example) breaks that at small n: six differences of exactly +1 example have
 sd 0 and a zero-width interval, while the exact sign-flip test of those six signs gives p = 2^-6.
@@ -94,6 +101,10 @@ def evaluate(design: SequentialDesign, n: int, mean, sd, differences):
         raise ValueError(f"evaluate needs the {n} differences of each row, shape {mean.shape + (n,)}; "
                          f"got {x.shape}.")
     g = sign * mean
+    if n in design.futility_looks:  # spends no alpha: no claim, an interval as wide as everything
+        settle = _predictive_better(design, n, g, sd, float(design.margin or 0.0))
+        code = np.where(settle < design.futility, FUTILE, CONTINUE).astype(np.int8)
+        return np.full(g.shape, -np.inf), np.full(g.shape, np.inf), code, settle
     crit = design.critical(n)
     if design.skewness > 0:
         # Hall's statistic inverted: an interval stretched towards the long tail of the differences
@@ -162,7 +173,7 @@ def _predictive_better(design: SequentialDesign, n: int, g, sd, m: float):
 class Look:
     """One look: what was known, the boundaries in force, and the decision."""
 
-    look: int  # 1-based index among the design's looks
+    look: int  # 1-based index among the design's looks (its schedule: futility-only looks first)
     n: int  # seeds (pairs) used
     estimate: float  # mean difference, arm - baseline, metric units
     sd: float  # sd of the differences
@@ -212,14 +223,21 @@ def _look(design, k, n, d, arm):
     flat = n < 2 or bool(_constant(d))
     sd = 0.0 if flat else float(np.std(d, ddof=1))
     lo, hi, code, settle = evaluate(design, n, mean, sd, d)
-    _, _, nominal, crit = design.boundaries[k]
+    # a futility-only look spends no alpha: its nominal level is 0 and its critical value infinite
+    _, _, nominal, crit = design._boundary(n) if n in design.looks else (n, math.inf, 0.0, math.inf)
     skew = float(sps.skew(d, bias=False)) if sd > 0 and n > 2 else 0.0
     decision = DECISIONS[int(code)]
     claim, tests = _in_view(design, float(lo), float(hi))
     x = d if design.direction == "max" else -d
     p = max((sign_flip_tail(-(x - s) if flip else x - s) for s, flip in tests), default=None)
     notes = []
-    if flat:
+    if n in design.futility_looks:
+        notes.append(f"a futility-only look: it spends no alpha, so no claim is possible before the first claim "
+                     f"look at {design.min_seeds} seeds")
+    if flat and n in design.futility_looks:
+        notes.append(f"every difference is {mean:+.4g} (sd 0): with no noise to plan with, the predictive chance "
+                     f"of 'better' is its limit, {settle:g}")
+    elif flat:
         notes.append(f"every difference is {mean:+.4g} (sd 0): the interval has no width, so the decision "
                      f"rests on the exact sign-flip test alone")
     if claim is not None and decision != claim:
@@ -250,7 +268,7 @@ def replay(design: SequentialDesign, differences, *, arm: str | None = None) -> 
     """
     d = _as_differences(differences)
     history = []
-    for k, n in enumerate(design.looks):
+    for k, n in enumerate(design.schedule):
         if n > len(d):
             break
         history.append(_look(design, k, n, d[:n], arm))
@@ -269,7 +287,7 @@ def simulate(design: SequentialDesign, differences: np.ndarray) -> tuple:
     d = np.asarray(differences, dtype=float)
     if d.ndim != 2 or d.shape[1] < design.max_seeds:
         raise ValueError(f"simulate needs an array (experiments, >= {design.max_seeds} seeds).")
-    looks = np.array(design.looks)
+    looks = np.array(design.schedule)
     d = d[:, : design.max_seeds]
     s1 = np.cumsum(d, axis=1)[:, looks - 1]
     s2 = np.cumsum(d**2, axis=1)[:, looks - 1]

@@ -23,7 +23,7 @@ from harness.tools.judge.baseline import (BASELINE_ARM, CANDIDATE_ARM, baseline_
 from harness.integrations.revisions.git import RevisionError, revision_digest
 from harness.tools.judge.kept import reuse_kept
 from harness.tools.judge.online import METHODS, claim_id, ledger_of, reserve, settle, withdraw
-from harness.tools.judge.verdict import BAD_INPUT, EXIT, FUTILITY_RULE, KEEP, judgement
+from harness.tools.judge.verdict import BAD_INPUT, EXIT, FUTILITY_FROM, FUTILITY_RULE, KEEP, judgement
 
 WORKTREE = "WORKTREE"
 # set by the judge: an override of one of them would change what is judged, or how
@@ -88,27 +88,37 @@ def _checked(args) -> None:
                        f"{Path.cwd()} is in none. Run it from inside the project's repository.")
 
 
-def _composes(args, baseline: str, candidate: str) -> None:
-    """The config the harness will be given composes (a misspelt key, a missing group option): checked
-    here, before the ledger reserves a level, where Hydra's refusal would end the run with exit 1 and
+def _composes(args, baseline: str, candidate: str):
+    """The config the harness will be given, composed here (a misspelt key, a missing group option is
+    refused) before the ledger reserves a level, where Hydra's refusal would end the run with exit 1 and
     only its last line ("Set the environment variable HYDRA_FULL_ERROR=1 ...") to say why."""
     from harness.config.compose import compose, compose_error
 
     try:
-        compose([*args.overrides, "ab.factor=code", f"ab.arms={{A: '{baseline}', B: '{candidate}'}}",
-                 "stats.baseline=A", "ab.sequential.enabled=true"], [args.config_dir] if args.config_dir else [])
+        return compose([*args.overrides, "ab.factor=code", f"ab.arms={{A: '{baseline}', B: '{candidate}'}}",
+                        "stats.baseline=A", "ab.sequential.enabled=true"], [args.config_dir] if args.config_dir else [])
     except Exception as e:  # noqa: BLE001 - Hydra's and OmegaConf's errors: the overrides do not compose
         raise BadInput(f"the overrides {' '.join(args.overrides) or '(none)'} do not compose a config: "
                        f"{compose_error(e)} Nothing ran and the ledger is unchanged.") from None
 
 
-def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: float, ledger) -> tuple[int, str]:
+def _futility_defaults(overrides, cfg) -> list:
+    """The judge's futility rule and its futility-only looks (verdict.py), where the overrides leave them:
+    the looks only with the rule "better" and a futility level above 0 in the composed config ``cfg``."""
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    out = [] if "ab.sequential.futility_rule" in given else [f"ab.sequential.futility_rule={FUTILITY_RULE}"]
+    s = cfg.ab.sequential
+    rule = s.futility_rule if "ab.sequential.futility_rule" in given else FUTILITY_RULE
+    if s.futility_from is None and rule == "better" and s.futility > 0:
+        out.append(f"ab.sequential.futility_from={FUTILITY_FROM}")
+    return out
+
+
+def _run_harness(args, folder: Path, baseline: str, candidate: str, alpha_t: float, ledger, cfg) -> tuple[int, str]:
     from harness.config.ledger_spec import is_url
 
     where = f"ledger.url={ledger}" if is_url(ledger) else f"ledger.path={Path(ledger).resolve()}"
-    # the judge's futility rule (verdict.py), unless the overrides choose one
-    rule = [] if any(o.split("=", 1)[0].lstrip("+~") == "ab.sequential.futility_rule" for o in args.overrides) \
-        else [f"ab.sequential.futility_rule={FUTILITY_RULE}"]
+    rule = _futility_defaults(args.overrides, cfg)
     argv = [sys.executable, "-m", "harness", *(["--config-dir", str(Path(args.config_dir).resolve())]
                                                 if args.config_dir else []),
             *args.overrides, "ab.factor=code", f"ab.arms={{A: '{baseline}', B: '{candidate}'}}", "stats.baseline=A",
@@ -135,7 +145,7 @@ def judge(argv=None) -> tuple[dict, int]:
     _checked(args)
     baseline = _commit(args.baseline, "--baseline")
     candidate = WORKTREE if args.candidate == WORKTREE else _commit(args.candidate, "--candidate")
-    _composes(args, baseline, candidate)
+    cfg = _composes(args, baseline, candidate)
     key = config_key(args.overrides, args.config_dir)
     try:  # (read before the ledger reserves a level: a baseline that cannot be read is bad input)
         baseline_digest = revision_digest(_git("rev-parse", "--show-toplevel"), baseline)
@@ -148,7 +158,7 @@ def judge(argv=None) -> tuple[dict, int]:
     copied = reuse_baseline(group, folder)
     # a kept WORKTREE candidate committed as this baseline: its units, when the commit holds the judged files
     copied.update(reuse_kept(Path(args.results), key, baseline, baseline_digest, folder, copied))
-    rc, said = _run_harness(args, folder, baseline, candidate, test["alpha_t"], ledger)
+    rc, said = _run_harness(args, folder, baseline, candidate, test["alpha_t"], ledger, cfg)
     analysis_path = folder / "analysis.json"
     if not analysis_path.is_file():
         if rc == 2 and _nothing_ran(folder, copied) and withdraw(ledger, test["test"]):

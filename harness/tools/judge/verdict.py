@@ -12,7 +12,9 @@ The mapping, argued in docs/code-arms.md ("A judge for research loops"):
 The judge runs the design with ``FUTILITY_RULE``: a run stops for futility when the predictive chance
 that max_seeds shows the candidate better is below ab.sequential.futility. The stop is non-binding
 (the boundaries of "better" are those of a design without it), so it never raises the false-keep
-rate; it spares the seeds of edits that are not heading for "better", most of a loop's edits.
+rate; it spares the seeds of edits that are not heading for "better", most of a loop's edits. It is
+asked from ``FUTILITY_FROM`` seeds on, at futility-only looks that spend no alpha, before the first look
+at which the loop's small alpha_t allows a claim: a candidate that changes no number stops there.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from typing import Optional
 
 KEEP, DISCARD, UNDECIDED = "keep", "discard", "undecided"
 FUTILITY_RULE = "better"  # ab.sequential.futility_rule of a judgement, unless its overrides set another
+# ab.sequential.futility_from of a judgement: futility-only looks from 4 seeds, every seeds_per_look, up to the
+# first claim look (at a loop's small alpha_t, 12-15 seeds); unless the overrides set it, another rule, or no futility
+FUTILITY_FROM = 4
 EXIT = {KEEP: 0, DISCARD: 1, UNDECIDED: 3}
 BAD_INPUT = 2
 
@@ -40,7 +45,9 @@ def judgement(analysis: dict, alpha_t: float, arm: str = "B") -> dict:
     verdict, why = _map(decision, identical, p, alpha_t, margin, stop)
     return {"verdict": verdict, "why": why, "decision": decision, "stopped_by": stop,
             "effect": look.get("estimate", comparison.get("mean_diff")),
-            "interval": look.get("interval"), "interval_level": look.get("level"),
+            # a futility-only look spends no alpha and has no interval (null, with no level)
+            "interval": look.get("interval") if look.get("nominal_alpha") != 0 else None,
+            "interval_level": look.get("level") if look.get("nominal_alpha") != 0 else None,
             "seeds": sequential.get("seeds", comparison.get("seeds", [])),
             "n": sequential.get("n", comparison.get("n_pairs")),
             "p": p, "sign_flip_p": look.get("sign_flip_p"), "alpha_t": alpha_t,
