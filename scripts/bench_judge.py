@@ -5,11 +5,11 @@ SIMULATED: no code is edited and nothing is trained. Each candidate edit is a dr
 difference candidate - baseline) and its paired differences are drawn as Normal(effect, 1). What is
 real is the judge's statistics: the ledger's online FDR rule (harness.stats.fdr.asynchronous.next_alpha,
 SAFFRON at FDR 0.1 by default, every decision recorded before the next edit), the sequential design the
-harness runs at alpha_t with the judge's futility rule (SequentialDesign, first_claim_seeds, simulate,
-harness.tools.judge.verdict.FUTILITY_RULE: the harness's own code), and the judge's keep rule (sequential
-decision better, and the decision p -- the larger of the paired t test's and the exact sign-flip test's
-two-sided p -- at most alpha_t). One approximation: alpha_t is
-rounded DOWN to a grid of GRID_PER_DECADE values per decade (each distinct level costs a calibration of
+harness runs at alpha_t with the judge's futility rule and futility-only looks (SequentialDesign,
+first_claim_seeds, simulate, harness.tools.judge.verdict.FUTILITY_RULE and FUTILITY_FROM: the harness's
+own code), and the judge's keep rule (sequential decision better, and the decision p -- the larger of
+the paired t test's and the exact sign-flip test's two-sided p -- at most alpha_t). One approximation:
+alpha_t is rounded DOWN to a grid of GRID_PER_DECADE values per decade (each distinct level costs a calibration of
 seconds), so the simulated judge is slightly more conservative than the real one.
 
 Printed: (a) the judge's false discovery proportion averaged over LOOPS loops (the FDR, with its SE)
@@ -43,7 +43,7 @@ from harness.stats.fdr.asynchronous import next_alpha  # noqa: E402
 from harness.stats.sequential.design import BETTER, SequentialDesign, first_claim_seeds  # noqa: E402
 from harness.stats.sequential.looks import simulate  # noqa: E402
 from harness.stats.sign_flip import sign_flip_tail  # noqa: E402
-from harness.tools.judge.verdict import FUTILITY_RULE  # noqa: E402
+from harness.tools.judge.verdict import FUTILITY_FROM, FUTILITY_RULE  # noqa: E402
 
 MIX = {"null": (0.8, 0.0), "small positive": (0.1, 0.7), "harmful": (0.1, -1.0)}  # share, effect in sigma
 GRID_PER_DECADE = 10
@@ -60,7 +60,7 @@ def design(alpha: float, max_seeds: int):
     refuses such a run: the judge exits 2, and its ledger test is settled with p = 1, not kept)."""
     if alpha not in _DESIGNS:
         kw = dict(max_seeds=max_seeds, alpha=alpha, margin=None, direction="max", equivalence=False,
-                  futility_rule=FUTILITY_RULE)
+                  futility_rule=FUTILITY_RULE, futility_from=FUTILITY_FROM)
         try:
             _DESIGNS[alpha] = SequentialDesign(min_seeds=first_claim_seeds(**kw), **kw)
         except ValueError:
@@ -111,7 +111,7 @@ def one_loop(rng, edits: int, max_seeds: int, method: str, level: float) -> list
             keep = bool(code[0] == BETTER and p <= alpha_t)
         ps.append(p)
         kept.append(keep)
-        out.append({"kind": kind, "keep": keep, "runs": n, "alpha": alpha_t, "greedy": bool(d[0] > 0),
+        out.append({"kind": kind, "keep": keep, "runs": n, "alpha": alpha_t, "greedy": bool(d[0] > 0), "p": p,
                     "refused": chosen is None})
     return out
 
@@ -141,7 +141,7 @@ def simulated(args, rng) -> None:
     print(f"simulated loop: {args.loops} loops x {args.edits} candidate edits (SIMULATED metric draws; mix "
           + ", ".join(f"{k} {s:.0%} at {e:+g} sigma" for k, (s, e) in MIX.items())
           + f"); judge: {args.method} at FDR {args.level}, sequential up to {args.max_seeds} seeds, "
-          f"futility rule {FUTILITY_RULE}")
+          f"futility rule {FUTILITY_RULE} from {FUTILITY_FROM} seeds")
     print(f"(a) judge:  FDR {fdr:.4f} +- {fdr_se:.4f} (SE) vs declared {args.level}; false keeps "
           f"{sum(e['keep'] for e in nulls)} of {len(nulls)} null or harmful edits; keeps "
           f"{sum(e['keep'] for e in every)}; power on small positive edits {power:.3f}; refused (alpha_t too small "
