@@ -58,3 +58,20 @@ def test_the_screen_prints_an_end_at_zero_as_0():
 
     assert Fmt({"unit": ""}).interval([-1.1e-09, 0.6]) == "[0, +0.6]"
     assert Fmt({"unit": ""}).interval([0.0012, 0.6]) == "[+0.0012, +0.6]"  # a small real end stays
+
+
+def test_the_figure_of_constant_differences_with_no_margin_draws_no_empty_legend(tmp_path):
+    """Constant differences have no t interval to draw; with no margin either, the differences panel
+    has nothing labelled, and matplotlib's "No artists with labels" warning reached the user's screen."""
+    import warnings
+
+    from harness.api import run
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = run(["+experiment=loss_ab", "workers=1", "logger=none", "progress=false", "data.train_limit=64",
+                   "train.fn=tests.sequential_fns.paired_metric", "+train.kwargs.shift=0.0", "+train.kwargs.sd=0.0",
+                   "ab.factor=train.kwargs.shift", "ab.arms.A=0.0", "ab.arms.B=1.0", "ab.seeds=[0,1,2]",
+                   "stats.margin=null", "determinism.threads=1"], out_dir=tmp_path, verbose=False)
+    assert res.analysis["comparisons"]["B"]["exact"] and (tmp_path / "analysis.png").is_file()
+    assert not [w for w in caught if "No artists with labels" in str(w.message)]

@@ -94,7 +94,8 @@ def test_keep_then_discard_reuses_the_baseline_and_takes_the_ledgers_next_level(
     _git(project, "commit", "-qam", "harmful")
     harmful = _git(project, "rev-parse", "HEAD")
     rc, second, err = _judge(project, "--baseline", base, "--candidate", "HEAD", ledger=ledger)
-    assert rc == 1 and second["verdict"] == "discard" and second["decision"] == "worse", err[-3000:]
+    # a harmful edit: stopped at the first futility-only look (no claim that it is worse), discarded
+    assert rc == 1 and second["verdict"] == "discard" and second["decision"] == "futile", err[-3000:]
     assert second["candidate"] == {"revision": "HEAD", "commit": harmful}
     # the baseline was paid for once: every baseline unit of the second judgement is the first's, unchanged
     assert second["baseline"]["units"] == {"reused": second["seeds"], "ran": []}
@@ -205,7 +206,8 @@ def test_bench_judge_prints_the_judges_fdr_greedys_false_keeps_and_the_runs_per_
     assert judge and greedy and runs, out
     assert int(judge.group(4)) > 0 and float(greedy.group(1)) > 0.2  # one run against one: about half the nulls kept
     assert int(judge.group(3)) < float(greedy.group(1)) * int(judge.group(4))
-    assert 6 <= float(runs.group(1)) <= 16  # between the first look and the maximum
+    # between the first futility-only look and the maximum
+    assert bench.FUTILITY_FROM <= float(runs.group(1)) <= 16
 
 
 @pytest.mark.parametrize("decision, code, margin, p, verdict, rule", [

@@ -103,7 +103,8 @@ def _differences(ax, analysis, fmt, unit):
     ax.set_ylabel("difference" + unit)
     ax.set_title("differences per seed" + (" (dashed/dotted: the estimated margin's bounds)"
                                            if margin["source"] == "auto" else ""), fontsize=9)
-    ax.legend(loc="best", fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # constant differences and no margin: nothing labelled to list
+        ax.legend(loc="best", fontsize=7)
 
 
 def _numeric(value) -> bool:

@@ -44,6 +44,6 @@ def write_figure(block: dict, path) -> None:
         ax.set_xlabel("seeds (pairs) at the look")
         ax.set_ylabel(f"{arm} - {block['baseline']}{unit}")
         ax.set_title(f"{arm} vs {block['baseline']}: {a['decision']}")
-        if margin or looks:
+        if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="best", fontsize=8)
     atomic_write(path, lambda out: fig.savefig(out, format="png"))
