@@ -54,18 +54,20 @@ def grid_down(alpha: float) -> float:
     return 10 ** (math.floor(math.log10(alpha) * GRID_PER_DECADE) / GRID_PER_DECADE)
 
 
-def design(alpha: float, max_seeds: int):
+def design(alpha: float, max_seeds: int, futility_from=FUTILITY_FROM):
     """The judge's sequential design at this level (the harness's defaults, no margin: better or worse than
-    0, and the judge's futility rule); None when no look up to max_seeds can claim at it (the harness
-    refuses such a run: the judge exits 2, and its ledger test is settled with p = 1, not kept)."""
-    if alpha not in _DESIGNS:
+    0, and the judge's futility rule, asked from ``futility_from`` seeds: None, at the first claim look);
+    None when no look up to max_seeds can claim at it (the harness refuses such a run: the judge exits 2,
+    and its ledger test is settled with p = 1, not kept)."""
+    key = (alpha, max_seeds, futility_from)
+    if key not in _DESIGNS:
         kw = dict(max_seeds=max_seeds, alpha=alpha, margin=None, direction="max", equivalence=False,
-                  futility_rule=FUTILITY_RULE, futility_from=FUTILITY_FROM)
+                  futility_rule=FUTILITY_RULE, futility_from=futility_from)
         try:
-            _DESIGNS[alpha] = SequentialDesign(min_seeds=first_claim_seeds(**kw), **kw)
+            _DESIGNS[key] = SequentialDesign(min_seeds=first_claim_seeds(**kw), **kw)
         except ValueError:
-            _DESIGNS[alpha] = None
-    return _DESIGNS[alpha]
+            _DESIGNS[key] = None
+    return _DESIGNS[key]
 
 
 def decision_p(d: np.ndarray) -> float:
@@ -94,14 +96,14 @@ def fixed_n(power: float, effect: float, alpha: float, cap: int = 400) -> float:
     return float(cap)
 
 
-def one_loop(rng, edits: int, max_seeds: int, method: str, level: float) -> list[dict]:
+def one_loop(rng, edits: int, max_seeds: int, method: str, level: float, futility_from=FUTILITY_FROM) -> list[dict]:
     kinds = rng.choice(list(MIX), size=edits, p=[s for s, _ in MIX.values()])
     ps, kept, out = [], [], []
     for kind in kinds:
         effect = MIX[kind][1]
         alpha_t = next_alpha(method, ps, kept, level=level, decision_times=[None] * len(ps))
         d = rng.normal(effect, 1.0, max_seeds)
-        chosen = design(grid_down(alpha_t), max_seeds)
+        chosen = design(grid_down(alpha_t), max_seeds, futility_from)
         if chosen is None:  # refused before any run
             n, p, keep = 0, 1.0, False
         else:
@@ -118,7 +120,8 @@ def one_loop(rng, edits: int, max_seeds: int, method: str, level: float) -> list
 
 def simulated(args, rng) -> None:
     """The simulated loops, judged three ways; their (a), (b), (c) printed."""
-    loops = [one_loop(rng, args.edits, args.max_seeds, args.method, args.level) for _ in range(args.loops)]
+    early = args.futility_from or None
+    loops = [one_loop(rng, args.edits, args.max_seeds, args.method, args.level, early) for _ in range(args.loops)]
 
     def fdp(loop, key):
         keeps = [e for e in loop if e[key]]
@@ -141,11 +144,13 @@ def simulated(args, rng) -> None:
     print(f"simulated loop: {args.loops} loops x {args.edits} candidate edits (SIMULATED metric draws; mix "
           + ", ".join(f"{k} {s:.0%} at {e:+g} sigma" for k, (s, e) in MIX.items())
           + f"); judge: {args.method} at FDR {args.level}, sequential up to {args.max_seeds} seeds, "
-          f"futility rule {FUTILITY_RULE} from {FUTILITY_FROM} seeds")
+          f"futility rule {FUTILITY_RULE} " + (f"from {early} seeds" if early else "from the first claim look"))
     print(f"(a) judge:  FDR {fdr:.4f} +- {fdr_se:.4f} (SE) vs declared {args.level}; false keeps "
           f"{sum(e['keep'] for e in nulls)} of {len(nulls)} null or harmful edits; keeps "
           f"{sum(e['keep'] for e in every)}; power on small positive edits {power:.3f}; refused (alpha_t too small "
-          f"for a claim within --max-seeds) {sum(e['refused'] for e in every)}")
+          f"for a claim within --max-seeds) {sum(e['refused'] for e in every)}; median alpha_t "
+          f"{np.median([e['alpha'] for e in every]):.2g}; null p-values above 0.5 (SAFFRON's non-candidates, ADDIS's "
+          f"discards) {np.mean([e['p'] > 0.5 for e in nulls]):.3f}")
     print(f"(b) greedy: false-keep rate {sum(e['greedy'] for e in nulls) / len(nulls):.3f} of null or harmful "
           f"edits; FDR {gfdr:.3f} +- {gfdr_se:.3f}; power {sum(e['greedy'] for e in positives) / max(len(positives), 1):.3f}")
     print(f"(c) candidate runs per decision: judge {judge_runs:.2f} vs fixed-n paired t test of the judge's power "
@@ -160,6 +165,8 @@ def main(argv=None) -> int:
     a.add_argument("--method", default="saffron")
     a.add_argument("--level", type=float, default=0.1)
     a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--futility-from", type=int, default=FUTILITY_FROM, help="the simulated loops' futility-only "
+                   f"looks from this many seeds (default {FUTILITY_FROM}, the judge's; 0: none, the first claim look)")
     a.add_argument("--repo", default=None, help="also a REAL loop of code edits in a new scratch repository made in "
                    "this folder (judge_real_loop.py), after the simulated loops")
     a.add_argument("--budget-min", type=float, default=20, help="--repo: stop the real loop's edits after this")

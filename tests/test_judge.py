@@ -208,6 +208,10 @@ def test_bench_judge_prints_the_judges_fdr_greedys_false_keeps_and_the_runs_per_
     assert int(judge.group(3)) < float(greedy.group(1)) * int(judge.group(4))
     # between the first futility-only look and the maximum
     assert bench.FUTILITY_FROM <= float(runs.group(1)) <= 16
+    # the same loops with futility asked only from the first claim look: more runs per decision
+    assert bench.main(["--edits", "25", "--loops", "2", "--max-seeds", "16", "--futility-from", "0"]) == 0
+    late = re.search(r"\(c\) candidate runs per decision: judge ([0-9.]+) vs", capsys.readouterr().out)
+    assert "futility rule better from the first claim look" in late.string and float(late.group(1)) > float(runs.group(1))
 
 
 @pytest.mark.parametrize("decision, code, margin, p, verdict, rule", [
