@@ -50,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="outputs/judge", help="the judgements' folder (default outputs/judge)")
     p.add_argument("--config-dir", default=None, help="the project's Hydra config folder, as for python -m harness")
     p.add_argument("--ledger", default=None, help="the ledger (default $HARNESS_LEDGER, else outputs/ledger.sqlite)")
-    p.add_argument("--fdr", default="saffron", help=f"the online FDR method of the stream: {', '.join(METHODS)}")
+    p.add_argument("--fdr", default="saffron", help=f"the online FDR method of the stream: {', '.join(METHODS)} "
+                   "(addis keeps the most for a new loop: docs/code-arms.md)")
     p.add_argument("--level", type=float, default=0.1, help="the declared FDR level of the keeps (default 0.1)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m harness")
     return p
