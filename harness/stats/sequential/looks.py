@@ -224,7 +224,7 @@ def _look(design, k, n, d, arm):
     sd = 0.0 if flat else float(np.std(d, ddof=1))
     lo, hi, code, settle = evaluate(design, n, mean, sd, d)
     # a futility-only look spends no alpha: its nominal level is 0 and its critical value infinite
-    _, _, nominal, crit = design._boundary(n) if n in design.looks else (n, math.inf, 0.0, math.inf)
+    nominal, crit = (design.nominal(n), design.critical(n)) if n in design.looks else (0.0, math.inf)
     skew = float(sps.skew(d, bias=False)) if sd > 0 and n > 2 else 0.0
     decision = DECISIONS[int(code)]
     claim, tests = _in_view(design, float(lo), float(hi))
