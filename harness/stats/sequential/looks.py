@@ -223,18 +223,19 @@ def _look(design, k, n, d, arm):
     flat = n < 2 or bool(_constant(d))
     sd = 0.0 if flat else float(np.std(d, ddof=1))
     lo, hi, code, settle = evaluate(design, n, mean, sd, d)
+    early = n in design.futility_looks
     # a futility-only look spends no alpha: its nominal level is 0 and its critical value infinite
-    nominal, crit = (design.nominal(n), design.critical(n)) if n in design.looks else (0.0, math.inf)
+    nominal, crit = (0.0, math.inf) if early else (design.nominal(n), design.critical(n))
     skew = float(sps.skew(d, bias=False)) if sd > 0 and n > 2 else 0.0
     decision = DECISIONS[int(code)]
     claim, tests = _in_view(design, float(lo), float(hi))
     x = d if design.direction == "max" else -d
     p = max((sign_flip_tail(-(x - s) if flip else x - s) for s, flip in tests), default=None)
     notes = []
-    if n in design.futility_looks:
+    if early:
         notes.append(f"a futility-only look: it spends no alpha, so no claim is possible before the first claim "
                      f"look at {design.min_seeds} seeds")
-    if flat and n in design.futility_looks:
+    if flat and early:
         notes.append(f"every difference is {mean:+.4g} (sd 0): with no noise to plan with, the predictive chance "
                      f"of 'better' is its limit, {settle:g}")
     elif flat:

@@ -42,12 +42,12 @@ def judgement(analysis: dict, alpha_t: float, arm: str = "B") -> dict:
     margin = (analysis.get("declaration") or {}).get("margin")  # the declared one (None: better/worse than 0 only)
     design = (analysis.get("sequential") or {}).get("design") or {}
     stop = _stopped_by(decision, look, design)
+    early = look.get("nominal_alpha") == 0  # a futility-only look spends no alpha and has no interval
     verdict, why = _map(decision, identical, p, alpha_t, margin, stop)
     return {"verdict": verdict, "why": why, "decision": decision, "stopped_by": stop,
             "effect": look.get("estimate", comparison.get("mean_diff")),
-            # a futility-only look spends no alpha and has no interval (null, with no level)
-            "interval": look.get("interval") if look.get("nominal_alpha") != 0 else None,
-            "interval_level": look.get("level") if look.get("nominal_alpha") != 0 else None,
+            "interval": None if early else look.get("interval"),
+            "interval_level": None if early else look.get("level"),
             "seeds": sequential.get("seeds", comparison.get("seeds", [])),
             "n": sequential.get("n", comparison.get("n_pairs")),
             "p": p, "sign_flip_p": look.get("sign_flip_p"), "alpha_t": alpha_t,
